@@ -1,0 +1,150 @@
+-- 004: hybrid_search, the one function every retrieval goes through (direct Postgres and
+-- Supabase RPC alike).
+--
+-- Two legs, each filtered the same way and each bounded to match_count rows:
+--   vector leg  : HNSW cosine search; vector_score = cosine similarity.
+--   full-text leg: chunks matching the question's selective lexemes (OR, GIN index), ranked by
+--                  BM25 (003_bm25.sql); fts_score = BM25 divided by the score of an average-length
+--                  chunk holding every query lexeme once, capped at 1, so it is comparable
+--                  across queries.
+-- Fused by FULL OUTER JOIN:
+--   'weighted' : vector_weight * vector_score + fts_weight * fts_score (absolute, 0..1);
+--   'rrf'      : sum of weight / (rrf_k + rank) over the legs a chunk appears in.
+-- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
+--
+-- Bounded work on common words: lexemes found in more than fts_max_df_ratio of all chunks do
+-- not select candidates (they still score them), and at most fts_scan_limit matching rows are
+-- scored. The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index
+-- scans, so a filtered vector leg still fills match_count rows.
+create or replace function hybrid_search(
+  query_text          text,
+  query_embedding     vector default null,
+  match_count         integer default 40,
+  vector_weight       double precision default 0.7,
+  fts_weight          double precision default 0.3,
+  fusion              text default 'weighted',
+  rrf_k               integer default 60,
+  document_types      text[] default null,
+  binding_only        boolean default false,
+  include_superseded  boolean default false,
+  ef_search           integer default null,
+  fts_max_df_ratio    double precision default 0.1,
+  fts_scan_limit      integer default 20000
+)
+returns table (
+  id bigint, document_id text, document_name text, document_type text, section_path text,
+  page_number integer, chunk_index integer, is_binding boolean, superseded_by text,
+  content text, token_count integer, metadata jsonb,
+  vector_score double precision, fts_score double precision, bm25_score double precision,
+  fused_score double precision, vector_rank integer, fts_rank integer
+)
+language plpgsql
+set statement_timeout = '5s'
+as $$
+#variable_conflict use_column
+declare
+  qvec        sparsevec;
+  idf_mass    double precision;
+  match_query tsquery;
+  n_docs      bigint;
+  vw          double precision := coalesce(vector_weight, 0.7);
+  fw          double precision := coalesce(fts_weight, 0.3);
+begin
+  if match_count is null or match_count < 1 or match_count > 1000 then
+    raise exception 'match_count must be between 1 and 1000' using errcode = '22023';
+  end if;
+  if fusion is null or fusion not in ('weighted', 'rrf') then
+    raise exception 'fusion must be weighted or rrf' using errcode = '22023';
+  end if;
+  if query_embedding is null then
+    vw := 0;
+    fw := 1;
+  end if;
+
+  perform set_config('hnsw.ef_search',
+                     least(greatest(coalesce(ef_search, 2 * match_count), match_count, 40), 1000)::text, true);
+  begin
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+  exception when others then
+    null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
+  end;
+
+  select c.n_docs into n_docs from bm25_corpus c where c.id;
+
+  with terms as (
+    select * from bm25_query_terms(query_text) where df > 0
+  ), by_index as (
+    select idx, sum(idf * qtf) as w from terms group by idx
+  )
+  select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec, sum(w)
+    into qvec, idf_mass
+  from by_index;
+
+  with terms as (
+    select * from bm25_query_terms(query_text) where df > 0
+  ), selective as (
+    select lexeme from terms where df <= greatest(fts_max_df_ratio * n_docs, 1)
+  ), chosen as (
+    select lexeme from selective
+    union all
+    -- every lexeme is common: fall back to the two rarest
+    select lexeme from (select lexeme from terms order by df, lexeme limit 2) r
+     where not exists (select 1 from selective)
+  )
+  select string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '\''') || '''', ' | ')::tsquery
+    into match_query
+  from chosen;
+
+  return query
+  with vector_leg as (
+    select v.id, v.score, (row_number() over (order by v.distance))::integer as rank
+    from (
+      select c.id, c.embedding <=> query_embedding as distance, 1 - (c.embedding <=> query_embedding) as score
+      from knowledge_chunks c
+      where query_embedding is not null
+        and (document_types is null or c.document_type = any (document_types))
+        and (not binding_only or c.is_binding)
+        and (include_superseded or c.superseded_by is null)
+      order by c.embedding <=> query_embedding
+      limit match_count
+    ) v
+  ), fts_leg as (
+    select s.id, -(s.bm25 <#> qvec) as score,
+           (row_number() over (order by s.bm25 <#> qvec, s.id))::integer as rank
+    from (
+      select c.id, c.bm25
+      from knowledge_chunks c
+      where match_query is not null
+        and c.fts @@ match_query
+        and (document_types is null or c.document_type = any (document_types))
+        and (not binding_only or c.is_binding)
+        and (include_superseded or c.superseded_by is null)
+      limit fts_scan_limit
+    ) s
+    order by s.bm25 <#> qvec, s.id
+    limit match_count
+  ), joined as (
+    select coalesce(v.id, f.id) as id,
+           v.score as vector_score,
+           least(f.score / nullif(idf_mass, 0), 1.0) as fts_score,
+           f.score as bm25_score,
+           v.rank as vector_rank,
+           f.rank as fts_rank
+    from vector_leg v
+    full outer join fts_leg f on f.id = v.id
+  )
+  select c.id, c.document_id, c.document_name, c.document_type, c.section_path,
+         c.page_number, c.chunk_index, c.is_binding, c.superseded_by,
+         c.content, c.token_count, c.metadata,
+         j.vector_score, j.fts_score, j.bm25_score,
+         case when fusion = 'rrf' then
+                coalesce(vw / (rrf_k + j.vector_rank), 0) + coalesce(fw / (rrf_k + j.fts_rank), 0)
+              else
+                vw * greatest(coalesce(j.vector_score, 0), 0) + fw * coalesce(j.fts_score, 0)
+         end as fused_score,
+         j.vector_rank, j.fts_rank
+  from joined j
+  join knowledge_chunks c on c.id = j.id
+  order by 16 desc, 1;
+end
+$$;

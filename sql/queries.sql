@@ -1,0 +1,80 @@
+-- The worker's own statements, loaded by name (worker/sqlfiles.py). Parameters are named
+-- (%(name)s) and always bound, never formatted into the text.
+
+-- name: create_migrations_table
+create table if not exists schema_migrations (
+  name        text primary key,
+  checksum    text not null,
+  applied_at  timestamptz not null default now()
+)
+
+-- name: lock_migrations
+select pg_advisory_xact_lock(hashtext('arc-retrieval:migrations'))
+
+-- name: applied_migrations
+select name from schema_migrations
+
+-- name: record_migration
+insert into schema_migrations (name, checksum) values (%(name)s, %(checksum)s)
+on conflict (name) do nothing
+
+-- name: embedding_type
+select format_type(a.atttypid, a.atttypmod)
+from pg_attribute a
+where a.attrelid = to_regclass('knowledge_chunks') and a.attname = 'embedding' and not a.attisdropped
+
+-- name: ping
+select 1
+
+-- name: lock_document
+select pg_advisory_xact_lock(hashtext('arc-retrieval:document:' || %(document_id)s))
+
+-- name: delete_document
+delete from knowledge_chunks where document_id = %(document_id)s
+
+-- name: copy_chunks
+copy knowledge_chunks (document_id, document_name, document_type, section_path, page_number,
+                       chunk_index, is_binding, superseded_by, content, token_count, metadata,
+                       embedding)
+from stdin
+
+-- name: mark_superseded
+update knowledge_chunks set superseded_by = %(superseded_by)s
+where document_id = %(document_id)s and superseded_by is distinct from %(superseded_by)s
+
+-- name: superseding_document
+select superseded_by from knowledge_chunks
+where document_id = %(document_id)s and superseded_by is not null limit 1
+
+-- name: bm25_refresh
+select bm25_refresh()
+
+-- name: document_summary
+select document_id, document_name, document_type, count(*) as chunks, bool_and(is_binding) as is_binding,
+       max(superseded_by) as superseded_by
+from knowledge_chunks group by document_id, document_name, document_type order by document_id
+
+-- name: hybrid_search
+select * from hybrid_search(
+  query_text         => %(query_text)s,
+  query_embedding    => %(query_embedding)s::vector,
+  match_count        => %(match_count)s,
+  vector_weight      => %(vector_weight)s,
+  fts_weight         => %(fts_weight)s,
+  fusion             => %(fusion)s,
+  document_types     => %(document_types)s::text[],
+  binding_only       => %(binding_only)s,
+  include_superseded => %(include_superseded)s
+)
+
+-- name: chunk_neighbours
+select * from chunk_neighbours(chunk_id => %(chunk_id)s, radius => %(radius)s)
+
+-- name: insert_query_log
+insert into query_log (request_id, query, normalized_query, query_type, status, best_score,
+                       result_count, candidate_count, both_legs_count, vector_only_count,
+                       fts_only_count, avg_vector_score, avg_fts_score, reranked, warnings, timings_ms)
+values (%(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(status)s, %(best_score)s,
+        %(result_count)s, %(candidate_count)s, %(both_legs_count)s, %(vector_only_count)s,
+        %(fts_only_count)s, %(avg_vector_score)s, %(avg_fts_score)s, %(reranked)s, %(warnings)s,
+        %(timings_ms)s)

@@ -1,0 +1,105 @@
+"""Structure-following chunking.
+
+Readers (``worker/readers.py``) turn a file into :class:`Block` s: paragraphs and list items that
+know their heading path and page. :func:`chunk_blocks` packs consecutive blocks of one section
+into chunks that fit the embedding model, splitting long blocks at sentences, so every chunk
+carries the heading path it belongs to ("Chapter 4 > 4.2 Fencing > (F) ...").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+SECTION_SEPARATOR = " > "
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    section: tuple[str, ...]
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_index: int
+    section_path: str
+    content: str
+    page_number: int | None
+
+    @property
+    def embedding_text(self) -> str:
+        """What the embedder reads: the heading path gives a short chunk its topic."""
+        return f"{self.section_path}\n\n{self.content}" if self.section_path else self.content
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")
+
+
+def chunk_blocks(blocks: Iterable[Block], count_tokens: Callable[[str], int], max_tokens: int) -> list[Chunk]:
+    """Pack blocks into chunks of at most ``max_tokens`` (heading path included)."""
+    chunks: list[Chunk] = []
+    current: list[str] = []
+    current_section: tuple[str, ...] | None = None
+    current_page: int | None = None
+
+    def flush() -> None:
+        nonlocal current
+        if current:
+            chunks.append(Chunk(len(chunks), SECTION_SEPARATOR.join(current_section or ()),
+                                "\n\n".join(current), current_page))
+        current = []
+
+    for block in blocks:
+        path = SECTION_SEPARATOR.join(block.section)
+        budget = max_tokens - count_tokens(path) - 4  # room for the separator lines
+        if budget < 16:
+            raise ValueError(f"heading path too long for the embedding input: {path[:80]}")
+        if block.section != current_section:
+            flush()
+            current_section = block.section
+        for piece in _split_to_fit(block.text, count_tokens, budget):
+            candidate = "\n\n".join([*current, piece])
+            if current and count_tokens(candidate) > budget:
+                flush()
+            if not current:
+                current_page = block.page
+            current.append(piece)
+    flush()
+    return chunks
+
+
+def _split_to_fit(text: str, count_tokens: Callable[[str], int], budget: int) -> list[str]:
+    if count_tokens(text) <= budget:
+        return [text]
+    pieces: list[str] = []
+    current = ""
+    for sentence in _sentences(text, count_tokens, budget):
+        candidate = f"{current} {sentence}".strip()
+        if current and count_tokens(candidate) > budget:
+            pieces.append(current)
+            current = sentence
+        else:
+            current = candidate
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _sentences(text: str, count_tokens: Callable[[str], int], budget: int) -> Iterable[str]:
+    for sentence in _SENTENCE_END.split(text):
+        if count_tokens(sentence) <= budget:
+            yield sentence
+            continue
+        # A run-on "sentence" longer than the model's input: cut between words.
+        words = sentence.split()
+        current: list[str] = []
+        for word in words:
+            if current and count_tokens(" ".join([*current, word])) > budget:
+                yield " ".join(current)
+                current = []
+            current.append(word)
+        if current:
+            yield " ".join(current)

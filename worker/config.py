@@ -1,0 +1,175 @@
+"""All configuration, read once from the environment and validated before anything starts.
+
+Every setting the worker reads is a field of :class:`Settings`; nothing else in the package
+looks at ``os.environ``. ``tests/test_docs.py`` checks that every variable here is documented
+in the README.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+DOCUMENT_TYPES = ("design_guidelines", "ccr", "response_letter", "application_form", "other")
+
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+OPENAI_MODEL = "text-embedding-3-large"
+OPENAI_DIM = 1536
+
+
+class ConfigError(Exception):
+    """A setting is missing, malformed or contradicts another; the message is one line."""
+
+
+# Environment variable -> field name. The order is the README's order.
+ENV_VARS: dict[str, str] = {
+    "DATABASE_URL": "database_url",
+    "ARC_DATA_DIR": "data_dir",
+    "SUPABASE_URL": "supabase_url",
+    "SUPABASE_KEY": "supabase_key",
+    "EMBEDDING_PROVIDER": "embedding_provider",
+    "EMBEDDING_MODEL": "embedding_model",
+    "EMBEDDING_DIM": "embedding_dim",
+    "EMBEDDING_TIMEOUT": "embedding_timeout",
+    "OPENAI_API_KEY": "openai_api_key",
+    "OPENAI_BASE_URL": "openai_base_url",
+    "AZURE_OPENAI_API_KEY": "azure_openai_api_key",
+    "AZURE_OPENAI_ENDPOINT": "azure_openai_endpoint",
+    "AZURE_OPENAI_API_VERSION": "azure_openai_api_version",
+    "RERANKER": "reranker",
+    "LLM_MODEL": "llm_model",
+    "LLM_TIMEOUT": "llm_timeout",
+    "LLM_API_KEY": "llm_api_key",
+    "LLM_BASE_URL": "llm_base_url",
+    "ARC_API_TOKEN": "api_token",
+    "ARC_INGEST_TOKEN": "ingest_token",
+    "ARC_AUTH_HEADER": "auth_header",
+    "ARC_AUTH_DISABLED": "auth_disabled",
+    "ARC_RATE_LIMIT": "rate_limit",
+    "ARC_MAX_BODY_BYTES": "max_body_bytes",
+    "ARC_NO_RESULTS_BELOW": "no_results_below",
+    "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
+    "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
+    "ARC_POOL_SIZE": "pool_size",
+    "ARC_LOG_LEVEL": "log_level",
+}
+
+
+class Settings(BaseModel):
+    """The worker's settings. Build with :meth:`from_env`; tests pass overrides directly."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str | None = None
+    data_dir: Path = Path(".arc-data")
+    supabase_url: str | None = None
+    supabase_key: str | None = None
+
+    embedding_provider: Literal["local", "openai", "azure"] | None = None
+    embedding_model: str | None = None
+    embedding_dim: int | None = None
+    embedding_timeout: float = 10.0
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    azure_openai_api_key: str | None = None
+    azure_openai_endpoint: str | None = None
+    azure_openai_api_version: str = "2024-10-21"
+
+    reranker: Literal["llm", "none"] | None = None
+    llm_model: str = "gpt-4o"
+    llm_timeout: float = 15.0
+    llm_api_key: str | None = None
+    llm_base_url: str | None = None
+
+    api_token: str | None = None
+    ingest_token: str | None = None
+    auth_header: str = "X-ARC-Token"
+    auth_disabled: bool = False
+    rate_limit: float = 20.0  # requests per second per client, burst of 2x
+    max_body_bytes: int = 1_000_000
+
+    no_results_below: float = 0.3
+    low_confidence_below: float = 0.5
+    statement_timeout_ms: int = 5000
+    pool_size: int = 4
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Settings:
+        # Defaults that depend on other settings are filled here, once, so that the rest of the
+        # code reads plain values.
+        provider = self.embedding_provider
+        if provider is None:
+            if self.azure_openai_endpoint and self.azure_openai_api_key:
+                provider = "azure"
+            elif self.openai_api_key:
+                provider = "openai"
+            else:
+                provider = "local"
+        if provider == "openai" and not self.openai_api_key:
+            raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")
+        if provider == "azure" and not (self.azure_openai_endpoint and self.azure_openai_api_key):
+            raise ValueError("EMBEDDING_PROVIDER=azure needs AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY")
+        model = self.embedding_model or (LOCAL_MODEL if provider == "local" else OPENAI_MODEL)
+        dim = self.embedding_dim or (LOCAL_DIM if provider == "local" else OPENAI_DIM)
+        if provider == "local":
+            if model != LOCAL_MODEL:
+                raise ValueError(f"EMBEDDING_PROVIDER=local supports only EMBEDDING_MODEL={LOCAL_MODEL}")
+            if dim != LOCAL_DIM:
+                raise ValueError(f"{LOCAL_MODEL} makes {LOCAL_DIM}-dim vectors, not EMBEDDING_DIM={dim}")
+        if not 1 <= dim <= 2000:
+            raise ValueError("EMBEDDING_DIM must be 1..2000 (pgvector's HNSW limit for vector)")
+        if bool(self.supabase_url) != bool(self.supabase_key):
+            raise ValueError("SUPABASE_URL and SUPABASE_KEY go together")
+        if self.supabase_url and not self.database_url:
+            # Ingestion and migrations need a direct connection; PostgREST only serves RPC.
+            raise ValueError("the Supabase backend also needs DATABASE_URL (its direct Postgres connection)")
+        reranker = self.reranker
+        if reranker is None:
+            reranker = "llm" if self.llm_credentials_present else "none"
+        if reranker == "llm" and not self.llm_credentials_present:
+            raise ValueError("RERANKER=llm needs LLM_API_KEY, OPENAI_API_KEY or AZURE_OPENAI_API_KEY")
+        if not 0 <= self.no_results_below <= self.low_confidence_below <= 1:
+            raise ValueError("need 0 <= ARC_NO_RESULTS_BELOW <= ARC_LOW_CONFIDENCE_BELOW <= 1")
+        object.__setattr__(self, "embedding_provider", provider)
+        object.__setattr__(self, "embedding_model", model)
+        object.__setattr__(self, "embedding_dim", dim)
+        object.__setattr__(self, "reranker", reranker)
+        return self
+
+    @property
+    def llm_credentials_present(self) -> bool:
+        return bool(self.llm_api_key or self.openai_api_key or self.azure_openai_api_key)
+
+    @property
+    def embedded_database(self) -> bool:
+        return self.database_url is None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Read every known variable once; raise :class:`ConfigError` with one line on error."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {
+            field: environ[var] for var, field in ENV_VARS.items() if environ.get(var, "") != ""
+        }
+        values.update(overrides)
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc)) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    fields = {field: var for var, field in ENV_VARS.items()}
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        name = fields.get(loc, loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{name}: {msg}" if name else msg)
+    return "invalid configuration: " + "; ".join(parts)

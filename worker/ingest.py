@@ -1,0 +1,204 @@
+"""Ingestion: files -> chunks -> embeddings -> knowledge_chunks.
+
+Each document is replaced atomically: one transaction takes a per-document advisory lock,
+deletes the old chunks and COPYs the new ones, so a crash midway leaves the previous version and
+two concurrent ingests of one document end with exactly one version. Embeddings are computed
+before the transaction opens, so it stays short.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from psycopg.types.json import Jsonb
+from tqdm import tqdm
+
+from . import sqlfiles
+from .chunking import Chunk, chunk_blocks
+from .config import DOCUMENT_TYPES
+from .database import Database
+from .embeddings import Embedder
+from .errors import IngestError
+from .readers import ParsedDocument, read_beir_corpus, read_path
+from .tokens import TokenCounter, default_counter
+
+log = logging.getLogger("arc.ingest")
+
+# The longest chunk we make even when the model reads more: smaller chunks cite more precisely
+# and keep the agent's token budget for several sources.
+MAX_CHUNK_TOKENS = 400
+MAX_DOCUMENT_ID = 200
+
+
+@dataclass
+class DocumentInput:
+    document_id: str
+    name: str
+    document_type: str
+    chunks: list[Chunk]
+    is_binding: bool = True
+    supersedes: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.document_type not in DOCUMENT_TYPES:
+            raise IngestError(f"document_type must be one of {', '.join(DOCUMENT_TYPES)}")
+        if not self.document_id or len(self.document_id) > MAX_DOCUMENT_ID or "\x00" in self.document_id:
+            raise IngestError(f"document_id must be 1..{MAX_DOCUMENT_ID} characters")
+        if self.supersedes == self.document_id:
+            raise IngestError("a document cannot supersede itself")
+        if not self.chunks:
+            raise IngestError(f"{self.document_id}: no text found to ingest")
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    documents: int
+    chunks: int
+    replaced_chunks: int
+
+
+def slugify(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:MAX_DOCUMENT_ID] or "document"
+
+
+class Ingestor:
+    def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None):
+        self.db = db
+        self.embedder = embedder
+        self.counter = counter or default_counter()
+
+    @property
+    def max_chunk_tokens(self) -> int:
+        return min(self.embedder.max_tokens, MAX_CHUNK_TOKENS)
+
+    def chunk(self, parsed: ParsedDocument) -> list[Chunk]:
+        # The embedder's own tokenizer decides what fits its input.
+        return chunk_blocks(parsed.blocks, self.embedder.count_tokens, self.max_chunk_tokens)
+
+    def prepare_text(self, parsed: ParsedDocument, *, document_id: str | None, name: str | None,
+                     document_type: str, is_binding: bool = True, supersedes: str | None = None,
+                     fallback_name: str = "document", metadata: dict | None = None) -> DocumentInput:
+        name = name or parsed.title or fallback_name
+        return DocumentInput(document_id=document_id or slugify(name), name=name,
+                             document_type=document_type, chunks=self.chunk(parsed),
+                             is_binding=is_binding, supersedes=supersedes, metadata=metadata or {})
+
+    def prepare_file(self, path: Path, **kwargs) -> DocumentInput:
+        try:
+            parsed = read_path(path)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise IngestError(f"{path.name}: {exc}") from exc
+        kwargs.setdefault("document_id", None)
+        kwargs.setdefault("name", None)
+        return self.prepare_text(parsed, fallback_name=path.stem, metadata={"source_file": path.name}, **kwargs)
+
+    def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
+              *, progress: bool = False, batch_documents: int = 256) -> IngestReport:
+        """Embed (unless given) and store documents, each replaced atomically."""
+        texts = [c.embedding_text for d in documents for c in d.chunks]
+        if embeddings is None:
+            embeddings = self.embed(texts, progress=progress)
+        if len(embeddings) != len(texts):
+            raise IngestError(f"{len(embeddings)} embeddings for {len(texts)} chunks")
+        replaced = 0
+        offset = 0
+        bar = tqdm(total=len(texts), desc="storing", unit="chunk", disable=not progress)
+        with self.db.connect() as conn:
+            for start in range(0, len(documents), batch_documents):
+                batch = documents[start:start + batch_documents]
+                n = sum(len(d.chunks) for d in batch)
+                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n])
+                offset += n
+                bar.update(n)
+            conn.execute(sqlfiles.query("bm25_refresh"))
+            conn.commit()
+        bar.close()
+        log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
+        return IngestReport(len(documents), len(texts), replaced)
+
+    def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
+        out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
+        with tqdm(total=len(texts), desc="embedding", unit="chunk", disable=not progress) as bar:
+            for start in range(0, len(texts), batch):
+                out[start:start + batch] = self.embedder.embed(texts[start:start + batch])
+                bar.update(min(batch, len(texts) - start))
+        return out
+
+    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray) -> int:
+        replaced = 0
+        with conn.transaction():
+            superseded: dict[str, str | None] = {}
+            for doc in sorted(documents, key=lambda d: d.document_id):  # one lock order: no deadlocks
+                conn.execute(sqlfiles.query("lock_document"), {"document_id": doc.document_id})
+                row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": doc.document_id}).fetchone()
+                superseded[doc.document_id] = row[0] if row else None
+                replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
+            row_index = 0
+            with conn.cursor().copy(sqlfiles.query("copy_chunks")) as copy:
+                for doc in documents:
+                    for chunk in doc.chunks:
+                        copy.write_row((doc.document_id, doc.name, doc.document_type, chunk.section_path,
+                                        chunk.page_number, chunk.chunk_index, doc.is_binding,
+                                        superseded[doc.document_id], chunk.content,
+                                        self.counter.count(chunk.content), Jsonb(doc.metadata),
+                                        embeddings[row_index]))
+                        row_index += 1
+            for doc in documents:
+                if doc.supersedes:
+                    conn.execute(sqlfiles.query("mark_superseded"),
+                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id})
+        return replaced
+
+
+def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
+    """A BEIR corpus as one chunk per record (benchmarks score whole records)."""
+    docs = []
+    for i, record in enumerate(read_beir_corpus(path)):
+        if limit is not None and i >= limit:
+            break
+        chunk = Chunk(0, record.title.strip(), record.text.strip() or record.title, None)
+        docs.append(DocumentInput(document_id=record.doc_id, name=record.title or record.doc_id,
+                                  document_type="other", chunks=[chunk], is_binding=False))
+    return docs
+
+
+def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: str, is_binding: bool,
+                 supersedes: str | None, name: str | None, progress: bool,
+                 on_file: Callable[[Path], None] | None = None) -> IngestReport:
+    paths = list(paths)
+    if name and len(paths) > 1:
+        raise IngestError("--name applies to a single file")
+    documents: list[DocumentInput] = []
+    for path in paths:
+        if path.name.endswith(".jsonl"):
+            documents.extend(beir_documents(path))
+            continue
+        documents.append(ingestor.prepare_file(path, document_type=document_type, is_binding=is_binding,
+                                               supersedes=supersedes, name=name))
+        if on_file:
+            on_file(path)
+    return ingestor.write(documents, progress=progress)
+
+
+SAMPLE_DIR = Path(__file__).parent / "sample_corpus"
+
+
+def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False) -> IngestReport:
+    """Load the fictional Cedar Hollow documents listed in ``sample_corpus/manifest.json``."""
+    import json
+
+    manifest = json.loads((SAMPLE_DIR / "manifest.json").read_text())
+    documents = [
+        ingestor.prepare_file(SAMPLE_DIR / entry["file"], document_id=entry["document_id"],
+                              document_type=entry["document_type"], is_binding=entry["is_binding"],
+                              supersedes=entry.get("supersedes"))
+        for entry in manifest["documents"]
+    ]
+    return ingestor.write(documents, progress=progress)
