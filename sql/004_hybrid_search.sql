@@ -12,9 +12,9 @@
 --   'rrf'      : sum of weight / (rrf_k + rank) over the legs a chunk appears in.
 -- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
 --
--- Bounded work on common words: lexemes found in more than fts_max_df_ratio of all chunks do
--- not select candidates (they still score them), and at most fts_scan_limit matching rows are
--- scored. The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index
+-- Bounded work on common words: lexemes found in more than fts_max_df_ratio of all chunks (and
+-- in more than fts_min_df_cutoff chunks) do not select candidates (they still score them), and
+-- at most fts_scan_limit matching rows are scored. The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index
 -- scans, so a filtered vector leg still fills match_count rows.
 create or replace function hybrid_search(
   query_text          text,
@@ -29,6 +29,7 @@ create or replace function hybrid_search(
   include_superseded  boolean default false,
   ef_search           integer default null,
   fts_max_df_ratio    double precision default 0.1,
+  fts_min_df_cutoff   integer default 1000,
   fts_scan_limit      integer default 20000
 )
 returns table (
@@ -83,7 +84,7 @@ begin
   with terms as (
     select * from bm25_query_terms(query_text) where df > 0
   ), selective as (
-    select lexeme from terms where df <= greatest(fts_max_df_ratio * n_docs, 1)
+    select lexeme from terms where df <= greatest(fts_max_df_ratio * n_docs, fts_min_df_cutoff)
   ), chosen as (
     select lexeme from selective
     union all
@@ -126,7 +127,7 @@ begin
   ), joined as (
     select coalesce(v.id, f.id) as id,
            v.score as vector_score,
-           least(f.score / nullif(idf_mass, 0), 1.0) as fts_score,
+           case when f.score is not null then least(f.score / nullif(idf_mass, 0), 1.0) end as fts_score,  -- least() alone would turn a missing score into 1
            f.score as bm25_score,
            v.rank as vector_rank,
            f.rank as fts_rank

@@ -78,3 +78,6 @@ values (%(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(statu
         %(result_count)s, %(candidate_count)s, %(both_legs_count)s, %(vector_only_count)s,
         %(fts_only_count)s, %(avg_vector_score)s, %(avg_fts_score)s, %(reranked)s, %(warnings)s,
         %(timings_ms)s)
+
+-- name: knowledge_base_empty
+select not exists (select 1 from knowledge_chunks)

@@ -1,0 +1,149 @@
+"""The Flask app: ``POST /webhook/arc-retrieval`` and friends.
+
+``create_app()`` builds everything from the environment (what gunicorn and ``arc-retrieval
+serve`` call); tests pass settings or a ready :class:`~worker.runtime.Runtime`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, request
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
+
+from .config import Settings
+from .errors import ArcError, DatabaseUnavailable
+from .models import ErrorResponse, RetrievalRequest, RetrievalResponse, unwrap
+from .openapi import openapi_document
+from .pipeline import Retriever, Thresholds
+from .querylog import QueryLog
+from .rerank import LLMReranker
+from .runtime import Runtime, open_runtime
+from .search import PostgresBackend, SupabaseBackend
+
+log = logging.getLogger("arc.app")
+
+RETRIEVAL_ROUTE = "/webhook/arc-retrieval"
+
+
+def build_retriever(runtime: Runtime) -> Retriever:
+    settings = runtime.settings
+    if settings.supabase_url:
+        backend = SupabaseBackend(settings.supabase_url, settings.supabase_key)
+    else:
+        backend = PostgresBackend(runtime.db)
+    reranker = None
+    if settings.reranker == "llm":
+        from .embeddings import make_openai_client
+
+        client = make_openai_client(settings, timeout=settings.llm_timeout, for_embeddings=False, max_retries=0)
+        reranker = LLMReranker(client, settings.llm_model, timeout=settings.llm_timeout)
+    return Retriever(embedder=runtime.embedder, backend=backend, reranker=reranker,
+                     thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
+                     embedding_timeout=settings.embedding_timeout)
+
+
+def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
+               retriever: Retriever | None = None) -> Flask:
+    if runtime is None:
+        runtime = open_runtime(settings or Settings.from_env())
+    settings = runtime.settings
+    retriever = retriever or build_retriever(runtime)
+    query_log = QueryLog(runtime.db)
+
+    app = Flask("arc-retrieval")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.extensions["arc"] = {"runtime": runtime, "retriever": retriever}
+
+    @app.before_request
+    def _request_id() -> None:
+        incoming = request.headers.get("X-Request-ID", "")
+        g.request_id = incoming[:100] if incoming and incoming.isprintable() else uuid.uuid4().hex
+
+    @app.after_request
+    def _echo_request_id(response: Response) -> Response:
+        response.headers["X-Request-ID"] = g.get("request_id", "")
+        return response
+
+    @app.post(RETRIEVAL_ROUTE)
+    def retrieve() -> Any:
+        payload = _json_body()
+        try:
+            req = RetrievalRequest.model_validate(unwrap(payload))
+        except ValidationError as exc:
+            return _validation_error(exc)
+        answer = retriever.answer(req, request_id=g.request_id)
+        query_log.record(answer)
+        return jsonify(answer.model_dump(mode="json", exclude_none=False))
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        return jsonify({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Any:
+        db_ok = runtime.db.ping()
+        body = {"status": "ready" if db_ok else "not_ready", "database": db_ok,
+                "embedding_model": runtime.embedder.model}
+        return jsonify(body), 200 if db_ok else 503
+
+    @app.get("/openapi.json")
+    def openapi() -> Any:
+        return jsonify(openapi_document())
+
+    @app.errorhandler(ArcError)
+    def _arc_error(exc: ArcError) -> Any:
+        if isinstance(exc, DatabaseUnavailable):
+            log.warning("database unavailable", extra={"reason": str(exc)})
+            response = _error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
+            response.headers["Retry-After"] = "5"
+            return response
+        return _error(exc.status, exc.code, str(exc), getattr(exc, "field", None))
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Any:
+        code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+                415: "unsupported_media_type"}.get(exc.code or 500, "http_error")
+        field = "body" if exc.code in (400, 413, 415) else None
+        return _error(exc.code or 500, code, exc.description or code, field)
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Any:
+        # Logged with its type only: a stack trace can carry document text or secrets.
+        log.error("unexpected error", extra={"error_type": type(exc).__name__})
+        return _error(500, "internal_error", "the worker failed to answer; the error was logged")
+
+    return app
+
+
+def _json_body() -> Any:
+    from werkzeug.exceptions import BadRequest, UnsupportedMediaType
+
+    if not request.is_json:
+        raise UnsupportedMediaType("send the request as JSON (Content-Type: application/json)")
+    payload = request.get_json(silent=True)
+    if payload is None:
+        raise BadRequest("the body is not valid JSON")
+    if not isinstance(payload, dict):
+        raise BadRequest("the body must be a JSON object")
+    return payload
+
+
+def _validation_error(exc: ValidationError) -> Any:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "body"
+    message = f"{field}: {first['msg']}"
+    return _error(422, "invalid_input", message, field)
+
+
+def _error(status: int, code: str, message: str, field: str | None = None) -> Any:
+    body = ErrorResponse(error=code, message=message, field=field, request_id=g.get("request_id"))
+    response = jsonify(body.model_dump(mode="json"))
+    response.status_code = status
+    return response
+
+
+__all__ = ["create_app", "build_retriever", "RetrievalResponse"]

@@ -1,0 +1,131 @@
+"""``arc-retrieval``: the command line over the same pieces the webhook uses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .config import DOCUMENT_TYPES, ConfigError, Settings
+from .errors import ArcError
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _runtime(settings: Settings):
+    from .embedded import exit_on_signals
+    from .runtime import open_runtime
+
+    exit_on_signals()
+    try:
+        return open_runtime(settings)
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group()
+@click.version_option(package_name="arc-retrieval")
+def main() -> None:
+    """Hybrid retrieval over governing documents, for n8n agents."""
+    from .logs import configure_logging
+
+    configure_logging()
+
+
+@main.group()
+def db() -> None:
+    """Schema: apply migrations or print them for Supabase."""
+
+
+@db.command("init")
+def db_init() -> None:
+    """Apply pending migrations (idempotent) and check the embedding size."""
+    settings = _settings()
+    runtime = _runtime(settings)
+    try:
+        applied = runtime.db.migrate(runtime.embedder.dim)
+        click.echo(f"migrations applied: {', '.join(applied) if applied else 'none (up to date)'}")
+        click.echo(f"embedding: {runtime.embedder.model}, vector({runtime.embedder.dim})")
+    finally:
+        runtime.close()
+
+
+@db.command("sql")
+@click.option("--dim", type=click.IntRange(1, 2000), default=1536, show_default=True,
+              help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).")
+def db_sql(dim: int) -> None:
+    """Print every migration in order, ready to paste into Supabase's SQL editor."""
+    from .sqlfiles import all_migrations_sql
+
+    click.echo(all_migrations_sql(dim))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--document-type", type=click.Choice(DOCUMENT_TYPES), default="other", show_default=True)
+@click.option("--binding/--not-binding", default=True, show_default=True)
+@click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older document as superseded by the new one.")
+@click.option("--name", help="Document name (default: its first heading or file name).")
+@click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
+def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersedes: str | None,
+           name: str | None, sample: bool) -> None:
+    """Ingest Markdown, text, PDF or a BEIR corpus.jsonl; re-ingesting replaces a document."""
+    from .ingest import Ingestor, ingest_paths, ingest_sample_corpus
+
+    if not paths and not sample:
+        raise click.UsageError("give PATHS or --sample")
+    runtime = _runtime(_settings())
+    try:
+        ingestor = Ingestor(runtime.db, runtime.embedder)
+        progress = sys.stderr.isatty()
+        if sample:
+            report = ingest_sample_corpus(ingestor, progress=progress)
+        else:
+            report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
+                                  supersedes=supersedes, name=name, progress=progress)
+        click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) "
+                   f"(replaced {report.replaced_chunks})")
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        runtime.close()
+
+
+@main.command()
+@click.argument("query")
+@click.option("--rerank/--no-rerank", default=None)
+def ask(query: str, rerank: bool | None) -> None:
+    """Run one question through the pipeline and print the JSON answer."""
+    from .app import build_retriever
+    from .models import RetrievalRequest
+
+    runtime = _runtime(_settings())
+    try:
+        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank))
+        click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
+    finally:
+        runtime.close()
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--workers", default=None, type=int, help="gunicorn worker processes (default: WEB_CONCURRENCY or 2).")
+@click.option("--load-sample", is_flag=True, help="Load the sample corpus if the knowledge base is empty.")
+def serve(host: str, port: int, workers: int | None, load_sample: bool) -> None:
+    """Serve the webhook with gunicorn (the embedded database starts with it)."""
+    from .server import run
+
+    _settings()  # fail fast, with one line, on a bad configuration
+    run(host=host, port=port, workers=workers, load_sample=load_sample)
+
+
+if __name__ == "__main__":
+    main()

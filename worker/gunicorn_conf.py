@@ -1,0 +1,52 @@
+"""gunicorn settings for the worker (``gunicorn -c python:worker.gunicorn_conf 'worker.app:create_app()'``).
+
+Requests are I/O bound (Postgres, the embedding and LLM APIs), so each process runs threads.
+Each process builds its own app: its own connection pool and its own copy of the embedding model
+(23 MB), which avoids forking an onnxruntime thread pool. The master starts the embedded
+database (when DATABASE_URL is unset), applies migrations once, and stops the database on exit.
+"""
+
+from __future__ import annotations
+
+import os
+
+bind = os.environ.get("ARC_BIND", "127.0.0.1:8080")
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+worker_class = "gthread"
+threads = int(os.environ.get("ARC_THREADS", "8"))
+timeout = 60            # a request is bounded by the LLM timeout (15 s) well before this
+graceful_timeout = 20   # in-flight requests finish on SIGTERM
+keepalive = 5           # n8n reuses connections
+preload_app = False
+accesslog = None
+errorlog = "-"
+loglevel = "warning"
+
+_embedded = None
+
+
+def on_starting(server) -> None:
+    global _embedded
+    from worker import sqlfiles
+    from worker.config import Settings
+    from worker.ingest import Ingestor, ingest_sample_corpus
+    from worker.logs import configure_logging
+    from worker.runtime import open_runtime
+
+    configure_logging()
+    runtime = open_runtime(Settings.from_env())
+    if os.environ.get("ARC_LOAD_SAMPLE") == "1":
+        with runtime.db.connect() as conn:
+            empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
+        if empty:
+            ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
+    runtime.db.close()
+    if runtime.embedded is not None:
+        # Workers connect to the database this master started.
+        os.environ["DATABASE_URL"] = runtime.db.url
+        _embedded = runtime.embedded
+
+
+def on_exit(server) -> None:
+    if _embedded is not None:
+        _embedded.stop()

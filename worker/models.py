@@ -1,0 +1,139 @@
+"""The webhook's request and response, as pydantic models (and so the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .config import DOCUMENT_TYPES
+
+DocumentType = Literal["design_guidelines", "ccr", "response_letter", "application_form", "other"]
+Status = Literal["success", "low_confidence", "no_results"]
+
+MAX_QUERY_CHARS = 2000
+
+
+class Weights(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vector: float = Field(ge=0, le=1)
+    fts: float = Field(ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> Weights:
+        if self.vector + self.fts <= 0:
+            raise ValueError("vector and fts weights cannot both be 0")
+        return self
+
+
+class RetrievalRequest(BaseModel):
+    """What the webhook accepts. n8n wrappers are unwrapped before validation (see ``unwrap``)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                       description="The question, 1..2000 characters after trimming.")
+    document_types: list[DocumentType] | None = Field(default=None, max_length=len(DOCUMENT_TYPES))
+    binding_only: bool = False
+    include_superseded: bool = False
+    top_k: int = Field(default=8, ge=1, le=20, description="Most chunks in the answer.")
+    candidates: int = Field(default=40, ge=1, le=200, description="Candidates per retrieval leg.")
+    token_budget: int = Field(default=4000, ge=50, le=32000)
+    min_relevance: float = Field(default=0.5, ge=0, le=1)
+    weights: Weights | None = None
+    fusion: Literal["weighted", "rrf"] | None = None
+    rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
+    debug: bool = False
+
+    @field_validator("query")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        return value
+
+    @field_validator("document_types")
+    @classmethod
+    def _dedupe(cls, value: list[str] | None) -> list[str] | None:
+        return list(dict.fromkeys(value)) if value else None
+
+
+# Keys an n8n Chat Trigger sends next to chatInput; harmless, so not an error.
+_N8N_CHAT_KEYS = {"sessionId", "action", "chatInput", "metadata"}
+
+
+def unwrap(payload: Any) -> Any:
+    """Accept the shapes n8n sends: a Webhook node's ``{"body": {...}, "headers": ...}`` and a
+    chat trigger's ``{"chatInput": "...", "sessionId": ...}``."""
+    if isinstance(payload, dict) and isinstance(payload.get("body"), dict):
+        inner = payload["body"]
+        # A Webhook node forwards {headers, params, query: {url params}, body: {...}}.
+        if "query" in inner or "chatInput" in inner or not isinstance(payload.get("query"), str):
+            payload = inner
+    if isinstance(payload, dict) and "chatInput" in payload:
+        chat_input = payload["chatInput"]
+        payload = {k: v for k, v in payload.items() if k not in _N8N_CHAT_KEYS}
+        payload.setdefault("query", chat_input)
+    return payload
+
+
+class QueryInfo(BaseModel):
+    original: str
+    normalized: str
+    keywords: list[str]
+    query_type: str
+    weights: Weights
+    fusion: str
+    document_types: list[str] | None = Field(description="The filter applied (explicit or detected).")
+    filter_source: Literal["request", "detected", "none"]
+
+
+class ChunkResult(BaseModel):
+    id: int
+    document_id: str
+    document_name: str
+    document_type: str
+    section_path: str
+    page_number: int | None
+    chunk_index: int
+    is_binding: bool
+    superseded_by: str | None
+    content: str
+    token_count: int
+    vector_score: float | None = None
+    fts_score: float | None = None
+    bm25_score: float | None = None
+    fused_score: float = 0.0
+    vector_rank: int | None = None
+    fts_rank: int | None = None
+    relevance: float = Field(0.0, description="The calibrated first-stage score (weighted vector + full-text).")
+    rerank_score: float | None = None
+    adjusted_score: float | None = None
+    rerank_reasoning: str | None = None
+    final_score: float = Field(0.0, description="The score statuses and min_relevance act on.")
+    source: int | None = Field(None, description="Its [SOURCE n] number in the context, if included.")
+
+
+class RetrievalResponse(BaseModel):
+    status: Status
+    message: str | None = None
+    query: QueryInfo
+    chunks: list[ChunkResult]
+    context: str
+    context_tokens: int
+    sources: int
+    best_score: float | None
+    reranked: bool
+    warnings: list[str]
+    usage: dict[str, int] = Field(default_factory=dict)
+    timings_ms: dict[str, float]
+    request_id: str | None = None
+    debug: dict[str, Any] | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: str
+    message: str
+    field: str | None = None
+    request_id: str | None = None

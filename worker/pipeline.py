@@ -1,0 +1,192 @@
+"""The whole answer: preprocess -> embed -> search -> rerank -> assemble -> status.
+
+:class:`Retriever` holds the long-lived stages and turns one :class:`RetrievalRequest` into one
+:class:`RetrievalResponse`, timing every stage. The webhook, the eval harness and the CLI all
+call :meth:`Retriever.answer`, so they measure the same code path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import context as context_stage
+from .embeddings import CachedEmbedder
+from .models import ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Weights
+from .preprocess import ProcessedQuery, preprocess
+from .rerank import Reranker
+from .search import SearchBackend, SearchCache, SearchParams
+from .tokens import TokenCounter, default_counter
+
+log = logging.getLogger("arc.pipeline")
+
+NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
+                      "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
+LOW_CONFIDENCE_MESSAGE = ("Only weakly related passages were found. Answer cautiously, cite the sources, and "
+                          "say that the documents may not address the question directly.")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Statuses act on each chunk's ``final_score``: the adjusted rerank score when the LLM
+    reranker ran, else ``relevance`` (weighted cosine similarity + normalised BM25, 0..1)."""
+
+    no_results_below: float = 0.3
+    low_confidence_below: float = 0.5
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round((time.perf_counter() - start) * 1000, 2)
+
+    def total(self) -> float:
+        return round((time.perf_counter() - self._start) * 1000, 2)
+
+
+class Retriever:
+    def __init__(self, *, embedder: CachedEmbedder, backend: SearchBackend, reranker: Reranker | None,
+                 thresholds: Thresholds = Thresholds(), embedding_timeout: float = 10.0,
+                 default_fusion: str = "weighted", counter: TokenCounter | None = None,
+                 search_cache: SearchCache | None = None):
+        self.embedder = embedder
+        self.backend = backend
+        self.reranker = reranker
+        self.thresholds = thresholds
+        self.embedding_timeout = embedding_timeout
+        self.default_fusion = default_fusion
+        self.counter = counter or default_counter()
+        self.search_cache = search_cache if search_cache is not None else SearchCache()
+        self._embed_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
+        self.embedding_failures = 0
+
+    def answer(self, request: RetrievalRequest, request_id: str | None = None) -> RetrievalResponse:
+        timer = Timer()
+        warnings: list[str] = []
+
+        with timer.stage("preprocess"):
+            processed = preprocess(request.query)
+            filter_types, filter_source = self._filter(request, processed)
+            weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
+            fusion = request.fusion or self.default_fusion
+
+        with timer.stage("embed"):
+            embedding = self._embed(processed.normalized, warnings)
+
+        params = SearchParams(query_text=processed.normalized, embedding=embedding,
+                              match_count=request.candidates, vector_weight=weights.vector,
+                              fts_weight=weights.fts, fusion=fusion,
+                              document_types=tuple(filter_types) if filter_types else None,
+                              binding_only=request.binding_only, include_superseded=request.include_superseded)
+        with timer.stage("search"):
+            candidates = self.search_cache.get(params)
+            if candidates is None:
+                candidates = self.backend.search(params)
+                self.search_cache.put(params, candidates)
+            for chunk in candidates:
+                chunk.relevance = _relevance(chunk, weights, embedding is not None)
+                chunk.final_score = chunk.relevance
+            if fusion == "weighted":
+                candidates.sort(key=lambda c: (-c.fused_score, c.id))
+
+        reranked, usage = False, {}
+        with timer.stage("rerank"):
+            use_llm = request.rerank if request.rerank is not None else self.reranker is not None
+            if use_llm and self.reranker is None:
+                warnings.append("reranking requested but no LLM is configured; first-stage order kept")
+            elif use_llm and candidates:
+                outcome = self.reranker.rerank(processed.normalized, candidates, request.top_k)
+                candidates, reranked, usage = outcome.chunks, outcome.reranked, outcome.usage
+                warnings.extend(outcome.warnings)
+            elif self.reranker is None:
+                warnings.append("reranker off (no LLM configured): scores are first-stage relevance")
+
+        with timer.stage("context"):
+            built = context_stage.assemble(candidates, counter=self.counter, token_budget=request.token_budget,
+                                           min_relevance=request.min_relevance, max_chunks=request.top_k,
+                                           neighbours=self._neighbours)
+            in_context = {c.id: n for n, c in enumerate(built.chunks, start=1)}
+            chosen_ids = set(in_context)
+            shown = [c for c in built.chunks] + [c for c in candidates if c.id not in chosen_ids]
+            shown = shown[: max(request.top_k, len(built.chunks))]
+            for chunk in shown:
+                chunk.source = in_context.get(chunk.id)
+
+        best = max((c.final_score for c in candidates), default=None)
+        status, message = self._status(best)
+        if status == "no_results":
+            built = context_stage.Context(text="", tokens=0, chunks=[])
+            for chunk in shown:
+                chunk.source = None
+        timings = dict(timer.timings, total=timer.total())
+        return RetrievalResponse(
+            status=status, message=message,
+            query=QueryInfo(original=request.query, normalized=processed.normalized, keywords=processed.keywords,
+                            query_type=processed.query_type, weights=weights, fusion=fusion,
+                            document_types=filter_types, filter_source=filter_source),
+            chunks=shown, context=built.text, context_tokens=built.tokens, sources=len(built.chunks),
+            best_score=None if best is None else round(best, 4), reranked=reranked, warnings=warnings,
+            usage=usage, timings_ms=timings, request_id=request_id,
+            debug={"candidates": len(candidates),
+                   "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
+                   "search_cache_hits": self.search_cache.hits} if request.debug else None,
+        )
+
+    # -- stages --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _filter(request: RetrievalRequest, processed: ProcessedQuery) -> tuple[list[str] | None, str]:
+        if request.document_types:
+            return list(request.document_types), "request"
+        if processed.detected_document_types:
+            return processed.detected_document_types, "detected"
+        return None, "none"
+
+    def _embed(self, text: str, warnings: list[str]) -> np.ndarray | None:
+        future = self._embed_pool.submit(self.embedder.embed_query, text)
+        try:
+            return future.result(timeout=self.embedding_timeout)
+        except FutureTimeout:
+            reason = f"no embedding within {self.embedding_timeout:g} s"
+        except Exception as exc:  # any provider failure degrades to full-text, never an error
+            reason = f"embedding failed ({type(exc).__name__})"
+        self.embedding_failures += 1
+        log.warning("embedding failed; full-text only", extra={"reason": reason})
+        warnings.append(f"degraded: {reason}; results come from full-text search only")
+        return None
+
+    def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
+        found = self.backend.neighbours(chunk.id, 1)
+        for n in found:
+            n.final_score = 0.0
+        return found
+
+    def _status(self, best: float | None) -> tuple[str, str | None]:
+        if best is None or best < self.thresholds.no_results_below:
+            return "no_results", NO_RESULTS_MESSAGE
+        if best < self.thresholds.low_confidence_below:
+            return "low_confidence", LOW_CONFIDENCE_MESSAGE
+        return "success", None
+
+
+def _relevance(chunk: ChunkResult, weights: Weights, have_embedding: bool) -> float:
+    if not have_embedding:
+        return round(chunk.fts_score or 0.0, 6)
+    total = weights.vector + weights.fts
+    value = (weights.vector * max(chunk.vector_score or 0.0, 0.0) + weights.fts * (chunk.fts_score or 0.0)) / total
+    return round(value, 6)

@@ -1,0 +1,291 @@
+"""Stage 5: LLM reranking, then metadata adjustments.
+
+An OpenAI-compatible chat model scores each candidate 0..1 (JSON, temperature 0). Replies are
+parsed defensively; any failure leaves the first-stage order and says why in ``warnings``.
+Adjustments then favour binding and design-guideline sources and demote superseded ones.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cachetools import TTLCache
+
+from .models import ChunkResult
+from .tokens import default_counter
+
+log = logging.getLogger("arc.rerank")
+
+SYSTEM_PROMPT = (
+    "You rank evidence for questions about a community's governing documents (design guidelines, "
+    "CC&Rs, prior decision letters, application forms). You answer only with JSON."
+)
+
+# Named and checked (tests/test_rerank.py) so that a template edit cannot drop a variable.
+USER_PROMPT_TEMPLATE = """Question: {question}
+
+Score how relevant each candidate passage is to answering the question, from 0.0 to 1.0.
+Rubric, in order of weight:
+1. It directly answers the question (the rule, number or decision asked about): 0.8-1.0.
+2. It gives context needed to apply the answer (conditions, exceptions, procedure): 0.6-0.8.
+3. It defines a term the question depends on: 0.5-0.7.
+4. It is an authoritative source on the topic but does not answer: 0.3-0.5.
+Be strict: a passage that is only tangentially related scores below 0.5; an unrelated one near 0.
+
+Candidates:
+{candidates}
+
+Reply with JSON: {{"scores": [{{"chunk_id": "<id>", "relevance_score": <0..1>, "reasoning": "<one sentence>"}}, ...]}}
+with one entry per candidate id above."""
+
+CANDIDATE_TEMPLATE = """<candidate id="{id}">
+Document: {document_name} ({document_type})
+Section: {section}
+{content}
+</candidate>"""
+
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "name": "relevance_scores",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["scores"],
+        "properties": {
+            "scores": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["chunk_id", "relevance_score", "reasoning"],
+                    "properties": {
+                        "chunk_id": {"type": "string"},
+                        "relevance_score": {"type": "number"},
+                        "reasoning": {"type": "string"},
+                    },
+                },
+            }
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Adjustments:
+    """Multipliers applied to the rerank score, capped at 1.0."""
+
+    binding: float = 1.1
+    superseded: float = 0.5
+    document_type: dict[str, float] = field(default_factory=lambda: {"design_guidelines": 1.05})
+
+    def apply(self, chunk: ChunkResult, score: float) -> float:
+        factor = self.document_type.get(chunk.document_type, 1.0)
+        if chunk.is_binding:
+            factor *= self.binding
+        if chunk.superseded_by:
+            factor *= self.superseded
+        return min(1.0, max(0.0, score * factor))
+
+
+@dataclass
+class RerankOutcome:
+    chunks: list[ChunkResult]
+    reranked: bool
+    warnings: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class Reranker(Protocol):
+    def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome: ...
+
+
+class RerankFailed(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Score:
+    value: float
+    reasoning: str | None
+
+
+class LLMReranker:
+    def __init__(self, client: Any, model: str, *, timeout: float = 15.0, batch_size: int = 20,
+                 max_candidates: int = 40, chunk_token_cap: int = 350, guard_top: int = 5,
+                 adjustments: Adjustments | None = None, cache_ttl: float = 300.0):
+        if batch_size < 1 or batch_size > 20:
+            raise ValueError("batch_size must be 1..20")
+        self.client = client
+        self.model = model
+        self.timeout = timeout
+        self.batch_size = batch_size
+        self.max_candidates = max_candidates
+        self.chunk_token_cap = chunk_token_cap
+        self.guard_top = guard_top
+        self.adjustments = adjustments or Adjustments()
+        self._structured = True  # flips to plain JSON mode once a server rejects json_schema
+        self._cache: TTLCache = TTLCache(maxsize=1024, ttl=cache_ttl)
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rerank")
+        self._tokens = default_counter()
+
+    def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
+        pool = candidates[: self.max_candidates]
+        if not pool:
+            return RerankOutcome([], reranked=False)
+        key = (self.model, question, tuple(c.id for c in pool))
+        with self._lock:
+            cached = self._cache.get(key)
+        usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "llm_requests": 0}
+        if cached is None:
+            try:
+                cached = self._score_all(question, pool, usage)
+            except RerankFailed as exc:
+                log.warning("reranker skipped", extra={"reason": str(exc)})
+                return RerankOutcome(candidates, reranked=False,
+                                     warnings=[f"reranker skipped: {exc}; results keep the first-stage order"],
+                                     usage=usage)
+            with self._lock:
+                self._cache[key] = cached
+        else:
+            usage["cache_hit"] = 1
+        return RerankOutcome(self._order(candidates, cached, top_k), reranked=True, usage=usage)
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def _score_all(self, question: str, pool: list[ChunkResult], usage: dict[str, int]) -> dict[int, Score]:
+        batches = [pool[i:i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+        deadline = time.monotonic() + self.timeout
+        futures = [self._pool.submit(self._score_batch, question, batch) for batch in batches]
+        scores: dict[int, Score] = {}
+        for future in futures:
+            try:
+                batch_scores, batch_usage = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                raise RerankFailed(f"no reply within {self.timeout:g} s") from None
+            for k, v in batch_usage.items():
+                usage[k] = usage.get(k, 0) + v
+            scores.update(batch_scores)
+        if not scores:
+            raise RerankFailed("the reply scored none of the candidates")
+        return scores
+
+    def _score_batch(self, question: str, batch: list[ChunkResult]) -> tuple[dict[int, Score], dict[str, int]]:
+        import openai
+
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": self.prompt(question, batch)}]
+        try:
+            response = self._complete(messages)
+        except openai.APITimeoutError:
+            raise RerankFailed(f"no reply within {self.timeout:g} s") from None
+        except openai.APIStatusError as exc:
+            raise RerankFailed(f"the LLM answered HTTP {exc.status_code}") from None
+        except openai.APIError as exc:
+            raise RerankFailed(f"the LLM request failed ({type(exc).__name__})") from None
+        usage = {"llm_requests": 1}
+        if response.usage is not None:
+            usage["prompt_tokens"] = response.usage.prompt_tokens or 0
+            usage["completion_tokens"] = response.usage.completion_tokens or 0
+        content = response.choices[0].message.content if response.choices else None
+        scores = parse_scores(content or "", {c.id for c in batch})
+        if not scores:
+            raise RerankFailed("the reply could not be parsed as scores")
+        return scores, usage
+
+    def _complete(self, messages: list[dict[str, str]]) -> Any:
+        import openai
+
+        kwargs = {"model": self.model, "messages": messages, "temperature": 0, "timeout": self.timeout}
+        if self._structured:
+            try:
+                return self.client.chat.completions.create(
+                    response_format={"type": "json_schema", "json_schema": RESPONSE_SCHEMA}, **kwargs)
+            except openai.BadRequestError as exc:
+                if "response_format" not in str(exc) and "json_schema" not in str(exc):
+                    raise
+                self._structured = False  # an older or compatible server: use JSON mode from now on
+        return self.client.chat.completions.create(response_format={"type": "json_object"}, **kwargs)
+
+    def prompt(self, question: str, batch: Sequence[ChunkResult]) -> str:
+        blocks = "\n".join(
+            CANDIDATE_TEMPLATE.format(id=c.id, document_name=c.document_name, document_type=c.document_type,
+                                      section=c.section_path or "-",
+                                      content=self._tokens.truncate(c.content, self.chunk_token_cap))
+            for c in batch)
+        return USER_PROMPT_TEMPLATE.format(question=question, candidates=blocks)
+
+    # -- ordering ------------------------------------------------------------------------------
+
+    def _order(self, candidates: list[ChunkResult], scores: dict[int, Score], top_k: int) -> list[ChunkResult]:
+        scored, unscored = [], []
+        for chunk in candidates:
+            score = scores.get(chunk.id)
+            if score is None:
+                unscored.append(chunk)
+                continue
+            chunk.rerank_score = score.value
+            chunk.rerank_reasoning = score.reasoning
+            chunk.adjusted_score = self.adjustments.apply(chunk, score.value)
+            chunk.final_score = chunk.adjusted_score
+            scored.append(chunk)
+        scored.sort(key=lambda c: (-(c.adjusted_score or 0.0), -(c.rerank_score or 0.0)))
+        ordered = scored + unscored
+        if self.guard_top:
+            # One bad LLM judgement must not drop a strong first-stage hit.
+            top = ordered[:top_k]
+            ids = {c.id for c in top}
+            top += [c for c in candidates[: self.guard_top] if c.id not in ids]
+            rest = [c for c in ordered if c.id not in {t.id for t in top}]
+            ordered = top + rest
+        return ordered
+
+
+_OBJECT = re.compile(r"\{[^{}]*\}", re.S)
+
+
+def parse_scores(text: str, candidate_ids: set[int]) -> dict[int, Score]:
+    """Scores from an LLM reply, however it came back.
+
+    Handles JSON in code fences or prose, a bare list, ``{"scores": [...]}``, a reply cut off
+    midway (every complete object counts), ids as strings or numbers, unknown ids (dropped),
+    duplicates (the first wins), and scores out of range or as strings (clamped).
+    """
+    items: list[Any] = []
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        try:
+            parsed = json.loads(text[start:].rsplit("```", 1)[0] if "```" in text[start:] else text[start:])
+            items = parsed.get("scores", parsed.get("results", [])) if isinstance(parsed, dict) else parsed
+        except (ValueError, AttributeError):
+            items = []
+        if not isinstance(items, list) or not items:
+            items = []
+            for match in _OBJECT.finditer(text[start:]):
+                try:
+                    items.append(json.loads(match.group(0)))
+                except ValueError:
+                    continue
+    scores: dict[int, Score] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        try:
+            chunk_id = int(str(item.get("chunk_id", item.get("id"))).strip())
+            value = float(str(item.get("relevance_score", item.get("score"))).strip())
+        except (TypeError, ValueError):
+            continue
+        if chunk_id not in candidate_ids or chunk_id in scores or value != value:  # NaN
+            continue
+        reasoning = item.get("reasoning")
+        scores[chunk_id] = Score(min(1.0, max(0.0, value)), str(reasoning)[:500] if reasoning else None)
+    return scores

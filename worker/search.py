@@ -1,0 +1,154 @@
+"""Stage 4: hybrid search through the ``hybrid_search`` SQL function.
+
+Two backends call the same function: :class:`PostgresBackend` (psycopg 3 pool) and
+:class:`SupabaseBackend` (the ``supabase`` client's ``rpc``, i.e. PostgREST). Results are cached
+for a few minutes, keyed by everything that changes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import psycopg
+from cachetools import TTLCache
+
+from . import sqlfiles
+from .database import Database
+from .errors import DatabaseUnavailable
+from .models import ChunkResult
+
+CHUNK_FIELDS = ("id", "document_id", "document_name", "document_type", "section_path", "page_number",
+                "chunk_index", "is_binding", "superseded_by", "content", "token_count")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    query_text: str
+    embedding: np.ndarray | None
+    match_count: int = 40
+    vector_weight: float = 0.7
+    fts_weight: float = 0.3
+    fusion: str = "weighted"
+    document_types: tuple[str, ...] | None = None
+    binding_only: bool = False
+    include_superseded: bool = False
+
+    def cache_key(self) -> str:
+        values = asdict(self)
+        embedding = values.pop("embedding")
+        digest = hashlib.sha256(repr(sorted(values.items())).encode())
+        if embedding is not None:
+            digest.update(np.asarray(embedding, dtype=np.float32).tobytes())
+        return digest.hexdigest()
+
+    def sql_params(self) -> dict[str, Any]:
+        return {
+            "query_text": self.query_text,
+            "query_embedding": None if self.embedding is None else _vector_literal(self.embedding),
+            "match_count": self.match_count,
+            "vector_weight": self.vector_weight,
+            "fts_weight": self.fts_weight,
+            "fusion": self.fusion,
+            "document_types": list(self.document_types) if self.document_types else None,
+            "binding_only": self.binding_only,
+            "include_superseded": self.include_superseded,
+        }
+
+
+class SearchBackend(Protocol):
+    def search(self, params: SearchParams) -> list[ChunkResult]: ...
+
+    def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
+
+
+class PostgresBackend:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def search(self, params: SearchParams) -> list[ChunkResult]:
+        with self.db.connection() as conn:
+            try:
+                cur = conn.cursor(row_factory=psycopg.rows.dict_row)
+                rows = cur.execute(sqlfiles.query("hybrid_search"), params.sql_params()).fetchall()
+            except psycopg.errors.QueryCanceled as exc:
+                raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
+        return [_chunk(row) for row in rows]
+
+    def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
+        with self.db.connection() as conn:
+            cur = conn.cursor(row_factory=psycopg.rows.dict_row)
+            rows = cur.execute(sqlfiles.query("chunk_neighbours"), {"chunk_id": chunk_id, "radius": radius}).fetchall()
+        return [_chunk(row) for row in rows]
+
+
+class SupabaseBackend:
+    """The same SQL function through Supabase's PostgREST RPC route."""
+
+    def __init__(self, url: str, key: str, client: Any | None = None):
+        if client is None:
+            from supabase import create_client
+
+            client = create_client(url, key)
+        self.client = client
+
+    def search(self, params: SearchParams) -> list[ChunkResult]:
+        args = params.sql_params()
+        # PostgREST picks the function by its argument names; a null vector is simply omitted.
+        args = {k: v for k, v in args.items() if v is not None}
+        return [_chunk(row) for row in self._rpc("hybrid_search", args)]
+
+    def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
+        return [_chunk(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
+
+    def _rpc(self, function: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+        from postgrest.exceptions import APIError
+
+        try:
+            return self.client.rpc(function, args).execute().data or []
+        except APIError as exc:
+            raise DatabaseUnavailable(f"supabase rpc {function} failed: {exc.message or exc.code}") from exc
+        except Exception as exc:  # httpx transport errors: the service is unreachable
+            if type(exc).__module__.startswith("httpx"):
+                raise DatabaseUnavailable(f"supabase unreachable: {type(exc).__name__}") from exc
+            raise
+
+
+class SearchCache:
+    """Result lists for a few minutes; cleared whenever the worker ingests."""
+
+    def __init__(self, ttl_seconds: float = 300, maxsize: int = 2048):
+        self._cache: TTLCache = TTLCache(maxsize=maxsize, ttl=ttl_seconds)
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, params: SearchParams) -> list[ChunkResult] | None:
+        with self._lock:
+            found = self._cache.get(params.cache_key())
+        if found is not None:
+            self.hits += 1
+            return [c.model_copy() for c in found]
+        return None
+
+    def put(self, params: SearchParams, results: list[ChunkResult]) -> None:
+        with self._lock:
+            self._cache[params.cache_key()] = [c.model_copy() for c in results]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+def _vector_literal(vector: np.ndarray) -> str:
+    # Text form works for both psycopg and PostgREST (JSON) without a driver-specific adapter.
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+def _chunk(row: dict[str, Any]) -> ChunkResult:
+    data = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
+                                    "fused_score", "vector_rank", "fts_rank")}
+    data["fused_score"] = data["fused_score"] or 0.0
+    return ChunkResult(**data)
