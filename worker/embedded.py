@@ -26,10 +26,10 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or join) the server and return its connection URL."""
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        _ensure_runtime_dir(self.pgdata.parent)  # before the import: pgserver reads it at import time
         import pgserver  # heavy import, only on the embedded path
 
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        _ensure_runtime_dir(self.pgdata.parent)
         _forget_dead_handles(self.pgdata)
         self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
         url = self._server.get_uri()

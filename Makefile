@@ -1,0 +1,29 @@
+# Two commands set up a fresh machine (Python 3.11 + pip):
+#   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
+#               local embedding model, sample corpus loaded once)
+#   make test   install and run the whole test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ARC := $(VENV)/bin/arc-retrieval
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-n8n bench eval clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,eval]"
+	touch $(STAMP)
+
+run: install
+	$(ARC) serve --load-sample
+
+test: install
+	$(PY) -m pytest -q
+
+test-n8n: install
+	$(PY) -m pytest -q -m n8n tests/test_n8n.py
+
+clean:
+	rm -rf $(VENV) .arc-data .pytest_cache

@@ -1,0 +1,179 @@
+"""Schema, migrations, ingestion and the hybrid SQL function, against a real embedded Postgres."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from worker import sqlfiles
+from worker.chunking import Block, chunk_blocks
+from worker.config import ConfigError, Settings
+from worker.database import Database
+from worker.errors import SchemaMismatch
+from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.readers import parse_markdown, parse_text
+from worker.search import PostgresBackend, SearchParams
+
+
+@pytest.fixture(scope="module")
+def kb(make_database, embedder):
+    url = make_database("kb")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    report = ingest_sample_corpus(Ingestor(db, embedder))
+    yield db, report
+    db.close()
+
+
+def rows(db: Database, sql: str, params=None):
+    with db.connect() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_migrations_apply_twice_and_files_are_idempotent(make_database):
+    db = Database(make_database("mig"))
+    first = db.migrate(384)
+    assert first == [m.name for m in sqlfiles.migrations()]
+    assert db.migrate(384) == []
+    # An admin pasting the printed SQL again (Supabase SQL editor) must not fail either.
+    with db.connect() as conn:
+        conn.execute(sqlfiles.all_migrations_sql(384))
+        conn.execute(sqlfiles.all_migrations_sql(384))
+        conn.commit()
+    assert db.embedding_dim() == 384
+
+
+def test_db_sql_renders_the_dimension():
+    assert "vector(1536)" in sqlfiles.all_migrations_sql(1536)
+    text = sqlfiles.all_migrations_sql(384)
+    assert "vector(384)" in text and "vector(1536)" not in text
+
+
+def test_sample_ingest_keeps_hierarchy_pages_and_order(kb):
+    db, report = kb
+    assert report.documents == 6
+    chunks = rows(db, "select chunk_index, section_path, page_number, content, is_binding, superseded_by "
+                      "from knowledge_chunks where document_id = 'design-guidelines-2024' order by chunk_index")
+    assert [c[0] for c in chunks] == list(range(len(chunks)))
+    fencing = [c for c in chunks if c[1] == "Chapter 4 Structures > 4.2 Fencing"]
+    assert fencing and fencing[0][2] == 4
+    assert "Maximum fence height" in fencing[0][3]
+    assert all(c[4] for c in chunks) and all(c[5] is None for c in chunks)
+    # Reading order: setbacks (page 3) come before fencing (page 4) before paint (page 6).
+    sections = [c[1] for c in chunks]
+    assert sections.index("Chapter 3 Site Planning > 3.1 Setbacks") < sections.index(
+        "Chapter 4 Structures > 4.2 Fencing") < sections.index(
+        "Chapter 5 Exterior Colours and Materials > 5.1 Paint Colours")
+    old = rows(db, "select distinct superseded_by from knowledge_chunks where document_id = 'design-guidelines-2019'")
+    assert old == [("design-guidelines-2024",)]
+    letters = rows(db, "select bool_or(is_binding) from knowledge_chunks where document_type = 'response_letter'")
+    assert letters == [(False,)]
+
+
+def test_reingest_replaces_without_duplicates(kb, embedder):
+    db, _ = kb
+    before = rows(db, "select count(*), count(distinct (document_id, chunk_index)) from knowledge_chunks")[0]
+    ingest_sample_corpus(Ingestor(db, embedder))
+    after = rows(db, "select count(*), count(distinct (document_id, chunk_index)) from knowledge_chunks")[0]
+    assert before == after and after[0] == after[1]
+    # supersession survives the superseded document being re-ingested
+    assert rows(db, "select count(*) from knowledge_chunks where superseded_by = 'design-guidelines-2024'")[0][0] > 0
+
+
+def test_long_sections_split_at_items_and_keep_their_heading():
+    text = "# Guide\n\n## 4.2 Fencing\n\n" + "\n\n".join(
+        f"({letter}) " + "Fences of this kind follow this rule in every yard and lot. " * 6
+        for letter in "ABCDEF") + "\n\n(F) Raceway-supported enclosures are treated as fences."
+    parsed = parse_markdown(text)
+    chunks = chunk_blocks(parsed.blocks, lambda s: len(s.split()), max_tokens=120)
+    assert len(chunks) > 2
+    assert all(c.section_path == "4.2 Fencing" for c in chunks)
+    assert all(len(c.embedding_text.split()) <= 120 for c in chunks)
+    assert all(c.content.startswith("(") for c in chunks)  # split between items, not inside
+    assert any("Raceway-supported" in c.content for c in chunks)
+
+
+def test_text_reader_finds_numbered_headings_and_pages():
+    parsed = parse_text("ARTICLE VII USE RESTRICTIONS\n7.1 Fences\nNo fence shall exceed 6 feet.\f"
+                        "7.2 Sheds\nOne shed per lot.")
+    assert [(b.section, b.page) for b in parsed.blocks] == [
+        (("ARTICLE VII USE RESTRICTIONS", "7.1 Fences"), 1),
+        (("ARTICLE VII USE RESTRICTIONS", "7.2 Sheds"), 2)]
+
+
+def test_natural_question_gets_full_text_hits(kb):
+    db, _ = kb
+    backend = PostgresBackend(db)
+    results = backend.search(SearchParams(query_text="What is the maximum fence height allowed?", embedding=None))
+    assert results, "an OR-semantics full-text leg must match a natural question"
+    assert all(r.fts_rank is not None and r.vector_rank is None for r in results)
+    assert "fence" in results[0].content.lower()
+
+
+def test_filtered_vector_leg_still_fills_its_candidates(make_database):
+    """1 in 50 rows passes the filter; plain HNSW (ef_search 40) would return about one."""
+    db = Database(make_database("filt"))
+    db.migrate(8)
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(3000, 8)).astype(np.float32)
+    with db.connect() as conn:
+        with conn.cursor().copy("copy knowledge_chunks (document_id, document_name, document_type, chunk_index,"
+                                " content, token_count, embedding) from stdin") as copy:
+            for i, v in enumerate(vectors):
+                copy.write_row((f"d{i}", f"doc {i}", "ccr" if i % 50 == 0 else "other", 0,
+                                f"chunk {i} text", 3, v))
+        conn.commit()
+    backend = PostgresBackend(db)
+    results = backend.search(SearchParams(query_text="", embedding=rng.normal(size=8).astype(np.float32),
+                                          match_count=40, document_types=("ccr",)))
+    assert len(results) == 40
+    assert all(r.document_type == "ccr" and r.vector_rank is not None for r in results)
+    db.close()
+
+
+def test_dimension_mismatch_is_a_clear_startup_error(kb):
+    db, _ = kb
+    with pytest.raises(SchemaMismatch, match=r"1536-dim vectors but knowledge_chunks.embedding is vector\(384\)"):
+        db.check_dimension("text-embedding-3-large", 1536)
+
+
+def test_invalid_configuration_fails_with_one_line():
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({"EMBEDDING_PROVIDER": "local", "EMBEDDING_DIM": "1536"})
+    assert "\n" not in str(err.value) and "384" in str(err.value)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        Settings.from_env({"EMBEDDING_PROVIDER": "openai"})
+    with pytest.raises(ConfigError, match="SUPABASE_KEY"):
+        Settings.from_env({"SUPABASE_URL": "https://x.supabase.co"})
+    settings = Settings.from_env({"OPENAI_API_KEY": "sk-test"})
+    assert (settings.embedding_provider, settings.embedding_model, settings.embedding_dim) == (
+        "openai", "text-embedding-3-large", 1536)
+
+
+def test_neighbours_function(kb):
+    db, _ = kb
+    with db.connect() as conn:
+        chunk_id = conn.execute("select id from knowledge_chunks where document_id = 'ccrs' and chunk_index = 3"
+                                ).fetchone()[0]
+    found = PostgresBackend(db).neighbours(chunk_id, 1)
+    assert [(c.document_id, c.chunk_index) for c in found] == [("ccrs", 2), ("ccrs", 3), ("ccrs", 4)]
+
+
+def test_monitoring_view_reads_the_query_log(kb):
+    db, _ = kb
+    with db.connect() as conn:
+        conn.execute("insert into query_log (query, status, candidate_count, both_legs_count, vector_only_count,"
+                     " fts_only_count, timings_ms) values ('q', 'success', 10, 5, 3, 2, '{\"total\": 12}')")
+        conn.commit()
+        row = conn.execute("select both_legs_share, vector_only_share, fts_only_share, avg_total_ms "
+                           "from retrieval_source_mix").fetchone()
+    assert [float(x) for x in row] == [0.5, 0.3, 0.2, 12.0]
+
+
+def test_statement_timeout_cancels_a_slow_query(kb):
+    db, _ = kb
+    slow = Database(db.url, statement_timeout_ms=200)
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        with slow.connect() as conn:
+            conn.execute("select pg_sleep(2)")
