@@ -29,19 +29,22 @@ log = logging.getLogger("arc.app")
 RETRIEVAL_ROUTE = "/webhook/arc-retrieval"
 
 
+def build_reranker(settings: Settings) -> LLMReranker | None:
+    if settings.reranker != "llm":
+        return None
+    from .embeddings import make_openai_client
+
+    client = make_openai_client(settings, timeout=settings.llm_timeout, for_embeddings=False, max_retries=0)
+    return LLMReranker(client, settings.llm_model, timeout=settings.llm_timeout)
+
+
 def build_retriever(runtime: Runtime) -> Retriever:
     settings = runtime.settings
     if settings.supabase_url:
         backend = SupabaseBackend(settings.supabase_url, settings.supabase_key)
     else:
         backend = PostgresBackend(runtime.db)
-    reranker = None
-    if settings.reranker == "llm":
-        from .embeddings import make_openai_client
-
-        client = make_openai_client(settings, timeout=settings.llm_timeout, for_embeddings=False, max_retries=0)
-        reranker = LLMReranker(client, settings.llm_model, timeout=settings.llm_timeout)
-    return Retriever(embedder=runtime.embedder, backend=backend, reranker=reranker,
+    return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
                      embedding_timeout=settings.embedding_timeout)
 

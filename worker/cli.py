@@ -114,6 +114,42 @@ def ask(query: str, rerank: bool | None) -> None:
         runtime.close()
 
 
+@main.command("eval")
+@click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Judgements TSV (default: the first qrels/*.tsv).")
+@click.option("--modes", default="bm25s,dense,vector,fts,hybrid-weighted,hybrid-rrf,default", show_default=True,
+              help="Comma-separated: bm25s, dense, vector, fts, hybrid-weighted, hybrid-rrf, default.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--rerank", is_flag=True, help="Rerank with the configured LLM.")
+@click.option("--limit", type=int, help="Only the first N judged queries (quick runs).")
+def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, rerank: bool, limit: int | None) -> None:
+    """Measure retrieval quality on a BEIR-layout dataset; writes results.json, results.md, chart.png."""
+    from .app import build_reranker
+    from .embeddings import CachedEmbedder, build_embedder
+    from .evaluation.dataset import load_dataset
+    from .evaluation.harness import ALL_MODES, evaluate, write_report
+
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in ALL_MODES]
+    if unknown:
+        raise click.BadParameter(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(ALL_MODES)}",
+                                 param_hint="--modes")
+    settings = _settings()
+    if rerank and settings.reranker != "llm":
+        raise click.UsageError("--rerank needs an LLM (set OPENAI_API_KEY or LLM_API_KEY)")
+    dataset = load_dataset(dataset_dir, qrels, limit)
+    embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
+    reranker = build_reranker(settings) if rerank else None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    results = evaluate(dataset, chosen, embedder=embedder, data_dir=settings.data_dir.resolve(),
+                       reranker=reranker, rerank=rerank)
+    command = "arc-retrieval eval " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "arc-retrieval eval"
+    write_report(results, out, title=f"{dataset.name}: {len(dataset.queries)} queries, {embedder.model}",
+                 command=command)
+    click.echo((out / "results.md").read_text())
+
+
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)

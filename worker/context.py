@@ -51,12 +51,14 @@ def cut_mid_thought(chunk: ChunkResult) -> tuple[bool, bool]:
 
 def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: int, min_relevance: float,
              max_chunks: int = 8, neighbours: NeighbourFetch | None = None) -> Context:
+    budget = _Budget(counter, token_budget)
     chosen: list[ChunkResult] = []
     for chunk in ranked:
         if len(chosen) >= max_chunks or chunk.final_score < min_relevance:
             break
-        if _render(chosen + [chunk], counter).tokens > token_budget:
+        if not budget.fits(chunk):
             break
+        budget.take(chunk)
         chosen.append(chunk)
 
     if neighbours is not None:
@@ -67,12 +69,36 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
             for neighbour in neighbours(chunk):
                 wanted = (starts_cut and neighbour.chunk_index == chunk.chunk_index - 1) or \
                          (ends_cut and neighbour.chunk_index == chunk.chunk_index + 1)
-                if not wanted or any(c.id == neighbour.id for c in chosen):
-                    continue
-                if _render(chosen + [neighbour], counter).tokens <= token_budget:
-                    neighbour.final_score = min(neighbour.final_score, chunk.final_score)
+                if wanted and not any(c.id == neighbour.id for c in chosen) and budget.fits(neighbour):
+                    budget.take(neighbour)
                     chosen.append(neighbour)
-    return _render(chosen, counter)
+
+    # Per-block counts are exact for each block but BPE can merge across a join; the final text is
+    # counted as a whole and trimmed, so the budget holds for what the agent actually receives.
+    context = _render(chosen, counter)
+    while context.tokens > token_budget and chosen:
+        chosen.pop()
+        context = _render(chosen, counter)
+    return context
+
+
+class _Budget:
+    """Running token count of the formatted context (numbering digits included, conservatively)."""
+
+    def __init__(self, counter: TokenCounter, limit: int):
+        self.counter = counter
+        self.limit = limit
+        self.used = 0
+        self.separator = counter.count(SEPARATOR)
+
+    def cost(self, chunk: ChunkResult) -> int:
+        return self.counter.count(format_source(99, chunk)) + (self.separator if self.used else 0)
+
+    def fits(self, chunk: ChunkResult) -> bool:
+        return self.used + self.cost(chunk) <= self.limit
+
+    def take(self, chunk: ChunkResult) -> None:
+        self.used += self.cost(chunk)
 
 
 def _render(chunks: list[ChunkResult], counter: TokenCounter) -> Context:

@@ -171,6 +171,12 @@ class CachedEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.inner.embed(texts)
 
+    def prime(self, vectors: dict[str, np.ndarray]) -> None:
+        """Fill the cache with known query vectors (the eval harness embeds queries in batches)."""
+        with self._lock:
+            for text, vector in vectors.items():
+                self._cache[(self.model, self.dim, text)] = vector
+
     def embed_query(self, text: str) -> np.ndarray:
         key = (self.model, self.dim, text)
         with self._lock:

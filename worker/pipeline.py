@@ -121,9 +121,10 @@ class Retriever:
                                            min_relevance=request.min_relevance, max_chunks=request.top_k,
                                            neighbours=self._neighbours)
             in_context = {c.id: n for n, c in enumerate(built.chunks, start=1)}
-            chosen_ids = set(in_context)
-            shown = [c for c in built.chunks] + [c for c in candidates if c.id not in chosen_ids]
-            shown = shown[: max(request.top_k, len(built.chunks))]
+            # The ranking, best first; neighbours pulled into the context follow it.
+            shown = candidates[: request.top_k]
+            shown_ids = {c.id for c in shown}
+            shown += [c for c in built.chunks if c.id not in shown_ids]
             for chunk in shown:
                 chunk.source = in_context.get(chunk.id)
 

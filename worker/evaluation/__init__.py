@@ -1,0 +1,1 @@
+"""The evaluation harness (``arc-retrieval eval``): BEIR data in, retrieval metrics out."""

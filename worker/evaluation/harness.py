@@ -1,0 +1,209 @@
+"""``arc-retrieval eval``: ingest a BEIR corpus into a fresh embedded database, run every query
+through :meth:`worker.pipeline.Retriever.answer` (the webhook's code path) in each mode, and
+report nDCG@10, Recall@5/20, MRR@10 and latency, next to two references computed outside the
+database: ``bm25s`` (k1 0.9, b 0.4, English stopwords and stemming) and exact ``dense`` search.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..database import Database
+from ..embedded import EmbeddedPostgres
+from ..embeddings import CachedEmbedder
+from ..ingest import Ingestor, beir_documents
+from ..models import RetrievalRequest, Weights
+from ..pipeline import Retriever
+from ..preprocess import normalize
+from ..rerank import Reranker
+from ..search import PostgresBackend
+from .dataset import BeirDataset
+from .metrics import percentile, summarise
+
+DATABASE_MODES: dict[str, Callable[[str], dict]] = {
+    "vector": lambda q: {"weights": Weights(vector=1, fts=0), "fusion": "weighted"},
+    "fts": lambda q: {"weights": Weights(vector=0, fts=1), "fusion": "weighted"},
+    "hybrid-weighted": lambda q: {"fusion": "weighted"},
+    "hybrid-rrf": lambda q: {"fusion": "rrf"},
+    "default": lambda q: {},
+}
+REFERENCE_MODES = ("bm25s", "dense")
+ALL_MODES = (*REFERENCE_MODES, *DATABASE_MODES)
+
+
+@dataclass
+class ModeResult:
+    rankings: dict[str, list[str]]
+    latencies_ms: list[float]
+    sql_ms: list[float]
+
+
+def cached_corpus_embeddings(dataset: BeirDataset, texts: list[str], embedder: CachedEmbedder,
+                             cache_dir: Path, ingestor: Ingestor) -> np.ndarray:
+    """Corpus vectors, reused across runs (keyed by model, dimension and corpus hash)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / f"corpus-{embedder.model}-{embedder.dim}-{dataset.corpus_hash()}.npy"
+    if path.exists():
+        vectors = np.load(path)
+        if vectors.shape == (len(texts), embedder.dim):
+            return vectors
+    vectors = ingestor.embed(texts, progress=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def cached_query_embeddings(dataset: BeirDataset, embedder: CachedEmbedder, cache_dir: Path) -> dict[str, np.ndarray]:
+    """Query vectors keyed by normalised text; primes the embedder's query cache, so every mode
+    measures the same thing (search, not the model)."""
+    texts = sorted({normalize(q) for q in dataset.queries.values()})
+    import hashlib
+
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+    path = cache_dir / f"queries-{embedder.model}-{embedder.dim}-{key}.npy"
+    if path.exists():
+        vectors = np.load(path)
+    else:
+        vectors = embedder.inner.embed(texts)
+        np.save(path, vectors)
+    found = dict(zip(texts, vectors))
+    embedder.prime(found)
+    return found
+
+
+def run_database_mode(retriever: Retriever, dataset: BeirDataset, mode: str, rerank: bool) -> ModeResult:
+    options = DATABASE_MODES[mode]
+    rankings: dict[str, list[str]] = {}
+    latencies, sql = [], []
+    for qid, text in tqdm(sorted(dataset.queries.items()), desc=mode, unit="q"):
+        request = RetrievalRequest(query=text[:2000], top_k=20, min_relevance=0.0, token_budget=32000,
+                                   rerank=rerank, **options(text))
+        start = time.perf_counter()
+        answer = retriever.answer(request)
+        latencies.append((time.perf_counter() - start) * 1000)
+        sql.append(answer.timings_ms.get("search", 0.0))
+        ranking: list[str] = []
+        for chunk in answer.chunks:
+            if chunk.document_id not in ranking:
+                ranking.append(chunk.document_id)
+        rankings[qid] = ranking
+    return ModeResult(rankings, latencies, sql)
+
+
+def run_bm25s(dataset: BeirDataset, ids: list[str], texts: list[str]) -> ModeResult:
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    retriever = bm25s.BM25(k1=0.9, b=0.4)
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    rankings, latencies = {}, []
+    for qid, text in tqdm(sorted(dataset.queries.items()), desc="bm25s", unit="q"):
+        start = time.perf_counter()
+        tokens = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False)
+        if not tokens.vocab:
+            rankings[qid] = []
+            continue
+        docs, _ = retriever.retrieve(tokens, k=min(20, len(ids)), show_progress=False)
+        latencies.append((time.perf_counter() - start) * 1000)
+        rankings[qid] = [ids[i] for i in docs[0]]
+    return ModeResult(rankings, latencies, [])
+
+
+def run_dense(dataset: BeirDataset, ids: list[str], corpus: np.ndarray, queries: dict[str, np.ndarray]) -> ModeResult:
+    rankings, latencies = {}, []
+    for qid, text in tqdm(sorted(dataset.queries.items()), desc="dense", unit="q"):
+        start = time.perf_counter()
+        scores = corpus @ queries[normalize(text)]
+        top = np.argpartition(-scores, min(20, len(ids) - 1))[:20]
+        top = top[np.argsort(-scores[top])]
+        latencies.append((time.perf_counter() - start) * 1000)
+        rankings[qid] = [ids[i] for i in top]
+    return ModeResult(rankings, latencies, [])
+
+
+def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder, data_dir: Path,
+             reranker: Reranker | None = None, rerank: bool = False) -> dict[str, dict[str, float]]:
+    documents = beir_documents(dataset.corpus_path)
+    ids = [d.document_id for d in documents]
+    texts = [d.chunks[0].embedding_text for d in documents]
+    workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
+    server = EmbeddedPostgres(workdir)
+    try:
+        db = Database(server.start(), statement_timeout_ms=30000)
+        db.migrate(embedder.dim)
+        ingestor = Ingestor(db, embedder)
+        corpus_vectors = cached_corpus_embeddings(dataset, texts, embedder, data_dir / "cache", ingestor)
+        ingestor.write(documents, corpus_vectors, progress=True, batch_documents=1000)
+        with db.connect() as conn:
+            conn.execute("vacuum analyze knowledge_chunks")
+        query_vectors = cached_query_embeddings(dataset, embedder, data_dir / "cache")
+        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=reranker)
+        results: dict[str, dict[str, float]] = {}
+        for mode in modes:
+            if mode == "bm25s":
+                outcome = run_bm25s(dataset, ids, texts)
+            elif mode == "dense":
+                outcome = run_dense(dataset, ids, corpus_vectors, query_vectors)
+            else:
+                outcome = run_database_mode(retriever, dataset, mode, rerank)
+            summary = summarise(outcome.rankings, dataset.qrels)
+            summary["p50_ms"] = percentile(outcome.latencies_ms, 50)
+            summary["p95_ms"] = percentile(outcome.latencies_ms, 95)
+            if outcome.sql_ms:
+                summary["sql_p50_ms"] = percentile(outcome.sql_ms, 50)
+                summary["sql_p95_ms"] = percentile(outcome.sql_ms, 95)
+            results[mode] = {k: round(v, 4) for k, v in summary.items()}
+        db.close()
+        return results
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def write_report(results: dict[str, dict[str, float]], out: Path, *, title: str, command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    columns = ["ndcg@10", "recall@5", "recall@20", "mrr@10", "p50_ms", "p95_ms", "sql_p95_ms"]
+    lines = [f"# {title}", "", f"Command: `{command}`", "",
+             "| mode | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for mode, row in results.items():
+        cells = [f"{row[c]:.3f}" if c in row and "ms" not in c else (f"{row[c]:.1f}" if c in row else "-")
+                 for c in columns]
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    lines += ["", "p50/p95: whole pipeline per query (query embeddings cached, reranker off unless stated); "
+              "sql_p95: the hybrid_search call alone. bm25s and dense are references computed outside "
+              "the database on the same corpus and model.", ""]
+    (out / "results.md").write_text("\n".join(lines))
+    _chart(results, out / "chart.png", title)
+
+
+def _chart(results: dict[str, dict[str, float]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = ["ndcg@10", "recall@5", "recall@20", "mrr@10"]
+    modes = list(results)
+    width = 0.8 / max(len(modes), 1)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for i, mode in enumerate(modes):
+        xs = [m + i * width for m in range(len(metrics))]
+        ax.bar(xs, [results[mode].get(k, 0) for k in metrics], width, label=mode)
+    ax.set_xticks([m + width * (len(modes) - 1) / 2 for m in range(len(metrics))], metrics)
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
