@@ -1,0 +1,60 @@
+"""The Supabase backend through the real ``supabase`` client against a local stand-in for
+PostgREST's RPC route that runs the same SQL function in the embedded Postgres."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.postgrest_standin import PostgrestStandin
+from worker.errors import DatabaseUnavailable
+from worker.models import RetrievalRequest
+from worker.pipeline import Retriever
+from worker.search import PostgresBackend, SearchCache, SupabaseBackend
+
+
+@pytest.fixture(scope="module")
+def postgrest(sample_runtime):
+    with PostgrestStandin(sample_runtime.db.url) as server:
+        yield server
+
+
+def retriever(sample_runtime, backend):
+    return Retriever(embedder=sample_runtime.embedder, backend=backend, reranker=None, search_cache=SearchCache())
+
+
+@pytest.mark.parametrize("query", ["What is the maximum fence height allowed?",
+                                   "According to the guidelines, which paint colours can I use?",
+                                   "Can I put solar panels on the roof?"])
+def test_same_answers_as_the_direct_backend(sample_runtime, postgrest, query):
+    supabase = SupabaseBackend(postgrest.url, postgrest.api_key)
+    direct = retriever(sample_runtime, PostgresBackend(sample_runtime.db)).answer(RetrievalRequest(query=query))
+    via_rpc = retriever(sample_runtime, supabase).answer(RetrievalRequest(query=query))
+    assert [c.id for c in via_rpc.chunks] == [c.id for c in direct.chunks]
+    for a, b in zip(direct.chunks, via_rpc.chunks):
+        assert a.fused_score == pytest.approx(b.fused_score, abs=1e-6)
+        assert a.vector_score == pytest.approx(b.vector_score, abs=1e-6)
+    assert via_rpc.context == direct.context and via_rpc.status == direct.status
+    assert postgrest.calls[-1][0] in ("hybrid_search", "chunk_neighbours")
+    assert any(name == "hybrid_search" for name, _ in postgrest.calls)
+
+
+def test_full_text_only_call_omits_the_vector(sample_runtime, postgrest):
+    supabase = SupabaseBackend(postgrest.url, postgrest.api_key)
+    from worker.search import SearchParams
+
+    results = supabase.search(SearchParams(query_text="fence height", embedding=None))
+    assert results and all(r.vector_score is None for r in results)
+    assert "query_embedding" not in postgrest.calls[-1][1]
+
+
+def test_row_cap_and_error_body(sample_runtime):
+    with PostgrestStandin(sample_runtime.db.url, max_rows=2) as capped:
+        supabase = SupabaseBackend(capped.url, capped.api_key)
+        with sample_runtime.db.connect() as conn:
+            chunk_id = conn.execute("select id from knowledge_chunks where document_id = 'ccrs' and chunk_index = 3"
+                                    ).fetchone()[0]
+        assert len(supabase.neighbours(chunk_id, 5)) == 2
+        from worker.search import SearchParams
+
+        with pytest.raises(DatabaseUnavailable, match="match_count must be between 1 and 1000"):
+            supabase.search(SearchParams(query_text="fence", embedding=None, match_count=5000))
