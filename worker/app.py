@@ -16,17 +16,20 @@ from werkzeug.exceptions import HTTPException
 
 from .config import Settings
 from .errors import ArcError, DatabaseUnavailable
-from .models import ErrorResponse, RetrievalRequest, RetrievalResponse, unwrap
+from .ingest import Ingestor
+from .models import ErrorResponse, IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, unwrap
 from .openapi import openapi_document
 from .pipeline import Retriever, Thresholds
 from .querylog import QueryLog
 from .rerank import LLMReranker
 from .runtime import Runtime, open_runtime
 from .search import PostgresBackend, SupabaseBackend
+from .security import RateLimiter, token_matches
 
 log = logging.getLogger("arc.app")
 
 RETRIEVAL_ROUTE = "/webhook/arc-retrieval"
+INGEST_ROUTE = "/webhook/arc-ingest"
 
 
 def build_reranker(settings: Settings) -> LLMReranker | None:
@@ -61,10 +64,23 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["arc"] = {"runtime": runtime, "retriever": retriever}
 
+    limiter = RateLimiter(settings.rate_limit)
+    tokens = {RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: settings.ingest_token or settings.api_token}
+
     @app.before_request
-    def _request_id() -> None:
+    def _request_id() -> Any:
         incoming = request.headers.get("X-Request-ID", "")
         g.request_id = incoming[:100] if incoming and incoming.isprintable() else uuid.uuid4().hex
+        if request.path not in tokens:
+            return None
+        if not token_matches(tokens[request.path], request.headers.get(settings.auth_header)):
+            return _error(401, "unauthorized", "unauthorized")
+        wait = limiter.acquire(request.remote_addr or "unknown")
+        if wait:
+            response = _error(429, "rate_limited", "too many requests; retry after the Retry-After delay")
+            response.headers["Retry-After"] = str(max(1, round(wait + 0.5)))
+            return response
+        return None
 
     @app.after_request
     def _echo_request_id(response: Response) -> Response:
@@ -81,6 +97,42 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         answer = retriever.answer(req, request_id=g.request_id)
         query_log.record(answer)
         return jsonify(answer.model_dump(mode="json", exclude_none=False))
+
+    ingestor = Ingestor(runtime.db, runtime.embedder)
+
+    @app.post(INGEST_ROUTE)
+    def ingest() -> Any:
+        from .readers import parse_markdown, parse_text
+
+        if request.files:
+            upload = request.files.get("file")
+            if upload is None:
+                return _error(422, "invalid_input", "file: send the document in a form field named file", "file")
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                return _error(422, "invalid_input", "file: must be UTF-8 text or Markdown", "file")
+            fields = {k: v for k, v in request.form.items()}
+            if "is_binding" in fields:
+                fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
+            fields.setdefault("format", "text" if (upload.filename or "").endswith(".txt") else "markdown")
+            payload: Any = {**fields, "text": text}
+        else:
+            payload = unwrap(_json_body())
+        try:
+            req = IngestRequest.model_validate(payload)
+        except ValidationError as exc:
+            return _validation_error(exc)
+        parsed = parse_markdown(req.text) if req.format == "markdown" else parse_text(req.text)
+        document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
+                                         document_type=req.document_type, is_binding=req.is_binding,
+                                         supersedes=req.supersedes, metadata={"source": "webhook"})
+        report = ingestor.write([document])
+        retriever.search_cache.clear()
+        return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
+                                      document_name=document.name, chunks=report.chunks,
+                                      replaced_chunks=report.replaced_chunks,
+                                      request_id=g.request_id).model_dump(mode="json"))
 
     @app.get("/healthz")
     def healthz() -> Any:
@@ -104,7 +156,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             response = _error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
             response.headers["Retry-After"] = "5"
             return response
-        return _error(exc.status, exc.code, str(exc), getattr(exc, "field", None))
+        return _error(exc.status, exc.code, str(exc), getattr(exc, "field", None) or "document")
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:

@@ -32,9 +32,13 @@ def on_starting(server) -> None:
     from worker.ingest import Ingestor, ingest_sample_corpus
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
+    from worker.security import check_exposure
 
     configure_logging()
-    runtime = open_runtime(Settings.from_env())
+    settings = Settings.from_env()
+    hosts = [b.rsplit(":", 1)[0] if not b.startswith("unix:") else "localhost" for b in server.cfg.bind]
+    check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
+    runtime = open_runtime(settings)
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
         with runtime.db.connect() as conn:
             empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]

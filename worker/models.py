@@ -137,3 +137,33 @@ class ErrorResponse(BaseModel):
     message: str
     field: str | None = None
     request_id: str | None = None
+
+
+class IngestRequest(BaseModel):
+    """``POST /webhook/arc-ingest``: a document as text (JSON) or as a file (multipart)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    text: str = Field(min_length=1, max_length=5_000_000)
+    format: Literal["markdown", "text"] = "markdown"
+    document_type: DocumentType
+    document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    name: str | None = Field(default=None, min_length=1, max_length=300)
+    is_binding: bool = True
+    supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+
+    @field_validator("text", "name")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        return value
+
+
+class IngestResponse(BaseModel):
+    status: Literal["ingested"]
+    document_id: str
+    document_name: str
+    chunks: int
+    replaced_chunks: int
+    request_id: str | None = None

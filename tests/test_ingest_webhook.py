@@ -1,0 +1,92 @@
+"""POST /webhook/arc-ingest, auth and rate limiting, through the real app and database."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tests.conftest import make_settings
+from worker.app import create_app
+from worker.database import Database
+from worker.runtime import Runtime
+from worker.security import RateLimiter, check_exposure, token_matches
+
+
+@pytest.fixture(scope="module")
+def secured(make_database, embedder, tmp_path_factory):
+    url = make_database("ing")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    settings = make_settings(tmp_path_factory.mktemp("d"), url, api_token="retrieve-secret",
+                             ingest_token="ingest-secret", rate_limit=1000)
+    app = create_app(runtime=Runtime(settings, db, embedder))
+    yield app.test_client(), db
+    db.close()
+
+
+NOTICE = "# Pool Rules\n\n## Hours\n\nThe community pool opens at 7 am and closes at 9 pm from May to September.\n"
+
+
+def test_ingest_then_retrieve(secured):
+    client, db = secured
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                    json={"text": NOTICE, "document_type": "other", "document_id": "pool-rules", "is_binding": False})
+    assert r.status_code == 200, r.get_json()
+    assert r.get_json()["chunks"] == 1 and r.get_json()["document_name"] == "Pool Rules"
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "retrieve-secret"},
+                         json={"query": "When does the pool close?"}).get_json()
+    assert answer["chunks"][0]["document_id"] == "pool-rules"
+    # re-ingest replaces atomically; a file upload works the same way
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                    data={"document_type": "other", "document_id": "pool-rules", "is_binding": "false",
+                          "file": (io.BytesIO(NOTICE.replace("9 pm", "10 pm").encode()), "pool.md")},
+                    content_type="multipart/form-data")
+    assert r.status_code == 200 and r.get_json()["replaced_chunks"] == 1
+    with db.connect() as conn:
+        rows = conn.execute("select content from knowledge_chunks where document_id = 'pool-rules'").fetchall()
+    assert len(rows) == 1 and "10 pm" in rows[0][0]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"text": NOTICE, "document_type": "memo"}, "document_type"),
+    ({"text": "", "document_type": "other"}, "text"),
+    ({"text": NOTICE, "document_type": "other", "document_id": "a b'; drop table x;--"}, "document_id"),
+    ({"document_type": "other"}, "text"),
+])
+def test_ingest_validation(secured, body, field):
+    client, _ = secured
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"}, json=body)
+    assert r.status_code == 422 and r.get_json()["field"] == field
+
+
+def test_tokens_are_required_and_separate(secured):
+    client, _ = secured
+    assert client.post("/webhook/arc-retrieval", json={"query": "pool"}).status_code == 401
+    wrong = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "nope"}, json={"query": "pool"})
+    assert wrong.status_code == 401 and wrong.get_json()["message"] == "unauthorized"
+    # the retrieval token does not open ingestion
+    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "retrieve-secret"},
+                       json={"text": NOTICE, "document_type": "other"}).status_code == 401
+    assert client.get("/healthz").status_code == 200
+
+
+def test_rate_limit_returns_429_with_retry_after(sample_runtime):
+    settings = sample_runtime.settings.model_copy(update={"rate_limit": 1.0})
+    client = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
+    codes = [client.post("/webhook/arc-retrieval", json={"query": "fence"}) for _ in range(4)]
+    assert [c.status_code for c in codes[:2]] == [200, 200]
+    limited = codes[-1]
+    assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+
+
+def test_security_helpers():
+    assert token_matches(None, None) and token_matches("a", "a") and not token_matches("a", "b")
+    assert not token_matches("a", None)
+    limiter = RateLimiter(rate=2)
+    assert [limiter.acquire("c") == 0 for _ in range(5)] == [True, True, True, True, False]
+    assert limiter.acquire("other") == 0
+    check_exposure(["127.0.0.1", "::1", "localhost"], api_token=None, auth_disabled=False)
+    check_exposure(["0.0.0.0"], api_token="t", auth_disabled=False)
+    with pytest.raises(SystemExit, match="ARC_API_TOKEN"):
+        check_exposure(["0.0.0.0"], api_token=None, auth_disabled=False)
