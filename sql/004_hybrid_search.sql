@@ -8,7 +8,9 @@
 --                  chunk holding every query lexeme once, capped at 1, so it is comparable
 --                  across queries.
 -- Fused by FULL OUTER JOIN:
---   'weighted' : vector_weight * vector_score + fts_weight * fts_score (absolute, 0..1);
+--   'weighted' : weighted mean of each leg's score min-max normalised over the candidate list
+--                (a leg that missed the chunk counts 0). Measured better than absolute scores
+--                and than RRF on SciFact (benchmarks/retrieval/);
 --   'rrf'      : sum of weight / (rrf_k + rank) over the legs a chunk appears in.
 -- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
 --
@@ -41,6 +43,9 @@ returns table (
 )
 language plpgsql
 set statement_timeout = '5s'
+-- The cost model does not see that fts and content are TOASTed: left alone it picks a sequential
+-- scan (detoasting every row) over the GIN bitmap once a query matches a fifth of the table.
+set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare
@@ -127,25 +132,35 @@ begin
   ), joined as (
     select coalesce(v.id, f.id) as id,
            v.score as vector_score,
-           case when f.score is not null then least(f.score / nullif(idf_mass, 0), 1.0) end as fts_score,  -- least() alone would turn a missing score into 1
+           case when f.score is not null then least(f.score / nullif(idf_mass, 0), 1.0) end as fts_score,
            f.score as bm25_score,
            v.rank as vector_rank,
            f.rank as fts_rank
     from vector_leg v
     full outer join fts_leg f on f.id = v.id
+  ), normalised as (
+    -- min-max within this candidate list; a chunk missing from a leg gets 0 for it
+    select j.*,
+           case when j.vector_score is null then 0.0 else coalesce(
+             (j.vector_score - min(j.vector_score) over ()) /
+             nullif(max(j.vector_score) over () - min(j.vector_score) over (), 0), 1.0) end as vector_norm,
+           case when j.bm25_score is null then 0.0 else coalesce(
+             (j.bm25_score - min(j.bm25_score) over ()) /
+             nullif(max(j.bm25_score) over () - min(j.bm25_score) over (), 0), 1.0) end as fts_norm
+    from joined j
   )
   select c.id, c.document_id, c.document_name, c.document_type, c.section_path,
          c.page_number, c.chunk_index, c.is_binding, c.superseded_by,
          c.content, c.token_count, c.metadata,
-         j.vector_score, j.fts_score, j.bm25_score,
+         n.vector_score, n.fts_score, n.bm25_score,
          case when fusion = 'rrf' then
-                coalesce(vw / (rrf_k + j.vector_rank), 0) + coalesce(fw / (rrf_k + j.fts_rank), 0)
+                coalesce(vw / (rrf_k + n.vector_rank), 0) + coalesce(fw / (rrf_k + n.fts_rank), 0)
               else
-                vw * greatest(coalesce(j.vector_score, 0), 0) + fw * coalesce(j.fts_score, 0)
+                (vw * n.vector_norm + fw * n.fts_norm) / nullif(vw + fw, 0)
          end as fused_score,
-         j.vector_rank, j.fts_rank
-  from joined j
-  join knowledge_chunks c on c.id = j.id
+         n.vector_rank, n.fts_rank
+  from normalised n
+  join knowledge_chunks c on c.id = n.id
   order by 16 desc, 1;
 end
 $$;

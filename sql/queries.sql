@@ -46,6 +46,9 @@ where document_id = %(document_id)s and superseded_by is distinct from %(superse
 select superseded_by from knowledge_chunks
 where document_id = %(document_id)s and superseded_by is not null limit 1
 
+-- name: bm25_seed_avgdl
+select bm25_seed_avgdl(%(sections)s::text[], %(contents)s::text[])
+
 -- name: bm25_refresh
 select bm25_refresh()
 

@@ -52,6 +52,7 @@ def embedder() -> CachedEmbedder:
 
 
 def make_settings(tmp: Path, database_url: str, **overrides) -> Settings:
+    overrides.setdefault("rate_limit", 0)  # rate limiting has its own tests
     return Settings.from_env({}, data_dir=tmp, database_url=database_url, **overrides)
 
 

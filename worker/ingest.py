@@ -140,6 +140,9 @@ class Ingestor:
                 row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": doc.document_id}).fetchone()
                 superseded[doc.document_id] = row[0] if row else None
                 replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
+            conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
+                "sections": [c.section_path for d in documents for c in d.chunks],
+                "contents": [c.content for d in documents for c in d.chunks]})
             row_index = 0
             with conn.cursor().copy(sqlfiles.query("copy_chunks")) as copy:
                 for doc in documents:

@@ -121,11 +121,14 @@ class SearchCache:
     """Result lists for a few minutes; cleared whenever the worker ingests."""
 
     def __init__(self, ttl_seconds: float = 300, maxsize: int = 2048):
-        self._cache: TTLCache = TTLCache(maxsize=maxsize, ttl=ttl_seconds)
+        self.enabled = ttl_seconds > 0
+        self._cache: TTLCache = TTLCache(maxsize=maxsize, ttl=max(ttl_seconds, 1e-9))
         self._lock = threading.Lock()
         self.hits = 0
 
     def get(self, params: SearchParams) -> list[ChunkResult] | None:
+        if not self.enabled:
+            return None
         with self._lock:
             found = self._cache.get(params.cache_key())
         if found is not None:
@@ -134,6 +137,8 @@ class SearchCache:
         return None
 
     def put(self, params: SearchParams, results: list[ChunkResult]) -> None:
+        if not self.enabled:
+            return
         with self._lock:
             self._cache[params.cache_key()] = [c.model_copy() for c in results]
 

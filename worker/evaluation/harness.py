@@ -25,7 +25,7 @@ from ..models import RetrievalRequest, Weights
 from ..pipeline import Retriever
 from ..preprocess import normalize
 from ..rerank import Reranker
-from ..search import PostgresBackend
+from ..search import PostgresBackend, SearchCache
 from .dataset import BeirDataset
 from .metrics import percentile, summarise
 
@@ -144,9 +144,12 @@ def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder
         corpus_vectors = cached_corpus_embeddings(dataset, texts, embedder, data_dir / "cache", ingestor)
         ingestor.write(documents, corpus_vectors, progress=True, batch_documents=1000)
         with db.connect() as conn:
+            conn.autocommit = True
             conn.execute("vacuum analyze knowledge_chunks")
         query_vectors = cached_query_embeddings(dataset, embedder, data_dir / "cache")
-        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=reranker)
+        # No result cache: modes that share parameters must each be measured.
+        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=reranker,
+                              search_cache=SearchCache(ttl_seconds=0))
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
             if mode == "bm25s":
