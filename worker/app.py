@@ -7,9 +7,11 @@ serve`` call); tests pass settings or a ready :class:`~worker.runtime.Runtime`.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
+import psycopg
 from flask import Flask, Response, g, jsonify, request
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
@@ -17,6 +19,7 @@ from werkzeug.exceptions import HTTPException
 from .config import Settings
 from .errors import ArcError, DatabaseUnavailable
 from .ingest import Ingestor
+from .metrics import Metrics, cache_families, pool_families
 from .models import ErrorResponse, IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, unwrap
 from .openapi import openapi_document
 from .pipeline import Retriever, Thresholds
@@ -64,6 +67,10 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["arc"] = {"runtime": runtime, "retriever": retriever}
 
+    metrics = Metrics()
+    metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses, retriever.search_cache.hits))
+    metrics.watch(lambda: pool_families(runtime.db.pool_stats()))
+    app.extensions["arc"]["metrics"] = metrics
     limiter = RateLimiter(settings.rate_limit)
     tokens = {RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: settings.ingest_token or settings.api_token}
 
@@ -71,6 +78,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     def _request_id() -> Any:
         incoming = request.headers.get("X-Request-ID", "")
         g.request_id = incoming[:100] if incoming and incoming.isprintable() else uuid.uuid4().hex
+        g.started = time.perf_counter()
         if request.path not in tokens:
             return None
         if not token_matches(tokens[request.path], request.headers.get(settings.auth_header)):
@@ -85,6 +93,10 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     @app.after_request
     def _echo_request_id(response: Response) -> Response:
         response.headers["X-Request-ID"] = g.get("request_id", "")
+        route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        if "started" in g:
+            metrics.latency.labels(route).observe(time.perf_counter() - g.started)
         return response
 
     @app.post(RETRIEVAL_ROUTE)
@@ -94,7 +106,9 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             req = RetrievalRequest.model_validate(unwrap(payload))
         except ValidationError as exc:
             return _validation_error(exc)
+        runtime.ensure_schema()
         answer = retriever.answer(req, request_id=g.request_id)
+        metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
         query_log.record(answer)
         return jsonify(answer.model_dump(mode="json", exclude_none=False))
 
@@ -123,6 +137,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             req = IngestRequest.model_validate(payload)
         except ValidationError as exc:
             return _validation_error(exc)
+        runtime.ensure_schema()
         parsed = parse_markdown(req.text) if req.format == "markdown" else parse_text(req.text)
         document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
                                          document_type=req.document_type, is_binding=req.is_binding,
@@ -141,9 +156,18 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     @app.get("/readyz")
     def readyz() -> Any:
         db_ok = runtime.db.ping()
+        if db_ok:
+            try:
+                runtime.ensure_schema()
+            except Exception:  # a schema error is also "not ready"; it is logged by ensure_schema
+                db_ok = False
         body = {"status": "ready" if db_ok else "not_ready", "database": db_ok,
                 "embedding_model": runtime.embedder.model}
         return jsonify(body), 200 if db_ok else 503
+
+    @app.get("/metrics")
+    def prometheus() -> Any:
+        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
 
     @app.get("/openapi.json")
     def openapi() -> Any:
@@ -157,6 +181,11 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             response.headers["Retry-After"] = "5"
             return response
         return _error(exc.status, exc.code, str(exc), getattr(exc, "field", None) or "document")
+
+    @app.errorhandler(psycopg.OperationalError)
+    def _database_dropped(exc: psycopg.OperationalError) -> Any:
+        # The connection broke mid-request (restart, failover): retryable, not a bug.
+        return _arc_error(DatabaseUnavailable(type(exc).__name__))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:

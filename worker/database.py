@@ -90,6 +90,12 @@ class Database:
         except (DatabaseUnavailable, psycopg.Error):
             return False
 
+    def pool_stats(self) -> dict[str, int]:
+        """The pool's counters, without opening a pool that does not exist yet."""
+        with self._lock:
+            pool = self._pool if self._pool_pid == os.getpid() else None
+        return pool.get_stats() if pool is not None else {}
+
     def close(self) -> None:
         with self._lock:
             if self._pool is not None and self._pool_pid == os.getpid():

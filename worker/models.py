@@ -32,8 +32,8 @@ class RetrievalRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                       description="The question, 1..2000 characters after trimming.")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*\S[^\u0000]*$",
+                       description="The question, 1..2000 characters after trimming, no NUL.")
     document_types: list[DocumentType] | None = Field(default=None, max_length=len(DOCUMENT_TYPES))
     binding_only: bool = False
     include_superseded: bool = False

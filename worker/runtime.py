@@ -5,10 +5,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import threading
+
+import psycopg
+
 from .config import Settings
 from .database import Database
 from .embedded import EmbeddedPostgres
 from .embeddings import CachedEmbedder, build_embedder
+from .errors import DatabaseUnavailable
 
 log = logging.getLogger("arc.runtime")
 
@@ -19,6 +24,25 @@ class Runtime:
     db: Database
     embedder: CachedEmbedder
     embedded: EmbeddedPostgres | None = None
+    schema_ready: bool = True
+
+    def __post_init__(self) -> None:
+        self._schema_lock = threading.Lock()
+
+    def ensure_schema(self) -> None:
+        """Migrate and check the table once the database answers (it may be down at start)."""
+        if self.schema_ready:
+            return
+        with self._schema_lock:
+            if self.schema_ready:
+                return
+            try:
+                self.db.check_dimension(self.embedder.model, self.embedder.dim)
+                self.db.migrate(self.embedder.dim)
+            except psycopg.OperationalError as exc:
+                raise DatabaseUnavailable("database unreachable") from exc
+            self.schema_ready = True
+            log.info("database schema ready")
 
     def close(self) -> None:
         self.db.close()
@@ -38,7 +62,11 @@ def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     url, embedded = database_url(settings)
     db = Database(url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms)
     embedder = CachedEmbedder(build_embedder(settings))
+    runtime = Runtime(settings, db, embedder, embedded, schema_ready=not migrate)
     if migrate:
-        db.check_dimension(embedder.model, embedder.dim)
-        db.migrate(embedder.dim)
-    return Runtime(settings, db, embedder, embedded)
+        try:
+            runtime.ensure_schema()
+        except DatabaseUnavailable:
+            # Start anyway: /readyz reports not ready, requests get 503 until the database is back.
+            log.warning("database unreachable at start; will retry on demand")
+    return runtime
