@@ -143,7 +143,7 @@ class Retriever:
             chunks=shown, context=built.text, context_tokens=built.tokens, sources=len(built.chunks),
             best_score=None if best is None else round(best, 4), reranked=reranked, warnings=warnings,
             usage=usage, timings_ms=timings, request_id=request_id,
-            debug={"candidates": len(candidates),
+            debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
                    "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
                    "search_cache_hits": self.search_cache.hits} if request.debug else None,
         )
