@@ -43,7 +43,9 @@ ALL_MODES = (*REFERENCE_MODES, *DATABASE_MODES)
 @dataclass
 class ModeResult:
     rankings: dict[str, list[str]]
+    latencies_ms: list[float]
     sql_ms: list[float]
+    candidates: dict[str, list[str]] | None = None
 
 
 def cached_corpus_embeddings(dataset: BeirDataset, texts: list[str], embedder: CachedEmbedder,
