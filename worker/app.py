@@ -26,7 +26,7 @@ from .pipeline import Retriever, Thresholds
 from .querylog import QueryLog
 from .rerank import LLMReranker
 from .runtime import Runtime, open_runtime
-from .search import PostgresBackend, SupabaseBackend
+from .search import PostgresBackend, SearchCache, SupabaseBackend
 from .security import RateLimiter, token_matches
 
 log = logging.getLogger("arc.app")
@@ -52,7 +52,8 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = PostgresBackend(runtime.db)
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
-                     embedding_timeout=settings.embedding_timeout)
+                     embedding_timeout=settings.embedding_timeout,
+                     search_cache=SearchCache(ttl_seconds=settings.search_cache_seconds))
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None,

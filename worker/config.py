@@ -56,6 +56,7 @@ ENV_VARS: dict[str, str] = {
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
     "ARC_POOL_SIZE": "pool_size",
+    "ARC_SEARCH_CACHE_SECONDS": "search_cache_seconds",
     "ARC_LOG_LEVEL": "log_level",
 }
 
@@ -97,6 +98,7 @@ class Settings(BaseModel):
     low_confidence_below: float = 0.5
     statement_timeout_ms: int = 5000
     pool_size: int = 4
+    search_cache_seconds: float = 300.0
     log_level: str = "INFO"
 
     @model_validator(mode="after")
