@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from tests.loopback import LoopbackServer
 
 CANDIDATE = re.compile(r'<candidate id="(?P<id>[^"]+)">\nDocument: (?P<doc>.*?)\nSection: (?P<section>.*?)\n'
                        r'(?P<content>.*?)\n</candidate>', re.S)
@@ -56,40 +57,24 @@ class Seen:
     end: float = 0.0
 
 
-class OpenAIStandin:
+class OpenAIStandin(LoopbackServer):
     def __init__(self, api_key: str = "sk-standin"):
+        super().__init__()
         self.api_key = api_key
         self.behaviour = Behaviour()
         self.requests: list[Seen] = []
         self._lock = threading.Lock()
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True)
-        self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> OpenAIStandin:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
+        return f"{self.url}/v1"
 
     def reset(self, **behaviour) -> None:
         self.behaviour = Behaviour(**behaviour)
         with self._lock:
             self.requests.clear()
 
-    # -- WSGI ------------------------------------------------------------------------------------
-
-    def _app(self, environ, start_response):
-        request = Request(environ)
-        response = self._handle(request)
-        return response(environ, start_response)
-
-    def _handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> Response:
         if request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return _error(401, "invalid_api_key", "Incorrect API key provided.")
         try:

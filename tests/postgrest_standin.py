@@ -10,42 +10,26 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from decimal import Decimal
 
 import psycopg
 from psycopg import sql
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from tests.loopback import LoopbackServer
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgrestStandin:
+class PostgrestStandin(LoopbackServer):
     def __init__(self, database_url: str, api_key: str = "standin-anon-key", max_rows: int = 1000):
+        super().__init__()
         self.database_url = database_url
         self.api_key = api_key
         self.max_rows = max_rows
         self.calls: list[tuple[str, dict]] = []
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True)
-        self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> PostgrestStandin:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-
-    def _app(self, environ, start_response):
-        return self._handle(Request(environ))(environ, start_response)
-
-    def _handle(self, request: Request) -> Response:
+    def handle(self, request: Request) -> Response:
         if request.headers.get("apikey") != self.api_key or \
                 request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return _error(401, "PGRST301", "JWT invalid", None)
