@@ -95,7 +95,9 @@ class Ingestor:
             parsed = read_path(path)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise IngestError(f"{path.name}: {exc}") from exc
-        kwargs.setdefault("document_id", None)
+        # The file name gives a stable id: re-ingesting an edited file replaces it even if its title changed.
+        if not kwargs.get("document_id"):
+            kwargs["document_id"] = slugify(path.stem)
         kwargs.setdefault("name", None)
         return self.prepare_text(parsed, fallback_name=path.stem, metadata={"source_file": path.name}, **kwargs)
 

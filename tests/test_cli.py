@@ -1,0 +1,71 @@
+"""The command line over a real database: db init/sql, ingest of Markdown, text and PDF files."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from worker.cli import main
+
+
+def make_pdf(pages: list[list[str]]) -> bytes:
+    """A minimal valid PDF with one text line per entry, written by hand (no PDF library needed)."""
+    objects: list[bytes] = []
+    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
+    font_id = 3 + 2 * len(pages)
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
+    for i, lines in enumerate(pages):
+        text = " ".join(f"({line}) Tj 0 -18 Td" for line in lines)
+        stream = f"BT /F1 12 Tf 72 720 Td {text} ET".encode()
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
+                       f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode())
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):
+    url = make_database("cli")
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    runner = CliRunner()
+    first = runner.invoke(main, ["db", "init"])
+    assert first.exit_code == 0 and "003_bm25" in first.output
+    again = runner.invoke(main, ["db", "init"])
+    assert again.exit_code == 0 and "up to date" in again.output and "vector(384)" in again.output
+    sql = runner.invoke(main, ["db", "sql", "--dim", "1536"])
+    assert "create table if not exists knowledge_chunks" in sql.output and "vector(1536)" in sql.output
+
+    pdf = tmp_path / "rules.pdf"
+    pdf.write_bytes(make_pdf([["ARTICLE VII USE RESTRICTIONS", "7.1 Fences", "No fence shall exceed 6 feet in height."],
+                              ["7.2 Sheds", "One storage shed is allowed on each lot."]]))
+    text = tmp_path / "letter.txt"
+    text.write_text("DECISION\nThe shed request at 12 Aspen Lane is denied.\n")
+    result = runner.invoke(main, ["ingest", str(pdf), "--document-type", "ccr", "--binding"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["ingest", str(text), "--document-type", "response_letter", "--not-binding",
+                                  "--name", "Letter 12 Aspen"])
+    assert result.exit_code == 0, result.output
+    bad = runner.invoke(main, ["ingest", str(text), "--document-type", "memo"])
+    assert bad.exit_code != 0 and "memo" in bad.output
+
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("select document_id, section_path, page_number, is_binding from knowledge_chunks "
+                            "order by document_id, chunk_index").fetchall()
+    assert ("rules", "ARTICLE VII USE RESTRICTIONS > 7.1 Fences", 1, True) in rows
+    assert ("rules", "ARTICLE VII USE RESTRICTIONS > 7.2 Sheds", 2, True) in rows
+    assert ("letter", "DECISION", None, False) in rows
+
+    answer = runner.invoke(main, ["ask", "How tall can a fence be?"])
+    assert answer.exit_code == 0 and '"status": "success"' in answer.output
