@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from .search import SearchBackend, SearchCache, SearchParams
 from .tokens import TokenCounter, default_counter
 
 log = logging.getLogger("arc.pipeline")
+
+# Past this, the embedding is remote or slow: start the full-text leg alongside it.
+SPECULATE_AFTER = 0.05
 
 NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
                       "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
@@ -73,6 +76,7 @@ class Retriever:
         self.counter = counter or default_counter()
         self.search_cache = search_cache if search_cache is not None else SearchCache()
         self._embed_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
+        self._search_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts")
         self.embedding_failures = 0
 
     def answer(self, request: RetrievalRequest, request_id: str | None = None) -> RetrievalResponse:
@@ -85,19 +89,20 @@ class Retriever:
             weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
             fusion = request.fusion or self.default_fusion
 
-        with timer.stage("embed"):
-            embedding = self._embed(processed.normalized, warnings)
-
-        params = SearchParams(query_text=processed.normalized, embedding=embedding,
+        params = SearchParams(query_text=processed.normalized, embedding=None,
                               match_count=request.candidates, vector_weight=weights.vector,
                               fts_weight=weights.fts, fusion=fusion,
                               document_types=tuple(filter_types) if filter_types else None,
                               binding_only=request.binding_only, include_superseded=request.include_superseded)
+        with timer.stage("embed"):
+            embedding, full_text_only = self._embed(processed.normalized, params, warnings)
+
         with timer.stage("search"):
-            candidates = self.search_cache.get(params)
-            if candidates is None:
-                candidates = self.backend.search(params)
-                self.search_cache.put(params, candidates)
+            if embedding is not None:
+                params = replace(params, embedding=embedding)
+                candidates = self._search(params)
+            else:
+                candidates = full_text_only.result() if full_text_only is not None else self._search(params)
             for chunk in candidates:
                 chunk.relevance = _relevance(chunk, embedding is not None)
                 chunk.final_score = chunk.relevance
@@ -158,10 +163,29 @@ class Retriever:
             return processed.detected_document_types, "detected"
         return None, "none"
 
-    def _embed(self, text: str, warnings: list[str]) -> np.ndarray | None:
+    def _search(self, params: SearchParams) -> list[ChunkResult]:
+        found = self.search_cache.get(params)
+        if found is None:
+            found = self.backend.search(params)
+            self.search_cache.put(params, found)
+        return found
+
+    def _embed(self, text: str, params: SearchParams,
+               warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
+        """The query vector, or None (with a warning) when the provider fails or is too slow.
+
+        Cache hits and the local model answer within a few milliseconds. A slower (remote) provider
+        gets the full-text leg run meanwhile, so a failure or timeout costs no extra search time.
+        """
         future = self._embed_pool.submit(self.embedder.embed_query, text)
+        full_text_only: Future | None = None
         try:
-            return future.result(timeout=self.embedding_timeout)
+            try:
+                return future.result(timeout=min(SPECULATE_AFTER, self.embedding_timeout)), None
+            except FutureTimeout:
+                full_text_only = self._search_pool.submit(self._search, params)
+                remaining = max(self.embedding_timeout - SPECULATE_AFTER, 0)
+                return future.result(timeout=remaining), full_text_only
         except FutureTimeout:
             reason = f"no embedding within {self.embedding_timeout:g} s"
         except Exception as exc:  # any provider failure degrades to full-text, never an error
@@ -169,7 +193,7 @@ class Retriever:
         self.embedding_failures += 1
         log.warning("embedding failed; full-text only", extra={"reason": reason})
         warnings.append(f"degraded: {reason}; results come from full-text search only")
-        return None
+        return None, full_text_only
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
