@@ -36,8 +36,13 @@ create table if not exists knowledge_chunks (
   constraint knowledge_chunks_document_chunk unique (document_id, chunk_index)
 );
 
+-- Keep the BM25 weights in the row itself (pgvector stores sparsevec EXTERNAL by default): the
+-- full-text leg reads this column for every matching chunk, and a TOAST lookup per row doubled its
+-- cost at 100k chunks. The wide columns (content, fts, embedding) go out of line instead.
+alter table knowledge_chunks alter column bm25 set storage main;
+
 -- HNSW, cosine. m=16, ef_construction=64 are pgvector's defaults and measured well here
--- (recall@40 >= 0.98 at ef_search 80 on 100k chunks, see benchmarks/); raise m to 24 only
+-- (recall@40 measured in benchmarks/scale/); raise m to 24 only
 -- beyond a few million chunks. The query side sets hnsw.ef_search itself (hybrid_search).
 create index if not exists knowledge_chunks_embedding_hnsw
   on knowledge_chunks using hnsw (embedding vector_cosine_ops) with (m = 16, ef_construction = 64);

@@ -30,9 +30,9 @@ create or replace function hybrid_search(
   binding_only        boolean default false,
   include_superseded  boolean default false,
   ef_search           integer default null,
-  fts_max_df_ratio    double precision default 0.1,
+  fts_max_df_ratio    double precision default 0.01,
   fts_min_df_cutoff   integer default 1000,
-  fts_scan_limit      integer default 20000
+  fts_scan_limit      integer default 5000
 )
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,
@@ -68,7 +68,7 @@ begin
   end if;
 
   perform set_config('hnsw.ef_search',
-                     least(greatest(coalesce(ef_search, 2 * match_count), match_count, 40), 1000)::text, true);
+                     least(greatest(coalesce(ef_search, 3 * match_count), match_count, 100), 1000)::text, true);
   begin
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
   exception when others then
