@@ -77,7 +77,6 @@ class Retriever:
         self.search_cache = search_cache if search_cache is not None else SearchCache()
         self._embed_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
         self._search_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts")
-        self.embedding_failures = 0
 
     def answer(self, request: RetrievalRequest, request_id: str | None = None) -> RetrievalResponse:
         timer = Timer()
@@ -103,11 +102,9 @@ class Retriever:
                 candidates = self._search(params)
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
-            for chunk in candidates:
+            for chunk in candidates:  # already ranked by fused_score in SQL
                 chunk.relevance = _relevance(chunk, embedding is not None)
                 chunk.final_score = chunk.relevance
-            if fusion == "weighted":
-                candidates.sort(key=lambda c: (-c.fused_score, c.id))
 
         reranked, usage = False, {}
         with timer.stage("rerank"):
@@ -190,7 +187,6 @@ class Retriever:
             reason = f"no embedding within {self.embedding_timeout:g} s"
         except Exception as exc:  # any provider failure degrades to full-text, never an error
             reason = f"embedding failed ({type(exc).__name__})"
-        self.embedding_failures += 1
         log.warning("embedding failed; full-text only", extra={"reason": reason})
         warnings.append(f"degraded: {reason}; results come from full-text search only")
         return None, full_text_only
