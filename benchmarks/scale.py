@@ -94,10 +94,13 @@ def run_size(n: int, sources, workdir: Path, n_queries: int) -> dict:
             conn.execute("set maintenance_work_mem = '1GB'")
             # Bulk path: load without the HNSW index, then build it once.
             conn.execute("drop index if exists knowledge_chunks_embedding_hnsw")
-            conn.execute("update bm25_corpus set avgdl_indexed = 60 where id")
             start = time.perf_counter()
             batch = 20000
             rows = synthetic_rows(n, sentences, base)
+            # Seed avgdl from a sample, as ingestion does, so the weights are final as written.
+            sample = [next(synthetic_rows(1, sentences, base, seed=s)) for s in range(500)]
+            conn.execute("select bm25_seed_avgdl(%s::text[], %s::text[])",
+                         ([r[3] for r in sample], [r[8] for r in sample]))
             loaded = 0
             while loaded < n:
                 with conn.transaction():
