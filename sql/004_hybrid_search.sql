@@ -108,7 +108,10 @@ begin
       select c.id, c.embedding <=> query_embedding as distance, 1 - (c.embedding <=> query_embedding) as score
       from knowledge_chunks c
       where query_embedding is not null
-        and (document_types is null or c.document_type = any (document_types))
+        -- an expression, not the bare column: at 1M chunks the planner otherwise reads every
+        -- chunk of the type through the btree and sorts them (90-200 ms) instead of filtering
+        -- during the HNSW scan (iterative scans keep filling the list)
+        and (document_types is null or (c.document_type || '') = any (document_types))
         and (not binding_only or c.is_binding)
         and (include_superseded or c.superseded_by is null)
       order by c.embedding <=> query_embedding
