@@ -125,7 +125,8 @@ begin
       from knowledge_chunks c
       where match_query is not null
         and c.fts @@ match_query
-        and (document_types is null or c.document_type = any (document_types))
+        -- checked per matching row: a bitmap over every chunk of a type costs more than it saves
+        and (document_types is null or (c.document_type || '') = any (document_types))
         and (not binding_only or c.is_binding)
         and (include_superseded or c.superseded_by is null)
       limit fts_scan_limit
