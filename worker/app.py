@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from .config import Settings
-from .errors import ArcError, DatabaseUnavailable
+from .errors import ArcError, DatabaseUnavailable, IngestError
 from .ingest import Ingestor
 from .metrics import Metrics, cache_families, pool_families
 from .models import ErrorResponse, IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, unwrap
@@ -181,7 +181,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             response = _error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
             response.headers["Retry-After"] = "5"
             return response
-        return _error(exc.status, exc.code, str(exc), getattr(exc, "field", None) or "document")
+        field = getattr(exc, "field", None) or ("document" if isinstance(exc, IngestError) else None)
+        return _error(exc.status, exc.code, str(exc), field)
 
     @app.errorhandler(psycopg.OperationalError)
     def _database_dropped(exc: psycopg.OperationalError) -> Any:
