@@ -77,17 +77,11 @@ begin
 
   select c.n_docs into n_docs from bm25_corpus c where c.id;
 
+  -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
   with terms as (
     select * from bm25_query_terms(query_text) where df > 0
   ), by_index as (
     select idx, sum(idf * qtf) as w from terms group by idx
-  )
-  select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec, sum(w)
-    into qvec, idf_mass
-  from by_index;
-
-  with terms as (
-    select * from bm25_query_terms(query_text) where df > 0
   ), selective as (
     select lexeme from terms where df <= greatest(fts_max_df_ratio * n_docs, fts_min_df_cutoff)
   ), chosen as (
@@ -97,9 +91,12 @@ begin
     select lexeme from (select lexeme from terms order by df, lexeme limit 2) r
      where not exists (select 1 from selective)
   )
-  select string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '\''') || '''', ' | ')::tsquery
-    into match_query
-  from chosen;
+  select (select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec
+            from by_index),
+         (select sum(w) from by_index),
+         (select string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '\''') || '''', ' | ')::tsquery
+            from chosen)
+    into qvec, idf_mass, match_query;
 
   return query
   with vector_leg as (
