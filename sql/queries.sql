@@ -52,11 +52,6 @@ select bm25_seed_avgdl(%(sections)s::text[], %(contents)s::text[])
 -- name: bm25_refresh
 select bm25_refresh()
 
--- name: document_summary
-select document_id, document_name, document_type, count(*) as chunks, bool_and(is_binding) as is_binding,
-       max(superseded_by) as superseded_by
-from knowledge_chunks group by document_id, document_name, document_type order by document_id
-
 -- name: hybrid_search
 select * from hybrid_search(
   query_text         => %(query_text)s,

@@ -181,8 +181,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             response = _error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
             response.headers["Retry-After"] = "5"
             return response
-        field = getattr(exc, "field", None) or ("document" if isinstance(exc, IngestError) else None)
-        return _error(exc.status, exc.code, str(exc), field)
+        return _error(exc.status, exc.code, str(exc), "document" if isinstance(exc, IngestError) else None)
 
     @app.errorhandler(psycopg.OperationalError)
     def _database_dropped(exc: psycopg.OperationalError) -> Any:

@@ -148,10 +148,6 @@ class Settings(BaseModel):
     def llm_credentials_present(self) -> bool:
         return bool(self.llm_api_key or self.openai_api_key or self.azure_openai_api_key)
 
-    @property
-    def embedded_database(self) -> bool:
-        return self.database_url is None
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Read every known variable once; raise :class:`ConfigError` with one line on error."""

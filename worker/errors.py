@@ -10,19 +10,6 @@ class ArcError(Exception):
     code = "internal_error"
 
 
-class InputError(ArcError):
-    """A request field is invalid. ``field`` names it."""
-
-    status = 422
-    code = "invalid_input"
-
-    def __init__(self, message: str, field: str | None = None, status: int | None = None):
-        super().__init__(message)
-        self.field = field
-        if status is not None:
-            self.status = status
-
-
 class DatabaseUnavailable(ArcError):
     status = 503
     code = "database_unavailable"
