@@ -18,6 +18,7 @@
 -- in more than fts_min_df_cutoff chunks) do not select candidates (they still score them), and
 -- at most fts_scan_limit matching rows are scored. The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index
 -- scans, so a filtered vector leg still fills match_count rows.
+-- arc: repeatable (only create-or-replace definitions: applied again whenever this file changes)
 create or replace function hybrid_search(
   query_text          text,
   query_embedding     vector default null,

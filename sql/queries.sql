@@ -12,11 +12,11 @@ create table if not exists schema_migrations (
 select pg_advisory_xact_lock(hashtext('arc-retrieval:migrations'))
 
 -- name: applied_migrations
-select name from schema_migrations
+select name, checksum from schema_migrations
 
 -- name: record_migration
 insert into schema_migrations (name, checksum) values (%(name)s, %(checksum)s)
-on conflict (name) do nothing
+on conflict (name) do update set checksum = excluded.checksum, applied_at = now()
 
 -- name: embedding_type
 select format_type(a.atttypid, a.atttypmod)

@@ -44,6 +44,24 @@ def test_migrations_apply_twice_and_files_are_idempotent(make_database):
     assert db.embedding_dim() == 384
 
 
+def test_changed_function_files_reach_an_existing_database(make_database):
+    db = Database(make_database("mig-repeat"))
+    db.migrate(384)
+    # A database made by an earlier release: older function text, older checksums everywhere.
+    with db.connect() as conn:
+        earlier = next(m for m in sqlfiles.migrations() if m.name == "005_chunk_neighbours")
+        conn.execute(earlier.render(384).replace("where c.id = chunk_id", "where c.id = chunk_id and false"))
+        conn.execute("update schema_migrations set checksum = 'earlier'")
+        conn.commit()
+    reapplied = db.migrate(384)
+    assert reapplied == [m.name for m in sqlfiles.migrations() if m.repeatable]
+    assert "005_chunk_neighbours" in reapplied and "002_knowledge_chunks" not in reapplied
+    with db.connect() as conn:
+        source = conn.execute("select prosrc from pg_proc where proname = 'chunk_neighbours'").fetchone()[0]
+    assert "and false" not in source
+    assert db.migrate(384) == []
+
+
 def test_db_sql_renders_the_dimension():
     assert "vector(1536)" in sqlfiles.all_migrations_sql(1536)
     text = sqlfiles.all_migrations_sql(384)

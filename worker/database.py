@@ -114,12 +114,12 @@ class Database:
                 with conn.transaction():
                     # Serialise concurrent starters (several gunicorn workers, CLI and server).
                     conn.execute(sqlfiles.query("lock_migrations"))
-                    done = {row[0] for row in conn.execute(sqlfiles.query("applied_migrations"))}
-                    if migration.name in done:
+                    done = dict(conn.execute(sqlfiles.query("applied_migrations")).fetchall())
+                    checksum = migration.checksum(dim)
+                    if migration.name in done and (not migration.repeatable or done[migration.name] == checksum):
                         continue
                     conn.execute(migration.render(dim))
-                    conn.execute(sqlfiles.query("record_migration"),
-                                 {"name": migration.name, "checksum": migration.checksum(dim)})
+                    conn.execute(sqlfiles.query("record_migration"), {"name": migration.name, "checksum": checksum})
                     applied_now.append(migration.name)
         if applied_now:
             log.info("applied migrations", extra={"migrations": applied_now})

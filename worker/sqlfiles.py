@@ -2,6 +2,9 @@
 
 Migrations (``NNN_name.sql``) are plain files an admin can paste into Supabase unchanged; they are
 written for 1536-dim embeddings and :func:`render` rewrites that one type for other models.
+A migration is applied once, except files marked ``-- arc: repeatable`` (only ``create or replace``
+definitions, such as ``hybrid_search``): those are applied again whenever their text changes, so
+an improved function reaches databases made by an earlier release.
 ``queries.sql`` holds the worker's own statements as ``-- name: ...`` blocks (aiosql style).
 """
 
@@ -15,6 +18,7 @@ from pathlib import Path
 
 DEFAULT_DIM = 1536
 _DIM_TYPE = f"vector({DEFAULT_DIM})"
+REPEATABLE_MARK = "-- arc: repeatable"
 
 
 def sql_dir() -> Path:
@@ -30,6 +34,10 @@ def sql_dir() -> Path:
 class Migration:
     name: str
     text: str
+
+    @property
+    def repeatable(self) -> bool:
+        return REPEATABLE_MARK in self.text
 
     def render(self, dim: int) -> str:
         return render(self.text, dim)
