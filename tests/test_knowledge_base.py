@@ -129,6 +129,23 @@ def test_natural_question_gets_full_text_hits(kb):
     assert "fence" in results[0].content.lower()
 
 
+def test_full_text_leg_reads_at_most_its_scan_limit_whatever_the_filter(kb):
+    """Filters narrow the rows the full-text leg read; they never make it read further."""
+    db, _ = kb
+    sql = ("select id, document_type from hybrid_search(%s, null, 1000, 0.4, 0.6, 'weighted', 60, %s::text[],"
+           " include_superseded => true, fts_scan_limit => %s)")
+    question = "What does the committee require for fences, roofs, paint colours and landscaping?"
+    everything = rows(db, sql, (question, None, 100000))
+    first = rows(db, sql, (question, None, 8))
+    assert len(first) == 8 < len(everything)
+    narrower = False
+    for doc_type in {t for _, t in everything}:
+        filtered = rows(db, sql, (question, [doc_type], 8))
+        assert {i for i, _ in filtered} == {i for i, t in first if t == doc_type}
+        narrower |= sum(t == doc_type for _, t in everything) > len(filtered)
+    assert narrower, "the question must match more rows of some type than the first 8 hold"
+
+
 def test_filtered_vector_leg_still_fills_its_candidates(make_database):
     """1 in 50 rows passes the filter; plain HNSW (ef_search 40) would return about one."""
     db = Database(make_database("filt"))
