@@ -102,8 +102,11 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             Database(url, statement_timeout_ms=0).migrate(384)
-            if previous and _loaded(conn, n):
+            if _loaded(conn, n):
                 # --keep on a second run: the corpus is already there; only the queries are re-measured
+                if previous is None:
+                    raise SystemExit(f"{workdir / f'pg-{n}'} is loaded but {n} chunks have no load numbers "
+                                     "in --out: delete it or point --out at the run that loaded it")
                 load = {k: previous[k] for k in LOAD_KEYS}
             else:
                 load = _load(conn, n, sentences, base)
@@ -148,27 +151,30 @@ def _measure(conn: psycopg.Connection, queries: list[str], query_vectors: np.nda
     """
     order = random.Random(1).sample(range(len(queries)), n_queries * len(MODES) + n_warmup)
     per_mode, warmup = order[:n_queries * len(MODES)], order[n_queries * len(MODES):]
+
+    def args(mode: str, i: int) -> tuple:
+        text, vector, types = MODES[mode]
+        return queries[i] if text else "", _vector_literal(query_vectors[i]) if vector else None, types
+
     for i in warmup:
-        for text, vector, types in MODES.values():
-            conn.execute(SEARCH, (queries[i] if text else "", _vector_literal(query_vectors[i]) if vector else None,
-                                  types)).fetchall()
+        for mode in MODES:
+            conn.execute(SEARCH, args(mode, i)).fetchall()
     latencies = {}
-    for m, (name, (text, vector, types)) in enumerate(MODES.items()):
+    for m, mode in enumerate(MODES):
         timings = []
         for i in per_mode[m * n_queries:(m + 1) * n_queries]:
-            args = (queries[i] if text else "", _vector_literal(query_vectors[i]) if vector else None, types)
             t = time.perf_counter()
-            conn.execute(SEARCH, args).fetchall()
+            conn.execute(SEARCH, args(mode, i)).fetchall()
             timings.append((time.perf_counter() - t) * 1000)
-        latencies[name] = percentiles(timings)
+        latencies[mode] = percentiles(timings)
     recalls = []
     for i in per_mode[:50]:
-        vec = _vector_literal(query_vectors[i])
-        approx = {r[0] for r in conn.execute(SEARCH, ("", vec, None)).fetchall() if r[1] is not None}
+        search = args("vector_leg_ms", i)
+        approx = {r[0] for r in conn.execute(SEARCH, search).fetchall() if r[1] is not None}
         with conn.transaction():
             conn.execute("set local enable_indexscan = off")
             exact = {r[0] for r in conn.execute(
-                "select id from knowledge_chunks order by embedding <=> %s::vector limit 40", (vec,))}
+                "select id from knowledge_chunks order by embedding <=> %s::vector limit 40", (search[1],))}
         recalls.append(len(approx & exact) / 40)
     return latencies, round(statistics.mean(recalls), 4)
 
@@ -231,7 +237,7 @@ def write(results: list[dict], out: Path, command: str) -> None:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         h, f = r["hybrid_ms"], r["hybrid_filtered_ms"]
-        lines.append(f"| {r['chunks']:,} | {r.get('shared_buffers', '128MB')} | {r['ingest_chunks_per_s']:.0f} | {r['hnsw_build_seconds']:.1f} | "
+        lines.append(f"| {r['chunks']:,} | {r['shared_buffers']} | {r['ingest_chunks_per_s']:.0f} | {r['hnsw_build_seconds']:.1f} | "
                      f"{r['table_total_mb']:.0f} | {r['hnsw_mb']:.0f} | {r['gin_mb']:.0f} | "
                      f"{h['p50']}/{h['p95']}/{h['p99']} | {f['p50']}/{f['p95']}/{f['p99']} | "
                      f"{r['fts_leg_ms']['p50']}/{r['fts_leg_ms']['p95']} | "
@@ -248,8 +254,8 @@ def write(results: list[dict], out: Path, command: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for setting in dict.fromkeys(r.get("shared_buffers", "128MB") for r in results):
-        rows = [r for r in results if r.get("shared_buffers", "128MB") == setting]
+    for setting in dict.fromkeys(r["shared_buffers"] for r in results):
+        rows = [r for r in results if r["shared_buffers"] == setting]
         xs = [r["chunks"] for r in rows]
         for key, label in (("hybrid_ms", "unfiltered"), ("hybrid_filtered_ms", "filtered")):
             ax.plot(xs, [r[key]["p95"] for r in rows], marker="o", label=f"{label} p95, shared_buffers {setting}")
