@@ -11,9 +11,10 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/portable-pgvector.sh
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,eval]"
+	scripts/portable-pgvector.sh $(PY)
 	touch $(STAMP)
 
 run: install
