@@ -124,11 +124,22 @@ def ask(query: str, rerank: bool | None) -> None:
 @click.option("--rerank", is_flag=True, help="Rerank with the configured LLM.")
 @click.option("--limit", type=int, help="Only the first N judged queries (quick runs).")
 def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, rerank: bool, limit: int | None) -> None:
-    """Measure retrieval quality on a BEIR-layout dataset; writes results.json, results.md, chart.png."""
+    """Measure retrieval quality; writes results.json, results.md, chart.png.
+
+    DATASET_DIR is a BEIR-layout folder (ranking metrics per mode) or an answer dataset: a
+    questions.jsonl beside community folders with a manifest.json each (what the agent receives,
+    next to the n8n-default and hybrid top-5 anchors).
+    """
     from .app import build_reranker
     from .embeddings import CachedEmbedder, build_embedder
+    from .evaluation.answers import is_answer_dataset
     from .evaluation.dataset import load_dataset
     from .evaluation.harness import ALL_MODES, evaluate, write_report
+
+    command = "arc-retrieval eval " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "arc-retrieval eval"
+    if is_answer_dataset(dataset_dir):
+        _eval_answers(dataset_dir, out, command)
+        return
 
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in ALL_MODES]
@@ -144,9 +155,32 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     results = evaluate(dataset, chosen, embedder=embedder, data_dir=settings.data_dir.resolve(),
                        reranker=reranker, rerank=rerank)
-    command = "arc-retrieval eval " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "arc-retrieval eval"
     write_report(results, out, title=f"{dataset.name}: {len(dataset.queries)} queries, {embedder.model}",
                  command=command)
+    click.echo((out / "results.md").read_text())
+
+
+def _eval_answers(dataset_dir: Path, out: Path, command: str) -> None:
+    from .embeddings import CachedEmbedder, build_embedder
+    from .evaluation.answer_harness import evaluate_answers, write_answer_report
+    from .evaluation.answers import load_answer_dataset
+
+    settings = _settings()
+    try:
+        dataset = load_answer_dataset(dataset_dir)
+    except (ValueError, KeyError) as exc:
+        raise click.ClickException(f"{dataset_dir}: {exc}") from None
+    from .embedded import exit_on_signals
+
+    exit_on_signals()
+    embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        results = evaluate_answers(dataset, settings=settings, embedder=embedder,
+                                   data_dir=settings.data_dir.resolve(), progress=sys.stderr.isatty())
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_answer_report(results, out, command=command)
     click.echo((out / "results.md").read_text())
 
 

@@ -24,6 +24,7 @@ from .config import DOCUMENT_TYPES
 from .database import Database
 from .embeddings import Embedder
 from .errors import IngestError
+from .manifest import Manifest, load_manifest
 from .readers import ParsedDocument, read_beir_corpus, read_path
 from .tokens import TokenCounter, default_counter
 
@@ -195,15 +196,21 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
 SAMPLE_DIR = Path(__file__).parent / "sample_corpus"
 
 
+def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentInput]:
+    """Every document a manifest lists, read and chunked (nothing stored yet)."""
+    return [
+        ingestor.prepare_file(manifest.path_of(entry), document_id=entry.document_id, name=entry.name,
+                              document_type=entry.document_type, is_binding=entry.is_binding,
+                              supersedes=entry.supersedes)
+        for entry in manifest.documents
+    ]
+
+
+def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False) -> IngestReport:
+    """Ingest every document a ``manifest.json`` lists (a file or the folder holding it)."""
+    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress)
+
+
 def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False) -> IngestReport:
     """Load the fictional Cedar Hollow documents listed in ``sample_corpus/manifest.json``."""
-    import json
-
-    manifest = json.loads((SAMPLE_DIR / "manifest.json").read_text())
-    documents = [
-        ingestor.prepare_file(SAMPLE_DIR / entry["file"], document_id=entry["document_id"],
-                              document_type=entry["document_type"], is_binding=entry["is_binding"],
-                              supersedes=entry.get("supersedes"))
-        for entry in manifest["documents"]
-    ]
-    return ingestor.write(documents, progress=progress)
+    return ingest_manifest(ingestor, SAMPLE_DIR, progress=progress)

@@ -1,0 +1,76 @@
+"""Two reference systems the answer-level evaluation compares against, run outside the database
+on the same files and embedding model:
+
+* **n8n default**: what n8n's Supabase Vector Store node with its Default Data Loader gives out of
+  the box: ``RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)`` over each file's
+  text, dense top-4; the context is those 4 chunks.
+* **hybrid top-5**: the same chunks, bm25s (Lucene IDF, k1 0.9, b 0.4, English stopwords and
+  stemmer) and dense scores each min-max normalised over the corpus, fused 0.5/0.5, top 5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+N8N_TOP_K = 4
+HYBRID_TOP_K = 5
+JOIN = "\n\n"
+
+
+@dataclass
+class AnchorIndex:
+    chunks: list[str]
+    vectors: np.ndarray
+    bm25: object
+    stemmer: object
+
+    def dense_scores(self, query_vector: np.ndarray) -> np.ndarray:
+        return self.vectors @ np.asarray(query_vector, dtype=np.float32)
+
+    def bm25_scores(self, query: str) -> np.ndarray:
+        import bm25s
+
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False,
+                                return_ids=False)[0]
+        return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32) if tokens else np.zeros(len(self.chunks))
+
+
+def split_files(paths: Sequence[Path]) -> list[str]:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)
+    return [chunk for path in paths for chunk in splitter.split_text(Path(path).read_text(encoding="utf-8"))]
+
+
+def build_index(paths: Sequence[Path], embed: Callable[[list[str]], np.ndarray]) -> AnchorIndex:
+    import bm25s
+    import Stemmer
+
+    chunks = split_files(paths)
+    stemmer = Stemmer.Stemmer("english")
+    bm25 = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    bm25.index(bm25s.tokenize(chunks, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    return AnchorIndex(chunks, embed(chunks), bm25, stemmer)
+
+
+def n8n_default(index: AnchorIndex, query_vector: np.ndarray, k: int = N8N_TOP_K) -> list[str]:
+    return _top(index, index.dense_scores(query_vector), k)
+
+
+def hybrid_top5(index: AnchorIndex, query: str, query_vector: np.ndarray, k: int = HYBRID_TOP_K) -> list[str]:
+    fused = 0.5 * _min_max(index.dense_scores(query_vector)) + 0.5 * _min_max(index.bm25_scores(query))
+    return _top(index, fused, k)
+
+
+def _min_max(scores: np.ndarray) -> np.ndarray:
+    span = float(scores.max() - scores.min()) if len(scores) else 0.0
+    return (scores - scores.min()) / span if span > 0 else np.zeros_like(scores)
+
+
+def _top(index: AnchorIndex, scores: np.ndarray, k: int) -> list[str]:
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [index.chunks[i] for i in order]

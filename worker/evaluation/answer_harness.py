@@ -1,0 +1,258 @@
+"""``arc-retrieval eval`` on an answer dataset (see :mod:`worker.evaluation.answers`).
+
+Each community gets its own database on one embedded Postgres, filled through the normal
+ingestion path from its manifest; every question goes through the webhook (the Flask app, as n8n
+calls it) with nothing but ``{"query": ...}``, so the default configuration is what is measured.
+The anchors (:mod:`worker.evaluation.anchors`) run on the same files and embedding model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from tqdm import tqdm
+
+from ..config import Settings
+from ..database import Database
+from ..embedded import EmbeddedPostgres
+from ..embeddings import CachedEmbedder
+from ..ingest import Ingestor, manifest_documents
+from ..manifest import load_manifest
+from ..runtime import Runtime
+from ..tokens import default_counter
+from . import anchors
+from .answers import AnswerDataset, Outcome, Question, breakdown, split_sources, summarise
+
+ARC = "arc-retrieval"
+N8N = "n8n default"
+HYBRID = "hybrid top-5"
+SYSTEMS = (ARC, N8N, HYBRID)
+
+
+class VectorCache:
+    """Passage vectors on disk, keyed by model and text, so repeated runs embed only what changed."""
+
+    def __init__(self, path: Path, embedder: CachedEmbedder):
+        self.path = path
+        self.embedder = embedder
+        self._vectors: dict[str, np.ndarray] = {}
+        if path.exists():
+            with np.load(path) as data:
+                self._vectors = {k: data[k] for k in data.files}
+        self._dirty = False
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        keys = [hashlib.sha256(t.encode()).hexdigest()[:24] for t in texts]
+        missing = sorted({k: t for k, t in zip(keys, texts) if k not in self._vectors}.items())
+        if missing:
+            vectors = self.embedder.embed([t for _, t in missing])
+            self._vectors.update({k: v for (k, _), v in zip(missing, vectors)})
+            self._dirty = True
+        return np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, self.embedder.dim), np.float32)
+
+    def save(self) -> None:
+        if self._dirty:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(self.path, **self._vectors)
+            self._dirty = False
+
+
+@dataclass
+class AnswerResults:
+    dataset: str
+    model: str
+    outcomes: dict[str, list[Outcome]]
+
+    def to_json(self) -> dict:
+        return {
+            "dataset": self.dataset, "embedding_model": self.model,
+            "systems": {name: summarise(o) for name, o in self.outcomes.items()},
+            "breakdown": {name: breakdown(o) for name, o in self.outcomes.items()},
+            "questions": {name: [x.row() for x in o] for name, o in self.outcomes.items()},
+        }
+
+
+def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path,
+                     progress: bool = True) -> AnswerResults:
+    counter = default_counter()
+    cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
+    outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
+    workdir = Path(tempfile.mkdtemp(prefix="answers-", dir=data_dir))
+    server = EmbeddedPostgres(workdir)
+    try:
+        server_url = server.start()
+        for community, folder in dataset.communities.items():
+            questions = [q for q in dataset.questions if q.community == community]
+            if not questions:
+                continue
+            manifest = load_manifest(folder)
+            db = Database(_new_database(server_url, community), statement_timeout_ms=settings.statement_timeout_ms)
+            try:
+                db.migrate(embedder.dim)
+                ingestor = Ingestor(db, embedder)
+                documents = manifest_documents(ingestor, manifest)
+                ingestor.write(documents, cache.embed([c.embedding_text for d in documents for c in d.chunks]))
+                index = anchors.build_index([manifest.path_of(e) for e in manifest.documents], cache.embed)
+                cache.save()
+                client = _webhook_client(settings, db, embedder)
+                for question in tqdm(questions, desc=community, unit="q", disable=not progress):
+                    outcomes[ARC].append(_ask_worker(client, settings, question))
+                    outcomes[N8N].append(_anchor(question, index, embedder, counter, hybrid=False))
+                    outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
+            finally:
+                db.close()
+        return AnswerResults(dataset.name, embedder.model, outcomes)
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _new_database(server_url: str, community: str) -> str:
+    name = "answers_" + "".join(c if c.isalnum() else "_" for c in community.lower())[:30] + "_" + uuid.uuid4().hex[:6]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    return server_url.replace("/postgres?", f"/{name}?", 1)
+
+
+def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
+    from ..app import create_app
+
+    # The webhook exactly as configured, on this community's database; the rate limit is for
+    # callers, not for an evaluation that asks 70 questions in a row.
+    runtime = Runtime(settings.model_copy(update={"rate_limit": 0}), db, embedder)
+    return create_app(runtime=runtime).test_client()
+
+
+def _ask_worker(client, settings: Settings, question: Question) -> Outcome:
+    from ..app import RETRIEVAL_ROUTE
+
+    headers = {settings.auth_header: settings.api_token} if settings.api_token else {}
+    start = time.perf_counter()
+    response = client.post(RETRIEVAL_ROUTE, json={"query": question.question}, headers=headers)
+    latency = (time.perf_counter() - start) * 1000
+    body = response.get_json()
+    if response.status_code != 200:
+        raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {body}")
+    return Outcome(question=question, context=body["context"], sources=split_sources(body["context"]),
+                   tokens=body["context_tokens"], latency_ms=latency, status=body["status"],
+                   best_score=body["best_score"],
+                   notes={"filter": body["query"]["filter_source"], "warnings": body["warnings"]})
+
+
+def _anchor(question: Question, index: anchors.AnchorIndex, embedder: CachedEmbedder, counter,
+            *, hybrid: bool) -> Outcome:
+    start = time.perf_counter()
+    vector = embedder.embed_query(question.question)
+    chunks = (anchors.hybrid_top5(index, question.question, vector) if hybrid
+              else anchors.n8n_default(index, vector))
+    latency = (time.perf_counter() - start) * 1000
+    context = anchors.JOIN.join(chunks)
+    return Outcome(question=question, context=context, sources=chunks, tokens=counter.count(context),
+                   latency_ms=latency)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+_MAIN_COLUMNS = [
+    ("evidence_in_context", "evidence in context"),
+    ("evidence_in_source1", "evidence in SOURCE 1"),
+    ("answerable_empty_context", "answerable, empty context"),
+    ("answerable_no_results", "answerable `no_results`"),
+    ("negatives_success", "negatives `success`"),
+    ("negatives_no_results", "negatives `no_results`"),
+    ("mean_context_tokens", "mean context tokens"),
+    ("mean_sources", "sources (answerable)"),
+    ("p50_ms", "p50 ms"),
+    ("p95_ms", "p95 ms"),
+]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value.is_integer() is False and abs(value) < 10:
+        return f"{value:.2f}"
+    return f"{value:.0f}" if isinstance(value, float) else str(value)
+
+
+def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    data = results.to_json()
+    (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    systems = data["systems"]
+    n = systems[ARC]
+    lines = [f"# Answer quality: {results.dataset}", "",
+             f"{n['questions']} questions ({n['answerable']} answerable, {n['negatives']} unanswerable or off "
+             f"topic), embedding model {results.model}, reranker off unless configured.", "",
+             f"Command: `{command}`", "",
+             "| system | " + " | ".join(label for _, label in _MAIN_COLUMNS) + " |",
+             "|---|" + "---|" * len(_MAIN_COLUMNS)]
+    for name, row in systems.items():
+        lines.append(f"| {name} | " + " | ".join(_cell(row.get(key)) for key, _ in _MAIN_COLUMNS) + " |")
+    lines += ["", "## arc-retrieval by question kind", "",
+              "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` | mean tokens |",
+              "|---|---|---|---|---|---|---|---|"]
+    arc = results.outcomes[ARC]
+    for kind, row in data["breakdown"][ARC]["kind"].items():
+        group = [o for o in arc if o.question.kind == kind]
+        shares = [sum(o.status == s for o in group) / len(group) for s in ("success", "low_confidence", "no_results")]
+        lines.append(f"| {kind} | {row['questions']} | {_cell(row['evidence_in_context'])} | "
+                     f"{_cell(row['evidence_in_source1'])} | " + " | ".join(f"{s:.2f}" for s in shares) +
+                     f" | {_cell(row['mean_context_tokens'])} |")
+    lines += ["", "## Evidence in context by tag", "", "| tag | n | " + " | ".join(SYSTEMS) + " |",
+              "|---|---|" + "---|" * len(SYSTEMS)]
+    for tag, row in data["breakdown"][ARC]["tag"].items():
+        cells = [_cell(data["breakdown"][s]["tag"][tag]["evidence_in_context"]) for s in SYSTEMS]
+        lines.append(f"| {tag} | {row['questions']} | " + " | ".join(cells) + " |")
+    misses = [o for o in arc if (o.question.kind == "answerable" and not o.in_context) or
+              (o.question.negative and o.status == "success")]
+    lines += ["", "## arc-retrieval's misses", "",
+              "Answerable questions whose evidence is not in the context, and negatives answered `success`.", "",
+              "| id | kind | status | best score | question |", "|---|---|---|---|---|"]
+    for o in misses:
+        lines.append(f"| {o.question.id} | {o.question.kind} | {o.status} | {_cell(o.best_score)} | "
+                     f"{o.question.question.replace('|', '/')} |")
+    lines += ["", "Evidence counts when one of a question's phrases occurs in the context after both are "
+              "lower-cased, the characters `` *_`#>|\\ `` are made spaces, curly quotes straight and whitespace "
+              "runs single. The anchors' contexts are their chunks joined by blank lines (tokens: cl100k); "
+              "their latency is the query embedding plus scoring in memory, not comparable with the "
+              "webhook's.", ""]
+    (out / "results.md").write_text("\n".join(lines))
+    _chart(systems, out / "chart.png", results.dataset)
+    return data
+
+
+def _chart(systems: dict[str, dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [("evidence_in_context", "evidence in context"), ("evidence_in_source1", "in SOURCE 1"),
+               ("answerable_empty_context", "answerable, empty"), ("negatives_success", "negatives success")]
+    fig, (ax, ax_tokens) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 1]})
+    width = 0.8 / len(systems)
+    for i, (name, row) in enumerate(systems.items()):
+        xs = [m + i * width for m in range(len(metrics))]
+        ax.bar(xs, [row.get(k) or 0 for k, _ in metrics], width, label=name)
+        ax_tokens.bar(i, row.get("mean_context_tokens") or 0, 0.6, label=name)
+    ax.set_xticks([m + width * (len(systems) - 1) / 2 for m in range(len(metrics))], [label for _, label in metrics])
+    ax.set_ylim(0, 1)
+    ax.set_title(f"{title}: what the agent receives")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax_tokens.set_xticks(range(len(systems)), list(systems), rotation=20, fontsize=8)
+    ax_tokens.set_title("mean context tokens")
+    ax_tokens.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
