@@ -5,14 +5,15 @@
 --   vector leg  : HNSW cosine search; vector_score = cosine similarity.
 --   full-text leg: chunks matching the question's selective lexemes (OR, GIN index), ranked by
 --                  BM25 (003_bm25.sql); fts_score = BM25 divided by the score of an average-length
---                  chunk holding every query lexeme once, capped at 1, so it is comparable
---                  across queries.
+--                  chunk holding every query lexeme once (lexemes absent from the corpus
+--                  included), capped at 1, so it is comparable across queries.
 -- Fused by FULL OUTER JOIN:
 --   'weighted' : weighted mean of each leg's score min-max normalised over the candidate list
 --                (a leg that missed the chunk counts 0). Measured better than absolute scores
 --                and than RRF on SciFact (benchmarks/retrieval/);
 --   'rrf'      : sum of weight / (rrf_k + rank) over the legs a chunk appears in.
 -- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
+-- expansion_text: extra words for the full-text leg only (synonyms), weighted expansion_weight.
 --
 -- Bounded work on common words: lexemes found in more than fts_max_df_ratio of all chunks (and
 -- in more than fts_min_df_cutoff chunks) do not select candidates (they still score them), and
@@ -22,6 +23,9 @@
 -- hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a filtered vector leg still
 -- fills match_count rows.
 -- arc: repeatable (only create-or-replace definitions: applied again whenever this file changes)
+-- The signature before expansion_text (0.1.0): dropped so named calls stay unambiguous.
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, double precision, integer, integer);
 create or replace function hybrid_search(
   query_text          text,
   query_embedding     vector default null,
@@ -36,7 +40,9 @@ create or replace function hybrid_search(
   ef_search           integer default null,
   fts_max_df_ratio    double precision default 0.01,
   fts_min_df_cutoff   integer default 1000,
-  fts_scan_limit      integer default 5000
+  fts_scan_limit      integer default 5000,
+  expansion_text      text default null,
+  expansion_weight    double precision default 0.5
 )
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,
@@ -82,10 +88,18 @@ begin
   select c.n_docs into n_docs from bm25_corpus c where c.id;
 
   -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
-  with terms as (
-    select * from bm25_query_terms(query_text) where df > 0
+  with all_terms as (
+    select * from bm25_query_terms(query_text)
+  ), terms as (
+    select t.lexeme, t.idx, t.df, t.idf * t.qtf as w from all_terms t where t.df > 0
+    union all
+    -- the documents' words for the question's (worker/vocabulary.py): they find and score
+    -- chunks at expansion_weight, and do not count in the normaliser below
+    select e.lexeme, e.idx, e.df, e.idf * e.qtf * coalesce(expansion_weight, 0.5)
+    from bm25_query_terms(expansion_text) e
+    where e.df > 0 and e.lexeme not in (select lexeme from all_terms)
   ), by_index as (
-    select idx, sum(idf * qtf) as w from terms group by idx
+    select idx, sum(w) as w from terms group by idx
   ), selective as (
     select lexeme from terms where df <= greatest(fts_max_df_ratio * n_docs, fts_min_df_cutoff)
   ), chosen as (
@@ -97,7 +111,10 @@ begin
   )
   select (select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec
             from by_index),
-         (select sum(w) from by_index),
+         -- the normaliser counts every query lexeme, found in the corpus or not: a question
+         -- whose one matching word is "2019" is not a full match ("who won the world series
+         -- in 2019" scored fts 1.0 against governing documents when only found words counted)
+         (select sum(idf * qtf) from all_terms),
          (select string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '\''') || '''', ' | ')::tsquery
             from chosen)
     into qvec, idf_mass, match_query;

@@ -62,7 +62,8 @@ select * from hybrid_search(
   fusion             => %(fusion)s,
   document_types     => %(document_types)s::text[],
   binding_only       => %(binding_only)s,
-  include_superseded => %(include_superseded)s
+  include_superseded => %(include_superseded)s,
+  expansion_text     => %(expansion_text)s
 )
 
 -- name: chunk_neighbours
@@ -79,3 +80,6 @@ values (%(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(statu
 
 -- name: knowledge_base_empty
 select not exists (select 1 from knowledge_chunks)
+
+-- name: knowledge_base_version
+select knowledge_base_version()

@@ -51,6 +51,14 @@ class PostgrestStandin(LoopbackServer):
             sql.Literal(self.max_rows))
         try:
             with psycopg.connect(self.database_url, autocommit=True) as conn:
+                if _returns_scalar(conn, function):
+                    # PostgREST answers a scalar function with the bare JSON value, not rows.
+                    scalar = sql.SQL("select {}({})").format(
+                        sql.Identifier(function),
+                        sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k))
+                                           for k in args))
+                    value = conn.execute(scalar, args).fetchone()[0]
+                    return Response(json.dumps(value, default=_default), mimetype="application/json")
                 cur = conn.cursor(row_factory=psycopg.rows.dict_row)
                 rows = cur.execute(query, args).fetchall()
         except psycopg.errors.UndefinedFunction as exc:
@@ -58,6 +66,13 @@ class PostgrestStandin(LoopbackServer):
         except psycopg.Error as exc:
             return _error(400, exc.sqlstate or "XX000", (exc.diag.message_primary or str(exc)), exc.diag.message_detail)
         return Response(json.dumps(rows, default=_default), mimetype="application/json")
+
+
+def _returns_scalar(conn: psycopg.Connection, function: str) -> bool:
+    row = conn.execute("select not p.proretset and t.typtype <> 'c' and p.prorettype <> 'record'::regtype "
+                       "from pg_proc p join pg_type t on t.oid = p.prorettype where p.proname = %s limit 1",
+                       (function,)).fetchone()
+    return bool(row and row[0])
 
 
 def _default(value: object) -> object:

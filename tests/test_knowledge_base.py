@@ -107,7 +107,7 @@ def test_long_sections_split_at_items_and_keep_their_heading():
     chunks = chunk_blocks(parsed.blocks, lambda s: len(s.split()), max_tokens=120)
     assert len(chunks) > 2
     assert all(c.section_path == "4.2 Fencing" for c in chunks)
-    assert all(len(c.embedding_text.split()) <= 120 for c in chunks)
+    assert all(len(c.embedding_text().split()) <= 120 for c in chunks)
     assert all(c.content.startswith("(") for c in chunks)  # split between items, not inside
     assert any("Raceway-supported" in c.content for c in chunks)
 

@@ -143,11 +143,38 @@ def test_server_without_structured_outputs_gets_json_mode(llm, standin):
 
 def test_guard_keeps_strong_first_stage_hits(llm, standin):
     candidates = [chunk(i) for i in range(1, 13)]
+    for c in candidates:  # chunk 1 is the one strong first-stage hit
+        c.relevance = c.final_score = 0.7 if c.id == 1 else 0.45
     standin.reset(scorer=scripted({1: 0.0, **{i: 0.5 + i / 100 for i in range(2, 13)}}))
     outcome = llm.rerank("q", candidates, top_k=5)
-    ids = [c.id for c in outcome.chunks]
-    assert 1 in ids[:10], "the first-stage winner survives a bad judgement"
-    assert ids[:5] == [12, 11, 10, 9, 8]
+    by_id = {c.id: c for c in outcome.chunks}
+    assert by_id[1].rerank_score == 0.0 and by_id[1].final_score == pytest.approx(0.7)
+    assert [c.id for c in outcome.chunks][:3] == [1, 12, 11]
+    scores = [c.final_score for c in outcome.chunks]
+    assert scores == sorted(scores, reverse=True), "the list is ordered by the score it reports"
+
+
+def test_guard_reaches_the_response(standin, sample_runtime):
+    """The LLM scores the fence rule 0; as the first-stage winner it still leads the answer."""
+    question = "What is the maximum fence height in the backyard?"
+    plain = create_app(runtime=sample_runtime).test_client().post(
+        "/webhook/arc-retrieval", json={"query": question, "rerank": False}).get_json()
+    winner = plain["chunks"][0]
+    assert winner["relevance"] >= 0.5 and "fence" in winner["content"].lower()
+
+    standin.reset(scorer=lambda q, candidates: {c["id"]: 0.0 if int(c["id"]) == winner["id"] else 0.3
+                                                for c in candidates})
+    client = openai.OpenAI(api_key=standin.api_key, base_url=standin.base_url, max_retries=0)
+    retriever = Retriever(embedder=sample_runtime.embedder, backend=PostgresBackend(sample_runtime.db),
+                          reranker=LLMReranker(client, "gpt-4o", timeout=5, guard_min=0.5))
+    app = create_app(runtime=sample_runtime, retriever=retriever)
+    answer = app.test_client().post("/webhook/arc-retrieval", json={"query": question, "rerank": True}).get_json()
+    assert answer["reranked"] is True
+    first = answer["chunks"][0]
+    assert first["id"] == winner["id"] and first["rerank_score"] == 0.0
+    assert first["final_score"] == winner["relevance"] == pytest.approx(answer["best_score"], abs=1e-4)
+    assert first["source"] == 1 and winner["content"][:60] in answer["context"].split("[SOURCE 2]")[0]
+    assert answer["status"] == "success"
 
 
 def test_prompt_template_variables():

@@ -22,7 +22,7 @@ from .ingest import Ingestor
 from .metrics import Metrics, cache_families, pool_families
 from .models import ErrorResponse, IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, unwrap
 from .openapi import openapi_document
-from .pipeline import Retriever, Thresholds
+from .pipeline import ContextPolicy, Retriever, Thresholds
 from .querylog import QueryLog
 from .rerank import LLMReranker
 from .runtime import Runtime, open_runtime
@@ -41,7 +41,8 @@ def build_reranker(settings: Settings) -> LLMReranker | None:
     from .embeddings import make_openai_client
 
     client = make_openai_client(settings, timeout=settings.llm_timeout, for_embeddings=False, max_retries=0)
-    return LLMReranker(client, settings.llm_model, timeout=settings.llm_timeout)
+    return LLMReranker(client, settings.llm_model, timeout=settings.llm_timeout,
+                       guard_min=settings.low_confidence_below)
 
 
 def build_retriever(runtime: Runtime) -> Retriever:
@@ -52,6 +53,8 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = PostgresBackend(runtime.db)
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
+                     policy=ContextPolicy(min_relevance=settings.min_relevance,
+                                          min_context_chunks=settings.min_context_chunks),
                      embedding_timeout=settings.embedding_timeout,
                      search_cache=SearchCache(ttl_seconds=settings.search_cache_seconds))
 

@@ -29,10 +29,12 @@ class Chunk:
     content: str
     page_number: int | None
 
-    @property
-    def embedding_text(self) -> str:
-        """What the embedder reads: the heading path gives a short chunk its topic."""
-        return f"{self.section_path}\n\n{self.content}" if self.section_path else self.content
+    def embedding_text(self, document_name: str | None = None) -> str:
+        """What the embedder reads: the document's name and heading path give a short chunk its topic."""
+        context = [p for p in (document_name, self.section_path) if p]
+        if len(context) == 2 and context[1].startswith(context[0]):
+            context = context[1:]  # a record whose title is its section (BEIR)
+        return "\n".join(context) + "\n\n" + self.content if context else self.content
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")

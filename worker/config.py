@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 DOCUMENT_TYPES = ("design_guidelines", "ccr", "response_letter", "application_form", "other")
 
@@ -54,6 +54,8 @@ ENV_VARS: dict[str, str] = {
     "ARC_MAX_BODY_BYTES": "max_body_bytes",
     "ARC_NO_RESULTS_BELOW": "no_results_below",
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
+    "ARC_MIN_RELEVANCE": "min_relevance",
+    "ARC_MIN_CONTEXT_CHUNKS": "min_context_chunks",
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
     "ARC_POOL_SIZE": "pool_size",
     "ARC_SEARCH_CACHE_SECONDS": "search_cache_seconds",
@@ -96,6 +98,8 @@ class Settings(BaseModel):
 
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5
+    min_relevance: float = Field(0.5, ge=0, le=1)
+    min_context_chunks: int = Field(8, ge=0, le=20)
     statement_timeout_ms: int = 5000
     pool_size: int = 4
     search_cache_seconds: float = 300.0

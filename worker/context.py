@@ -1,16 +1,16 @@
 """Stage 6: ranked chunks -> the ``[SOURCE n]`` context an agent pastes into its prompt.
 
-Walk the ranking, keep chunks at or above ``min_relevance`` until ``max_chunks`` or the token
-budget is reached, pull in a neighbour where a kept chunk is cut mid-sentence (if the budget
-allows), then group by document (most relevant document first) in chunk order. The budget
-covers the whole formatted text, counted with the real tokenizer.
+Walk the ranking (best first), keep chunks that qualify and fit until ``max_chunks``, pull in a
+neighbour where a kept chunk is cut mid-sentence (if the budget allows), then lay the chunks out
+as passages, the most trusted first (see :func:`_passages`). The budget covers the whole
+formatted text, counted with the real tokenizer.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .models import ChunkResult
 from .tokens import TokenCounter
@@ -27,6 +27,7 @@ class Context:
     text: str
     tokens: int
     chunks: list[ChunkResult]  # what went in, in SOURCE order (neighbours included)
+    source_of: dict[int, int] = field(default_factory=dict)  # chunk id -> its [SOURCE n]
 
 
 def format_source(n: int, chunk: ChunkResult) -> str:
@@ -50,16 +51,29 @@ def cut_mid_thought(chunk: ChunkResult) -> tuple[bool, bool]:
 
 
 def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: int, min_relevance: float,
-             max_chunks: int = 8, neighbours: NeighbourFetch | None = None) -> Context:
+             max_chunks: int = 8, min_chunks: int = 0, floor: float | None = None,
+             neighbours: NeighbourFetch | None = None) -> Context:
+    """Walk ``ranked`` (best first) and keep what fits.
+
+    A chunk needs ``min_relevance``, except the first ``min_chunks`` kept, which need only
+    ``floor``: an answer with weak evidence still hands the agent its best passages. A chunk
+    that does not qualify or does not fit is skipped, not the end of the walk.
+    """
     budget = _Budget(counter, token_budget)
     chosen: list[ChunkResult] = []
+    floor = min_relevance if floor is None else min(floor, min_relevance)
     for chunk in ranked:
-        if len(chosen) >= max_chunks or chunk.final_score < min_relevance:
+        if len(chosen) >= max_chunks:
             break
-        if not budget.fits(chunk):
-            break
+        needed = floor if len(chosen) < min_chunks else min_relevance
+        if chunk.final_score < needed or not budget.fits(chunk):
+            continue
         budget.take(chunk)
         chosen.append(chunk)
+    if not chosen and ranked and ranked[0].final_score >= floor:
+        # Not even the best chunk fits the budget: hand over its beginning rather than nothing.
+        chosen.append(_truncated(ranked[0], counter, token_budget))
+        budget.take(chosen[0])
 
     if neighbours is not None:
         for chunk in list(chosen):
@@ -76,10 +90,21 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
     # Per-block counts are exact for each block but BPE can merge across a join; the final text is
     # counted as a whole and trimmed, so the budget holds for what the agent actually receives.
     context = _render(chosen, counter)
-    while context.tokens > token_budget and chosen:
+    while context.tokens > token_budget and len(chosen) > 1:
         chosen.pop()
         context = _render(chosen, counter)
     return context
+
+
+def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> ChunkResult:
+    """The chunk cut at a token boundary so that its whole ``[SOURCE n]`` block fits the budget."""
+    overhead = counter.count(format_source(99, chunk.model_copy(update={"content": ""})))
+    keep = max(token_budget - overhead - 2, 0)
+    content = counter.truncate(chunk.content, keep).rstrip() + " …" if keep else "…"
+    cut = chunk.model_copy(update={"content": content})
+    while counter.count(format_source(99, cut)) > token_budget and len(cut.content) > 1:
+        cut = cut.model_copy(update={"content": cut.content[: len(cut.content) * 3 // 4].rstrip() + " …"})
+    return cut
 
 
 class _Budget:
@@ -102,14 +127,42 @@ class _Budget:
 
 
 def _render(chunks: list[ChunkResult], counter: TokenCounter) -> Context:
-    ordered = _group(chunks)
-    text = SEPARATOR.join(format_source(i, c) for i, c in enumerate(ordered, start=1))
-    return Context(text=text, tokens=counter.count(text) if text else 0, chunks=ordered)
+    passages = _passages(chunks)
+    text = SEPARATOR.join(format_source(i, _merged(p)) for i, p in enumerate(passages, start=1))
+    return Context(text=text, tokens=counter.count(text) if text else 0,
+                   chunks=[c for p in passages for c in p],
+                   source_of={c.id: i for i, p in enumerate(passages, start=1) for c in p})
 
 
-def _group(chunks: list[ChunkResult]) -> list[ChunkResult]:
-    # Documents in the order their first chunk was chosen (the ranking), chunks in reading order.
-    first_seen: dict[str, int] = {}
-    for i, c in enumerate(chunks):
-        first_seen.setdefault(c.document_id, i)
-    return sorted(chunks, key=lambda c: (first_seen[c.document_id], c.chunk_index))
+def _passages(chunks: list[ChunkResult]) -> list[list[ChunkResult]]:
+    """Chunks as ``[SOURCE n]`` passages, the most trusted first.
+
+    Adjacent chunks of one section (a chunk and the neighbour that completes it) form one
+    passage, in reading order. Passages of one document stay together; documents come in the
+    order of their best passage, and a document's passages best first, so SOURCE 1 is the
+    passage the ranking trusts most.
+    """
+    score = {c.id: c.final_score for c in chunks}
+    runs: list[list[ChunkResult]] = []
+    for chunk in sorted(chunks, key=lambda c: (c.document_id, c.chunk_index)):
+        last = runs[-1][-1] if runs else None
+        if last is not None and last.document_id == chunk.document_id and \
+                last.chunk_index + 1 == chunk.chunk_index and last.section_path == chunk.section_path:
+            runs[-1].append(chunk)
+        else:
+            runs.append([chunk])
+    best = {id(run): max(score[c.id] for c in run) for run in runs}
+    document_best: dict[str, float] = {}
+    for run in runs:
+        document = run[0].document_id
+        document_best[document] = max(document_best.get(document, 0.0), best[id(run)])
+    # Ties fall back to the order the chunks were chosen in (the ranking).
+    chosen_at = {c.id: i for i, c in enumerate(chunks)}
+    return sorted(runs, key=lambda run: (-document_best[run[0].document_id], run[0].document_id,
+                                         -best[id(run)], min(chosen_at[c.id] for c in run)))
+
+
+def _merged(passage: list[ChunkResult]) -> ChunkResult:
+    if len(passage) == 1:
+        return passage[0]
+    return passage[0].model_copy(update={"content": "\n\n".join(c.content for c in passage)})

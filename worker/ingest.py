@@ -45,6 +45,7 @@ class DocumentInput:
     is_binding: bool = True
     supersedes: str | None = None
     metadata: dict = field(default_factory=dict)
+    name_in_context: bool = True  # benchmark records name nothing but themselves
 
     def __post_init__(self) -> None:
         if self.document_type not in DOCUMENT_TYPES:
@@ -55,6 +56,12 @@ class DocumentInput:
             raise IngestError("a document cannot supersede itself")
         if not self.chunks:
             raise IngestError(f"{self.document_id}: no text found to ingest")
+
+
+def embedding_texts(documents: Sequence[DocumentInput]) -> list[str]:
+    """What the embedder reads for each chunk: the document's name and the section path give a
+    short passage its context ("By-Laws > Article III Board of Directors > Section 1. Number")."""
+    return [c.embedding_text(d.name if d.name_in_context else None) for d in documents for c in d.chunks]
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class Ingestor:
     def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
               *, progress: bool = False, batch_documents: int = 256) -> IngestReport:
         """Embed (unless given) and store documents, each replaced atomically."""
-        texts = [c.embedding_text for d in documents for c in d.chunks]
+        texts = embedding_texts(documents)
         if embeddings is None:
             embeddings = self.embed(texts, progress=progress)
         if len(embeddings) != len(texts):
@@ -171,7 +178,8 @@ def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
             break
         chunk = Chunk(0, record.title.strip(), record.text.strip() or record.title, None)
         docs.append(DocumentInput(document_id=record.doc_id, name=record.title or record.doc_id,
-                                  document_type="other", chunks=[chunk], is_binding=False))
+                                  document_type="other", chunks=[chunk], is_binding=False,
+                                  name_in_context=False))
     return docs
 
 

@@ -40,7 +40,10 @@ class RetrievalRequest(BaseModel):
     top_k: int = Field(default=8, ge=1, le=20, description="Most chunks in the answer.")
     candidates: int = Field(default=40, ge=1, le=200, description="Candidates per retrieval leg.")
     token_budget: int = Field(default=4000, ge=50, le=32000)
-    min_relevance: float = Field(default=0.5, ge=0, le=1)
+    min_relevance: float | None = Field(
+        default=None, ge=0, le=1,
+        description="Chunks below this score stay out of the context (default: the first five need only "
+                    "the no-results threshold, later ones ARC_MIN_RELEVANCE).")
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
@@ -85,8 +88,10 @@ class QueryInfo(BaseModel):
     query_type: str
     weights: Weights
     fusion: str
-    document_types: list[str] | None = Field(description="The filter applied (explicit or detected).")
-    filter_source: Literal["request", "detected", "none"]
+    document_types: list[str] | None = Field(description="The hard filter applied (from the request only).")
+    filter_source: Literal["request", "none"]
+    steered_to: list[str] | None = Field(
+        None, description="Document types the phrasing names: their chunks rank higher, nothing is hidden.")
 
 
 class ChunkResult(BaseModel):

@@ -20,10 +20,11 @@ import numpy as np
 from . import context as context_stage
 from .embeddings import CachedEmbedder
 from .models import ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Weights
-from .preprocess import ProcessedQuery, preprocess
+from .preprocess import preprocess
 from .rerank import Reranker
 from .search import SearchBackend, SearchCache, SearchParams
 from .tokens import TokenCounter, default_counter
+from .vocabulary import expand
 
 log = logging.getLogger("arc.pipeline")
 
@@ -45,6 +46,15 @@ class Thresholds:
     low_confidence_below: float = 0.5
 
 
+@dataclass(frozen=True)
+class ContextPolicy:
+    """How the default context is filled (an explicit ``min_relevance`` in a request overrides)."""
+
+    min_context_chunks: int = 8     # the best few go in whenever the answer is not no_results ...
+    min_relevance: float = 0.5      # ... chunks past them need this
+    steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
+
+
 class Timer:
     def __init__(self) -> None:
         self.timings: dict[str, float] = {}
@@ -64,13 +74,15 @@ class Timer:
 
 class Retriever:
     def __init__(self, *, embedder: CachedEmbedder, backend: SearchBackend, reranker: Reranker | None,
-                 thresholds: Thresholds = Thresholds(), embedding_timeout: float = 10.0,
+                 thresholds: Thresholds = Thresholds(), policy: ContextPolicy = ContextPolicy(),
+                 embedding_timeout: float = 10.0,
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
                  search_cache: SearchCache | None = None):
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
         self.thresholds = thresholds
+        self.policy = policy
         self.embedding_timeout = embedding_timeout
         self.default_fusion = default_fusion
         self.counter = counter or default_counter()
@@ -84,14 +96,17 @@ class Retriever:
 
         with timer.stage("preprocess"):
             processed = preprocess(request.query)
-            filter_types, filter_source = self._filter(request, processed)
+            hard_filter = list(request.document_types) if request.document_types else None
+            # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
+            steer = [] if hard_filter else processed.detected_document_types
             weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
             fusion = request.fusion or self.default_fusion
 
         params = SearchParams(query_text=processed.normalized, embedding=None,
+                              expansion_text=" ".join(expand(processed.normalized)) or None,
                               match_count=request.candidates, vector_weight=weights.vector,
                               fts_weight=weights.fts, fusion=fusion,
-                              document_types=tuple(filter_types) if filter_types else None,
+                              document_types=tuple(hard_filter) if hard_filter else None,
                               binding_only=request.binding_only, include_superseded=request.include_superseded)
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
@@ -102,9 +117,8 @@ class Retriever:
                 candidates = self._search(params)
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
-            for chunk in candidates:  # already ranked by fused_score in SQL
-                chunk.relevance = _relevance(chunk, embedding is not None)
-                chunk.final_score = chunk.relevance
+            candidates = first_stage_order(candidates, have_embedding=embedding is not None, steer=steer,
+                                           steer_boost=self.policy.steer_boost)
 
         reranked, usage = False, {}
         with timer.stage("rerank"):
@@ -118,31 +132,29 @@ class Retriever:
             elif self.reranker is None:
                 warnings.append("reranker off (no LLM configured): scores are first-stage relevance")
 
+        best = candidates[0].final_score if candidates else None
+        status, message = self._status(best)
         with timer.stage("context"):
-            built = context_stage.assemble(candidates, counter=self.counter, token_budget=request.token_budget,
-                                           min_relevance=request.min_relevance, max_chunks=request.top_k,
-                                           neighbours=self._neighbours)
-            in_context = {c.id: n for n, c in enumerate(built.chunks, start=1)}
+            if status == "no_results":
+                built = context_stage.Context(text="", tokens=0, chunks=[])
+            else:
+                built = self._assemble(candidates, request)
+            in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
             shown = candidates[: request.top_k]
             shown_ids = {c.id for c in shown}
             shown += [c for c in built.chunks if c.id not in shown_ids]
             for chunk in shown:
                 chunk.source = in_context.get(chunk.id)
-
-        best = max((c.final_score for c in candidates), default=None)
-        status, message = self._status(best)
-        if status == "no_results":
-            built = context_stage.Context(text="", tokens=0, chunks=[])
-            for chunk in shown:
-                chunk.source = None
         timings = dict(timer.timings, total=timer.total())
         return RetrievalResponse(
             status=status, message=message,
             query=QueryInfo(original=request.query, normalized=processed.normalized, keywords=processed.keywords,
                             query_type=processed.query_type, weights=weights, fusion=fusion,
-                            document_types=filter_types, filter_source=filter_source),
-            chunks=shown, context=built.text, context_tokens=built.tokens, sources=len(built.chunks),
+                            document_types=hard_filter, filter_source="request" if hard_filter else "none",
+                            steered_to=steer or None),
+            chunks=shown, context=built.text, context_tokens=built.tokens,
+            sources=len(set(built.source_of.values())),
             best_score=None if best is None else round(best, 4), reranked=reranked, warnings=warnings,
             usage=usage, timings_ms=timings, request_id=request_id,
             debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
@@ -150,21 +162,28 @@ class Retriever:
                    "search_cache_hits": self.search_cache.hits} if request.debug else None,
         )
 
+    def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest) -> context_stage.Context:
+        # An explicit min_relevance is a hard rule. By default the best few chunks always go in
+        # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
+        # answer carries its best evidence, and the passages around a strong hit come with it.
+        explicit = request.min_relevance is not None
+        return context_stage.assemble(
+            ranked, counter=self.counter, token_budget=request.token_budget,
+            min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
+            min_chunks=0 if explicit else self.policy.min_context_chunks,
+            floor=0.0, max_chunks=request.top_k, neighbours=self._neighbours)
+
     # -- stages --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _filter(request: RetrievalRequest, processed: ProcessedQuery) -> tuple[list[str] | None, str]:
-        if request.document_types:
-            return list(request.document_types), "request"
-        if processed.detected_document_types:
-            return processed.detected_document_types, "detected"
-        return None, "none"
-
     def _search(self, params: SearchParams) -> list[ChunkResult]:
-        found = self.search_cache.get(params)
+        if not self.search_cache.enabled:
+            return self.backend.search(params)
+        # Read before searching: a change that lands during the search leaves the entry stale.
+        version = self.backend.version()
+        found = self.search_cache.get(params, version)
         if found is None:
             found = self.backend.search(params)
-            self.search_cache.put(params, found)
+            self.search_cache.put(params, version, found)
         return found
 
     def _embed(self, text: str, params: SearchParams,
@@ -205,13 +224,25 @@ class Retriever:
         return "success", None
 
 
-# Calibration constants of `relevance`, independent of the fusion weights: the seed's 0.7/0.3
-# blend of cosine similarity and normalised BM25 separates on- from off-topic questions on the
-# sample corpus (0.6-0.8 vs < 0.1).
+# The calibrated first-stage score: cosine similarity and normalised BM25 blended 0.7/0.3
+# (independent of the fusion weights, which only order the candidate list in SQL).
 RELEVANCE_VECTOR_SHARE = 0.7
 
 
-def _relevance(chunk: ChunkResult, have_embedding: bool) -> float:
+def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, steer: list[str],
+                      steer_boost: float) -> list[ChunkResult]:
+    """Score every candidate with its calibrated ``relevance`` (x ``steer_boost`` for a document
+    type the question names, capped at 1) and order them by it: the order, the context and the
+    status all act on this one ``final_score``."""
+    for chunk in candidates:
+        chunk.relevance = relevance(chunk, have_embedding)
+        boost = steer_boost if chunk.document_type in steer else 1.0
+        chunk.final_score = round(min(1.0, chunk.relevance * boost), 6)
+    # Ties keep the fused (SQL) order.
+    return sorted(candidates, key=lambda c: -c.final_score)
+
+
+def relevance(chunk: ChunkResult, have_embedding: bool) -> float:
     """An absolute 0..1 score comparable across queries (fused scores are per-query relative)."""
     if not have_embedding:
         return round(chunk.fts_score or 0.0, 6)

@@ -70,15 +70,19 @@ _LOCATION = re.compile(
     r"\bwhat\s+(section|article|page|chapter)\b)", re.I)
 _QUESTION_WORD = re.compile(r"^(what|how|why|when|where|who|which|can|may|do|does|is|are|should|must)\b", re.I)
 
-# Phrasing that names a document type. An explicit ``document_types`` in the request wins.
+# Phrasing that names a document type. It steers the ranking towards that type and never hides
+# other chunks (pipeline.first_stage_order); only ``document_types`` in the request filters.
 _DOCTYPE_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("ccr", re.compile(r"\b(cc\s*&\s*rs?|cc&r'?s|ccrs?|covenants?|declaration|deed\s+restrictions?)\b", re.I)),
     ("design_guidelines", re.compile(
         r"\b(according\s+to\s+the\s+(design\s+)?guidelines|(design\s+)?guidelines\s+(say|state|require|allow)|"
         r"in\s+the\s+(design\s+)?guidelines|design\s+guidelines|per\s+the\s+guidelines)\b", re.I)),
+    # "prior approval" means approval beforehand ("do I need prior approval to paint"), not a
+    # past decision; the plural or another noun names the letters.
     ("response_letter", re.compile(
-        r"\b(previous(ly)?|prior|past|earlier)\s+(approvals?|decisions?|rulings?|letters?|cases?|approved)\b|"
-        r"\bdecision\s+letters?\b|\bprecedents?\b|\bbeen\s+approved\s+before\b", re.I)),
+        r"\b(previous(ly)?|past|earlier)\s+(approvals?|decisions?|rulings?|letters?|cases?|approved)\b|"
+        r"\bprior\s+(approvals|decisions?|rulings?|letters?|cases?)\b|"
+        r"\bdecision\s+letters?\b|\bprecedents?\b|\b(been\s+)?approved\s+before\b", re.I)),
     ("application_form", re.compile(
         r"\b(application\s+(process|form)|how\s+(do\s+i|to)\s+apply|submit\s+an\s+application|apply\s+for\s+approval)\b",
         re.I)),

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from .chunking import Block
 
-_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+# Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
+# amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
+_MD_HEADING = re.compile(r"^\s*(#{1,6})\s+(.+?)\s*#*\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
 _ITEM = re.compile(r"^\s*(?:[-*•]\s+|\(?[A-Za-z0-9]{1,3}[.)]\s+|\([A-Za-z0-9]{1,3}\)\s+)")
 _TEXT_HEADING_L1 = re.compile(r"^(chapter|article|part|exhibit|appendix|schedule)\b[\s\w.:-]{0,70}$", re.I)

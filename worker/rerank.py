@@ -121,7 +121,7 @@ class Score:
 class LLMReranker:
     def __init__(self, client: Any, model: str, *, timeout: float = 15.0, batch_size: int = 20,
                  max_candidates: int = 40, chunk_token_cap: int = 350, guard_top: int = 5,
-                 adjustments: Adjustments | None = None, cache_ttl: float = 300.0):
+                 guard_min: float = 0.5, adjustments: Adjustments | None = None, cache_ttl: float = 300.0):
         if batch_size < 1 or batch_size > 20:
             raise ValueError("batch_size must be 1..20")
         self.client = client
@@ -131,6 +131,7 @@ class LLMReranker:
         self.max_candidates = max_candidates
         self.chunk_token_cap = chunk_token_cap
         self.guard_top = guard_top
+        self.guard_min = guard_min
         self.adjustments = adjustments or Adjustments()
         self._structured = True  # flips to plain JSON mode once a server rejects json_schema
         self._cache: TTLCache = TTLCache(maxsize=1024, ttl=cache_ttl)
@@ -227,27 +228,24 @@ class LLMReranker:
     # -- ordering ------------------------------------------------------------------------------
 
     def _order(self, candidates: list[ChunkResult], scores: dict[int, Score], top_k: int) -> list[ChunkResult]:
-        scored, unscored = [], []
+        """Every candidate's ``final_score`` becomes the adjusted LLM score, and the list is
+        ordered by it. Two exceptions keep the first-stage judgement: a chunk the reply did not
+        score, and the union guard: one bad LLM judgement must not drop a strong first-stage hit
+        (among the first ``guard_top``, relevance at least ``guard_min``), so such a chunk keeps the
+        better of the two scores, in the list, the context and the status alike."""
+        guarded = {c.id for c in candidates[: self.guard_top] if c.relevance >= self.guard_min}
         for chunk in candidates:
+            first_stage = chunk.final_score
             score = scores.get(chunk.id)
             if score is None:
-                unscored.append(chunk)
                 continue
             chunk.rerank_score = score.value
             chunk.rerank_reasoning = score.reasoning
             chunk.adjusted_score = self.adjustments.apply(chunk, score.value)
             chunk.final_score = chunk.adjusted_score
-            scored.append(chunk)
-        scored.sort(key=lambda c: (-(c.adjusted_score or 0.0), -(c.rerank_score or 0.0)))
-        ordered = scored + unscored
-        if self.guard_top:
-            # One bad LLM judgement must not drop a strong first-stage hit.
-            top = ordered[:top_k]
-            ids = {c.id for c in top}
-            top += [c for c in candidates[: self.guard_top] if c.id not in ids]
-            rest = [c for c in ordered if c.id not in {t.id for t in top}]
-            ordered = top + rest
-        return ordered
+            if chunk.id in guarded and first_stage > chunk.final_score:
+                chunk.final_score = first_stage
+        return sorted(candidates, key=lambda c: (-c.final_score, -(c.rerank_score or 0.0)))
 
 
 _OBJECT = re.compile(r"\{[^{}]*\}", re.S)

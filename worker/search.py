@@ -36,6 +36,7 @@ class SearchParams:
     document_types: tuple[str, ...] | None = None
     binding_only: bool = False
     include_superseded: bool = False
+    expansion_text: str | None = None  # extra words for the full-text leg only (worker/vocabulary.py)
 
     def cache_key(self) -> str:
         values = asdict(self)
@@ -56,11 +57,16 @@ class SearchParams:
             "document_types": list(self.document_types) if self.document_types else None,
             "binding_only": self.binding_only,
             "include_superseded": self.include_superseded,
+            "expansion_text": self.expansion_text,
         }
 
 
 class SearchBackend(Protocol):
     def search(self, params: SearchParams) -> list[ChunkResult]: ...
+
+    def version(self) -> int:
+        """The knowledge base's change counter (008_knowledge_base_version.sql)."""
+        ...
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
 
@@ -77,6 +83,10 @@ class PostgresBackend:
             except psycopg.errors.QueryCanceled as exc:
                 raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
         return [_chunk(row) for row in rows]
+
+    def version(self) -> int:
+        with self.db.connection() as conn:
+            return conn.execute(sqlfiles.query("knowledge_base_version")).fetchone()[0]
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         with self.db.connection() as conn:
@@ -104,6 +114,14 @@ class SupabaseBackend:
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         return [_chunk(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
 
+    def version(self) -> int:
+        from postgrest.exceptions import APIError
+
+        try:
+            return int(self.client.rpc("knowledge_base_version", {}).execute().data)
+        except (APIError, TypeError, ValueError) as exc:
+            raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
+
     def _rpc(self, function: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         from postgrest.exceptions import APIError
 
@@ -118,7 +136,8 @@ class SupabaseBackend:
 
 
 class SearchCache:
-    """Result lists for a few minutes; cleared whenever the worker ingests."""
+    """Result lists for a few minutes, each valid only for the knowledge-base version it was read
+    at: any change to the chunks, by any process, makes every older entry a miss."""
 
     def __init__(self, ttl_seconds: float = 300, maxsize: int = 2048):
         self.enabled = ttl_seconds > 0
@@ -126,21 +145,21 @@ class SearchCache:
         self._lock = threading.Lock()
         self.hits = 0
 
-    def get(self, params: SearchParams) -> list[ChunkResult] | None:
+    def get(self, params: SearchParams, version: int) -> list[ChunkResult] | None:
         if not self.enabled:
             return None
         with self._lock:
             found = self._cache.get(params.cache_key())
-        if found is not None:
+        if found is not None and found[0] == version:
             self.hits += 1
-            return [c.model_copy() for c in found]
+            return [c.model_copy() for c in found[1]]
         return None
 
-    def put(self, params: SearchParams, results: list[ChunkResult]) -> None:
+    def put(self, params: SearchParams, version: int, results: list[ChunkResult]) -> None:
         if not self.enabled:
             return
         with self._lock:
-            self._cache[params.cache_key()] = [c.model_copy() for c in results]
+            self._cache[params.cache_key()] = (version, [c.model_copy() for c in results])
 
     def clear(self) -> None:
         with self._lock:

@@ -15,6 +15,8 @@ import tiktoken
 class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
+    def truncate(self, text: str, max_tokens: int) -> str: ...
+
 
 class TiktokenCounter:
     """Counts tokens the way OpenAI models (and so the agent's prompt budget) see them."""

@@ -25,7 +25,7 @@ from ..config import Settings
 from ..database import Database
 from ..embedded import EmbeddedPostgres
 from ..embeddings import CachedEmbedder
-from ..ingest import Ingestor, manifest_documents
+from ..ingest import Ingestor, embedding_texts, manifest_documents
 from ..manifest import load_manifest
 from ..runtime import Runtime
 from ..tokens import default_counter
@@ -78,6 +78,7 @@ class AnswerResults:
             "systems": {name: summarise(o) for name, o in self.outcomes.items()},
             "breakdown": {name: breakdown(o) for name, o in self.outcomes.items()},
             "questions": {name: [x.row() for x in o] for name, o in self.outcomes.items()},
+            "threshold_sweep": threshold_sweep(self.outcomes[ARC]),
         }
 
 
@@ -100,7 +101,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 db.migrate(embedder.dim)
                 ingestor = Ingestor(db, embedder)
                 documents = manifest_documents(ingestor, manifest)
-                ingestor.write(documents, cache.embed([c.embedding_text for d in documents for c in d.chunks]))
+                ingestor.write(documents, cache.embed(embedding_texts(documents)))
                 index = anchors.build_index([manifest.path_of(e) for e in manifest.documents], cache.embed)
                 cache.save()
                 client = _webhook_client(settings, db, embedder)
@@ -221,6 +222,14 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     for o in misses:
         lines.append(f"| {o.question.id} | {o.question.kind} | {o.status} | {_cell(o.best_score)} | "
                      f"{o.question.question.replace('|', '/')} |")
+    lines += ["", "## Status thresholds (arc-retrieval)", "",
+              "Each question's `best_score` (the first chunk's `final_score`) against a threshold: the share "
+              "of negatives at or above it (they would be answered `success` if it were "
+              "`ARC_LOW_CONFIDENCE_BELOW`) and of answerable questions below it (they would be `no_results` "
+              "if it were `ARC_NO_RESULTS_BELOW`).", "",
+              "| threshold | negatives at or above | answerable below |", "|---|---|---|"]
+    for row in threshold_sweep(arc):
+        lines.append(f"| {row['threshold']:.2f} | {row['negatives_at_or_above']:.2f} | {row['answerable_below']:.2f} |")
     lines += ["", "Evidence counts when one of a question's phrases occurs in the context after both are "
               "lower-cased, the characters `` *_`#>|\\ `` are made spaces, curly quotes straight and whitespace "
               "runs single. The anchors' contexts are their chunks joined by blank lines (tokens: cl100k); "
@@ -229,6 +238,20 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     (out / "results.md").write_text("\n".join(lines))
     _chart(systems, out / "chart.png", results.dataset)
     return data
+
+
+def threshold_sweep(outcomes: list[Outcome], start: float = 0.2, stop: float = 0.65,
+                    step: float = 0.025) -> list[dict[str, float]]:
+    """How a status threshold would split these questions (the calibration method in the README)."""
+    answerable = [o.best_score or 0.0 for o in outcomes if o.question.kind == "answerable"]
+    negatives = [o.best_score or 0.0 for o in outcomes if o.question.negative]
+    rows = []
+    for i in range(int(round((stop - start) / step)) + 1):
+        t = round(start + i * step, 3)
+        rows.append({"threshold": t,
+                     "negatives_at_or_above": sum(s >= t for s in negatives) / max(len(negatives), 1),
+                     "answerable_below": sum(s < t for s in answerable) / max(len(answerable), 1)})
+    return rows
 
 
 def _chart(systems: dict[str, dict], path: Path, title: str) -> None:

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from ..database import Database
 from ..embedded import EmbeddedPostgres
 from ..embeddings import CachedEmbedder
-from ..ingest import Ingestor, beir_documents
+from ..ingest import Ingestor, beir_documents, embedding_texts
 from ..models import RetrievalRequest, Weights
 from ..pipeline import Retriever
 from ..preprocess import normalize
@@ -137,7 +137,7 @@ def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder
              reranker: Reranker | None = None, rerank: bool = False) -> dict[str, dict[str, float]]:
     documents = beir_documents(dataset.corpus_path)
     ids = [d.document_id for d in documents]
-    texts = [d.chunks[0].embedding_text for d in documents]
+    texts = embedding_texts(documents)
     workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
     server = EmbeddedPostgres(workdir)
     try:

@@ -1,0 +1,157 @@
+"""What the agent receives: the context, the order and the status agree, weak answers still carry
+their evidence, phrasing never hides the answer, and the result cache never serves deleted text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worker.app import create_app
+from worker.context import assemble
+from worker.database import Database
+from worker.evaluation.answers import evidence_found, load_questions
+from worker.ingest import SAMPLE_DIR, Ingestor, ingest_manifest
+from worker.manifest import load_manifest
+from worker.models import ChunkResult
+from worker.readers import parse_markdown
+from worker.runtime import Runtime
+from worker.tokens import default_counter
+from tests.conftest import make_settings
+
+ROUTE = "/webhook/arc-retrieval"
+SAMPLE_QUESTIONS = load_questions(SAMPLE_DIR / "questions.jsonl")
+
+
+def ask(client, **body) -> dict:
+    response = client.post(ROUTE, json=body)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def chunk(i: int, score: float, words: int = 20) -> ChunkResult:
+    return ChunkResult(id=i, document_id=f"d{i}", document_name=f"Doc {i}", document_type="other",
+                       section_path="S", page_number=None, chunk_index=0, is_binding=True, superseded_by=None,
+                       content="Rule " + "word " * words + "end.", token_count=words, final_score=score)
+
+
+# -- context selection ------------------------------------------------------------------------------
+
+def test_a_chunk_below_the_minimum_is_skipped_not_the_end():
+    built = assemble([chunk(1, 0.9), chunk(2, 0.2), chunk(3, 0.8)], counter=default_counter(),
+                     token_budget=4000, min_relevance=0.5)
+    assert [c.id for c in built.chunks] == [1, 3]
+
+
+def test_a_chunk_too_long_for_the_budget_is_skipped_not_the_end():
+    built = assemble([chunk(1, 0.9, words=400), chunk(2, 0.8)], counter=default_counter(),
+                     token_budget=150, min_relevance=0.5)
+    assert [c.id for c in built.chunks] == [2] and built.tokens <= 150
+
+
+def test_the_best_chunk_is_cut_to_fit_rather_than_left_out():
+    built = assemble([chunk(1, 0.9, words=400)], counter=default_counter(), token_budget=80, min_relevance=0.5)
+    assert built.chunks and built.tokens <= 80 and built.text.startswith("[SOURCE 1]")
+
+
+# -- one score for order, context and status --------------------------------------------------------
+
+@pytest.mark.parametrize("question", SAMPLE_QUESTIONS, ids=lambda q: q.id)
+def test_order_context_and_status_agree(client, question):
+    answer = ask(client, query=question.question)
+    scores = [c["final_score"] for c in answer["chunks"] if c["final_score"] or c["source"] is None]
+    ranked = [c["final_score"] for c in answer["chunks"][:8]]
+    assert ranked == sorted(ranked, reverse=True), "chunks are listed in the order they are trusted"
+    assert scores and answer["best_score"] == pytest.approx(answer["chunks"][0]["final_score"], abs=1e-4)
+    if answer["status"] == "no_results":
+        assert answer["context"] == ""
+    else:
+        assert answer["context"].startswith("[SOURCE 1]"), f"{answer['status']} with an empty context"
+    if answer["status"] == "low_confidence":
+        assert answer["chunks"][0]["source"] is not None, "low_confidence hands over its best evidence"
+
+
+@pytest.mark.parametrize("question", [q for q in SAMPLE_QUESTIONS if q.kind == "answerable"], ids=lambda q: q.id)
+def test_answerable_questions_get_their_evidence_in_five_to_eight_chunks(client, question):
+    answer = ask(client, query=question.question)
+    assert answer["status"] != "no_results"
+    assert evidence_found(question.evidence, answer["context"]), answer["context"][:500]
+    in_context = [c for c in answer["chunks"] if c["source"]]
+    assert 5 <= len(in_context) and len({c["source"] for c in in_context}) <= 8
+    assert answer["context_tokens"] <= 4000
+
+
+# -- phrasing that names a document type --------------------------------------------------------------
+
+@pytest.mark.parametrize("question", [q for q in SAMPLE_QUESTIONS if "doctype-misfire" in q.tags],
+                         ids=lambda q: q.id)
+def test_document_type_phrasing_never_hides_the_answer(client, question):
+    answer = ask(client, query=question.question)
+    assert answer["query"]["document_types"] is None
+    assert evidence_found(question.evidence, answer["context"])
+
+
+def test_prior_approval_is_not_a_request_for_decision_letters(client):
+    answer = ask(client, query="Do I need prior approval to paint my house?")
+    assert answer["query"]["steered_to"] is None
+    assert answer["status"] != "no_results" and "Repainting" in answer["context"]
+
+
+@pytest.fixture(scope="module")
+def guidelines_only(make_database, embedder, tmp_path_factory):
+    """A community whose knowledge base has design guidelines and no CC&Rs."""
+    url = make_database("noccr")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    parsed = parse_markdown((SAMPLE_DIR / "design-guidelines-2024.md").read_text())
+    ingestor.write([ingestor.prepare_text(parsed, document_id="guidelines", name=None,
+                                          document_type="design_guidelines")])
+    yield Runtime(make_settings(tmp_path_factory.mktemp("noccr"), url), db, embedder)
+    db.close()
+
+
+def test_a_ccr_question_in_a_community_without_ccrs_is_answered(guidelines_only):
+    client = create_app(runtime=guidelines_only).test_client()
+    answer = ask(client, query="What do the CC&Rs say about the maximum height of a backyard fence?")
+    assert answer["query"]["steered_to"] == ["ccr"]
+    assert answer["status"] != "no_results"
+    assert "Rear Yard and side yard fences may not exceed 6 feet" in answer["context"]
+
+
+# -- the result cache and other writers -----------------------------------------------------------------
+
+def test_cached_search_never_returns_replaced_chunks(make_database, embedder, tmp_path):
+    url = make_database("cache")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingest_manifest(Ingestor(db, embedder), SAMPLE_DIR)
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    question = "What is the maximum fence height in the rear yard?"
+    before = ask(client, query=question)
+    again = ask(client, query=question, debug=True)
+    assert again["debug"]["search_cache_hits"] >= 1 and again["chunks"][0]["id"] == before["chunks"][0]["id"]
+
+    # Another process (the CLI, another worker) replaces the guidelines: its own connection, its own
+    # Ingestor, nothing that could tell this worker's cache.
+    other = Database(url)
+    text = (SAMPLE_DIR / "design-guidelines-2024.md").read_text().replace("may not exceed 6 feet", "may not exceed 7 feet")
+    ingestor = Ingestor(other, embedder)
+    ingestor.write([ingestor.prepare_text(parse_markdown(text), document_id="design-guidelines-2024", name=None,
+                                          document_type="design_guidelines")])
+    live = {row[0] for row in other.connect().execute("select id from knowledge_chunks").fetchall()}
+    other.close()
+
+    after = ask(client, query=question)
+    assert {c["id"] for c in after["chunks"]} <= live, "a deleted chunk id came back from the cache"
+    assert "may not exceed 7 feet" in after["context"] and "may not exceed 6 feet in height measured" not in after["context"]
+    db.close()
+
+
+def test_sample_questions_file_matches_the_manifest():
+    manifest = load_manifest(SAMPLE_DIR)
+    ids = {e.document_id for e in manifest.documents}
+    rows = [json.loads(line) for line in Path(SAMPLE_DIR / "questions.jsonl").read_text().splitlines() if line]
+    assert {r["gold_document"] for r in rows if r["kind"] == "answerable"} <= ids
+    assert {"answerable", "unanswerable", "off_topic"} == {r["kind"] for r in rows}
