@@ -229,7 +229,7 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
               "if it were `ARC_NO_RESULTS_BELOW`).", "",
               "| threshold | negatives at or above | answerable below |", "|---|---|---|"]
     for row in threshold_sweep(arc):
-        lines.append(f"| {row['threshold']:.2f} | {row['negatives_at_or_above']:.2f} | {row['answerable_below']:.2f} |")
+        lines.append(f"| {row['threshold']:.3f} | {row['negatives_at_or_above']:.2f} | {row['answerable_below']:.2f} |")
     lines += ["", "Evidence counts when one of a question's phrases occurs in the context after both are "
               "lower-cased, the characters `` *_`#>|\\ `` are made spaces, curly quotes straight and whitespace "
               "runs single. The anchors' contexts are their chunks joined by blank lines (tokens: cl100k); "

@@ -1,0 +1,123 @@
+"""The answer-level evaluation: its metrics on hand-made outcomes with known results, and the
+command end to end on a tiny two-community dataset written here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from worker.cli import main
+from worker.evaluation.answers import (Outcome, Question, breakdown, evidence_found, load_answer_dataset,
+                                       normalise_for_match, split_sources, summarise)
+
+
+def test_normalisation_is_the_one_the_issue_specifies():
+    assert normalise_for_match("**The  Board**\n may `raise` it\u2019s |dues| > 5%") == \
+        "the board may raise it's dues 5%"
+    assert evidence_found(["Board of three (3) directors"], "managed by a\n**Board of three (3)\ndirectors**")
+    assert not evidence_found(["Board of five directors"], "a Board of three (3) directors")
+
+
+def test_sources_split_on_their_headers():
+    context = "[SOURCE 1]\nDocument: A\nContent:\nx\n---\n[SOURCE 2]\nDocument: B\nContent:\ny"
+    blocks = split_sources(context)
+    assert len(blocks) == 2 and "Document: A" in blocks[0] and "Document: B" in blocks[1]
+    assert split_sources("") == [] and split_sources("plain chunk") == ["plain chunk"]
+
+
+def q(i: str, kind: str, evidence=(), notes="") -> Question:
+    return Question(id=i, community="c", question=f"question {i}", kind=kind, evidence=tuple(evidence), notes=notes)
+
+
+def outcome(question: Question, sources: list[str], status: str, tokens: int) -> Outcome:
+    return Outcome(question=question, context="\n".join(sources), sources=sources, tokens=tokens,
+                   latency_ms=10.0, status=status, best_score=0.5)
+
+
+def test_metrics_on_hand_made_outcomes():
+    outcomes = [
+        outcome(q("1", "answerable", ["the fence rule"], "[where] x"), ["The fence rule.", "other"], "success", 100),
+        outcome(q("2", "answerable", ["shed size"], "[where] y"), ["other", "the shed size"], "low_confidence", 200),
+        outcome(q("3", "answerable", ["solar"]), [], "no_results", 0),
+        outcome(q("4", "answerable", ["paint"]), ["nothing relevant"], "success", 300),
+        outcome(q("5", "unanswerable"), ["something"], "success", 400),
+        outcome(q("6", "off_topic"), [], "no_results", 0),
+    ]
+    s = summarise(outcomes)
+    assert s["evidence_in_context"] == 0.5 and s["evidence_in_source1"] == 0.25
+    assert s["answerable_empty_context"] == 0.25 and s["answerable_no_results"] == 0.25
+    assert s["negatives_success"] == 0.5 and s["negatives_no_results"] == 0.5
+    assert s["mean_context_tokens"] == pytest.approx(1000 / 6, abs=1e-3)
+    parts = breakdown(outcomes)
+    assert parts["tag"]["where"]["evidence_in_context"] == 1.0 and parts["tag"]["where"]["questions"] == 2
+    assert parts["kind"]["unanswerable"]["negatives_success"] == 1.0
+
+
+DOCS = {
+    "oakridge": {
+        "guidelines.md": "# Oakridge Design Guidelines\n\n## Fences\n\nRear yard fences may not exceed six feet "
+                         "in height.\n\n## Sheds\n\nOne shed is allowed per lot, at most 120 square feet.\n",
+        "bylaws.md": "# Oakridge By-Laws\n\n## Article II Meetings\n\nThe annual meeting of members is held "
+                     "each March.\n",
+    },
+    "pinecrest": {
+        "ccrs.md": "# Pinecrest Declaration\n\n## Section 4 Animals\n\nNo poultry or livestock shall be kept "
+                   "on any lot.\n\n## Section 5 Parking\n\nBoats and trailers may not be parked in driveways.\n",
+    },
+}
+QUESTIONS = [
+    {"id": "o1", "community": "oakridge", "kind": "answerable", "question": "how tall can my backyard fence be?",
+     "gold_document": "guidelines", "evidence": ["Rear yard fences may not exceed six feet"], "notes": "[where] x"},
+    {"id": "o2", "community": "oakridge", "kind": "answerable", "question": "when is the annual meeting?",
+     "gold_document": "bylaws", "evidence": ["The annual meeting of members is held each March"]},
+    {"id": "o3", "community": "oakridge", "kind": "off_topic", "question": "best pizza in Naples"},
+    {"id": "p1", "community": "pinecrest", "kind": "answerable", "question": "can I keep chickens?",
+     "gold_document": "ccrs", "evidence": ["No poultry or livestock shall be kept"]},
+    {"id": "p2", "community": "pinecrest", "kind": "unanswerable", "question": "how much are the dues?"},
+]
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    root = tmp_path / "tiny"
+    for community, files in DOCS.items():
+        folder = root / community
+        folder.mkdir(parents=True)
+        entries = []
+        for name, text in files.items():
+            (folder / name).write_text(text)
+            entries.append({"file": name, "document_id": name.removesuffix(".md"),
+                            "document_type": "ccr" if name == "ccrs.md" else "other", "is_binding": True})
+        (folder / "manifest.json").write_text(json.dumps({"community": community, "documents": entries}))
+    (root / "questions.jsonl").write_text("\n".join(json.dumps(row) for row in QUESTIONS) + "\n")
+    return root
+
+
+def test_dataset_layout(tiny):
+    dataset = load_answer_dataset(tiny)
+    assert set(dataset.communities) == {"oakridge", "pinecrest"} and len(dataset.questions) == 5
+    (tiny / "questions.jsonl").write_text(json.dumps({**QUESTIONS[0], "community": "nowhere"}) + "\n")
+    with pytest.raises(ValueError, match="nowhere"):
+        load_answer_dataset(tiny)
+
+
+def test_eval_command_on_an_answer_dataset(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "arc"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["eval", str(tiny), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert set(data["systems"]) == {"arc-retrieval", "n8n default", "hybrid top-5"}
+    arc = data["systems"]["arc-retrieval"]
+    assert arc["questions"] == 5 and arc["answerable"] == 3
+    assert arc["evidence_in_context"] == 1.0 and arc["answerable_empty_context"] == 0.0
+    rows = {r["id"]: r for r in data["questions"]["arc-retrieval"]}
+    assert rows["o3"]["status"] == "no_results" and rows["o3"]["tokens"] == 0
+    assert data["systems"]["n8n default"]["evidence_in_context"] == 1.0  # tiny files: one chunk each
+    assert "negatives_success" not in data["systems"]["n8n default"]  # anchors have no status
+    assert data["breakdown"]["arc-retrieval"]["tag"]["where"]["questions"] == 1
+    report = (out / "results.md").read_text()
+    assert "| arc-retrieval |" in report and "## Status thresholds" in report
+    assert (out / "chart.png").stat().st_size > 1000
