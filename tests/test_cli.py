@@ -68,4 +68,8 @@ def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):
     assert ("letter", "DECISION", None, False) in rows
 
     answer = runner.invoke(main, ["ask", "How tall can a fence be?"])
-    assert answer.exit_code == 0 and '"status": "success"' in answer.output
+    assert answer.exit_code == 0, answer.output
+    import json
+
+    body = json.loads(answer.output[answer.output.index("{\n  \"status\""):])
+    assert body["status"] != "no_results" and "No fence shall exceed 6 feet" in body["context"]
