@@ -39,9 +39,9 @@ def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
     runner = CliRunner()
     first = runner.invoke(main, ["db", "init"])
-    assert first.exit_code == 0 and "003_bm25" in first.output
+    assert first.exit_code == 0 and "003_bm25" in first.output, first.output
     again = runner.invoke(main, ["db", "init"])
-    assert again.exit_code == 0 and "up to date" in again.output and "vector(384)" in again.output
+    assert again.exit_code == 0 and "up to date" in again.output and "vector(384)" in again.output, again.output
     sql = runner.invoke(main, ["db", "sql", "--dim", "1536"])
     assert "create table if not exists knowledge_chunks" in sql.output and "vector(1536)" in sql.output
 
@@ -63,7 +63,7 @@ def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):
     with psycopg.connect(url) as conn:
         rows = conn.execute("select document_id, section_path, page_number, is_binding from knowledge_chunks "
                             "order by document_id, chunk_index").fetchall()
-    assert ("rules", "ARTICLE VII USE RESTRICTIONS > 7.1 Fences", 1, True) in rows
+    assert ("rules", "ARTICLE VII USE RESTRICTIONS > 7.1 Fences", 1, True) in rows, rows
     assert ("rules", "ARTICLE VII USE RESTRICTIONS > 7.2 Sheds", 2, True) in rows
     assert ("letter", "DECISION", None, False) in rows
 
@@ -71,5 +71,6 @@ def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):
     assert answer.exit_code == 0, answer.output
     import json
 
-    body = json.loads(answer.output[answer.output.index("{\n  \"status\""):])
-    assert body["status"] != "no_results" and "No fence shall exceed 6 feet" in body["context"]
+    # stderr (JSON log lines) shares the runner's output: decode the answer where it starts
+    body, _ = json.JSONDecoder().raw_decode(answer.output, answer.output.index('{\n  "status"'))
+    assert body["status"] != "no_results" and "No fence shall exceed 6 feet" in body["context"], body

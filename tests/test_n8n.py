@@ -70,8 +70,11 @@ def n8n_home() -> Path:
 def worker(tmp_path_factory):
     port = free_port()
     data = tmp_path_factory.mktemp("worker-data")
+    # One request at a time and no queue: concurrent calls through n8n meet 429 + Retry-After,
+    # which the workflows must turn into a wait and a retry, not an error.
     env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
-           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1"}
+           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_MAX_CONCURRENT": "1",
+           "ARC_MAX_QUEUE": "0"}
     for var in ("DATABASE_URL", "OPENAI_API_KEY", "SUPABASE_URL"):
         env.pop(var, None)
     log = open(data / "worker.log", "w")
@@ -179,3 +182,20 @@ def test_ingest_through_n8n_then_retrieve(n8n):
     r = requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
                       json={"query": "When can I put up holiday lights?"}, timeout=60)
     assert r.json()["chunks"][0]["document_id"] == "holiday-lighting"
+
+
+def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(i: int) -> requests.Response:
+        return requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
+                             json={"query": f"How big can a shed be? (case {i})"}, timeout=120)
+
+    with ThreadPoolExecutor(6) as pool:
+        responses = list(pool.map(ask, range(6)))
+    assert [r.status_code for r in responses] == [200] * 6, [r.text[:200] for r in responses]
+    assert all(r.json()["status"] in ("success", "low_confidence") for r in responses)
+    metrics = requests.get(f"{worker}/metrics", timeout=10).text
+    refused = [line for line in metrics.splitlines()
+               if line.startswith("arc_requests_total") and 'status="429"' in line and "arc-retrieval" in line]
+    assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, "the worker did refuse some, and n8n retried them"

@@ -7,6 +7,7 @@ serve`` call); tests pass settings or a ready :class:`~worker.runtime.Runtime`.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from typing import Any
@@ -27,7 +28,8 @@ from .querylog import QueryLog
 from .rerank import LLMReranker
 from .runtime import Runtime, open_runtime
 from .search import PostgresBackend, SearchCache, SupabaseBackend
-from .security import RateLimiter, token_matches
+from .admission import Admission, Overloaded
+from .security import FailedAuthGuard, RateLimiter, client_key, token_matches
 
 log = logging.getLogger("arc.app")
 
@@ -76,6 +78,9 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     metrics.watch(lambda: pool_families(runtime.db.pool_stats()))
     app.extensions["arc"]["metrics"] = metrics
     limiter = RateLimiter(settings.rate_limit)
+    auth_guard = FailedAuthGuard(settings.auth_failures_per_minute)
+    admission = Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout)
+    app.extensions["arc"]["admission"] = admission
     tokens = {RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: settings.ingest_token or settings.api_token}
 
     @app.before_request
@@ -85,13 +90,15 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         g.started = time.perf_counter()
         if request.path not in tokens:
             return None
-        if not token_matches(tokens[request.path], request.headers.get(settings.auth_header)):
+        address = request.remote_addr or "unknown"
+        if wait := auth_guard.blocked(address):
+            return _refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
+        presented = request.headers.get(settings.auth_header)
+        if not token_matches(tokens[request.path], presented):
+            auth_guard.failed(address)
             return _error(401, "unauthorized", "unauthorized")
-        wait = limiter.acquire(request.remote_addr or "unknown")
-        if wait:
-            response = _error(429, "rate_limited", "too many requests; retry after the Retry-After delay")
-            response.headers["Retry-After"] = str(max(1, round(wait + 0.5)))
-            return response
+        if wait := limiter.acquire(client_key(presented if tokens[request.path] else None, address)):
+            return _refused("too many requests; retry after the Retry-After delay", wait)
         return None
 
     @app.after_request
@@ -111,7 +118,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         except ValidationError as exc:
             return _validation_error(exc)
         runtime.ensure_schema()
-        answer = retriever.answer(req, request_id=g.request_id)
+        with admission.slot():
+            answer = retriever.answer(req, request_id=g.request_id)
         metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
         query_log.record(answer)
         return jsonify(answer.model_dump(mode="json", exclude_none=False))
@@ -146,7 +154,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
                                          document_type=req.document_type, is_binding=req.is_binding,
                                          supersedes=req.supersedes, metadata={"source": "webhook"})
-        report = ingestor.write([document])
+        with admission.slot():
+            report = ingestor.write([document])
         retriever.search_cache.clear()
         return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
                                       document_name=document.name, chunks=report.chunks,
@@ -185,6 +194,10 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             response.headers["Retry-After"] = "5"
             return response
         return _error(exc.status, exc.code, str(exc), "document" if isinstance(exc, IngestError) else None)
+
+    @app.errorhandler(Overloaded)
+    def _overloaded(exc: Overloaded) -> Any:
+        return _refused(f"the worker is at capacity ({exc}); retry after the Retry-After delay", exc.retry_after)
 
     @app.errorhandler(psycopg.OperationalError)
     def _database_dropped(exc: psycopg.OperationalError) -> Any:
@@ -225,6 +238,12 @@ def _validation_error(exc: ValidationError) -> Any:
     field = ".".join(str(p) for p in first["loc"]) or "body"
     message = f"{field}: {first['msg']}"
     return _error(422, "invalid_input", message, field)
+
+
+def _refused(message: str, wait: float) -> Any:
+    response = _error(429, "rate_limited", message)
+    response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+    return response
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> Any:

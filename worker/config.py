@@ -51,6 +51,10 @@ ENV_VARS: dict[str, str] = {
     "ARC_AUTH_HEADER": "auth_header",
     "ARC_AUTH_DISABLED": "auth_disabled",
     "ARC_RATE_LIMIT": "rate_limit",
+    "ARC_AUTH_FAILURES_PER_MINUTE": "auth_failures_per_minute",
+    "ARC_MAX_CONCURRENT": "max_concurrent",
+    "ARC_MAX_QUEUE": "max_queue",
+    "ARC_QUEUE_TIMEOUT": "queue_timeout",
     "ARC_MAX_BODY_BYTES": "max_body_bytes",
     "ARC_NO_RESULTS_BELOW": "no_results_below",
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
@@ -93,7 +97,14 @@ class Settings(BaseModel):
     ingest_token: str | None = None
     auth_header: str = "X-ARC-Token"
     auth_disabled: bool = False
-    rate_limit: float = 20.0  # requests per second per client, burst of 2x
+    # Per process and per client (its credential, else its address), burst of 2x. 250/s is above
+    # what one process serves (benchmarks/load/), so it never refuses traffic the worker can take;
+    # admission control below is what bounds the load.
+    rate_limit: float = Field(250.0, ge=0)
+    auth_failures_per_minute: float = Field(10.0, ge=0)
+    max_concurrent: int = Field(8, ge=1, le=1000)   # requests running the pipeline per process
+    max_queue: int = Field(16, ge=0, le=10000)      # requests waiting for a slot per process
+    queue_timeout: float = Field(10.0, gt=0, le=300)
     max_body_bytes: int = 1_000_000
 
     no_results_below: float = 0.3

@@ -13,7 +13,9 @@ import os
 bind = os.environ.get("ARC_BIND", "127.0.0.1:8080")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
-threads = int(os.environ.get("ARC_THREADS", "8"))
+# Enough threads for admission control (worker/admission.py) to see every request it should
+# queue or refuse: ARC_MAX_CONCURRENT (8) running + ARC_MAX_QUEUE (16) waiting.
+threads = int(os.environ.get("ARC_THREADS", "24"))
 timeout = 60            # a request is bounded by the LLM timeout (15 s) well before this
 graceful_timeout = 20   # in-flight requests finish on SIGTERM
 keepalive = 5           # n8n reuses connections

@@ -1,7 +1,11 @@
-"""Shared-secret auth and per-client rate limiting for the webhooks."""
+"""Shared-secret auth, per-client rate limiting and brute-force protection for the webhooks.
+
+All state is per gunicorn process (no shared store): the README sizes the limits per process.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import threading
@@ -44,6 +48,16 @@ class RateLimiter:
         self._buckets: TTLCache = TTLCache(maxsize=max_clients, ttl=max(self.burst / max(rate, 1e-9), 60))
         self._lock = threading.Lock()
 
+    def peek(self, client: str) -> float:
+        """Like :meth:`acquire` without taking a token: the wait before one would be available."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(client, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+
     def acquire(self, client: str) -> float:
         """0 if the request may go ahead, else the seconds to wait before retrying."""
         if self.rate <= 0:
@@ -57,3 +71,31 @@ class RateLimiter:
                 return 0.0
             self._buckets[client] = (tokens, now)
             return (1 - tokens) / self.rate
+
+
+def client_key(presented_token: str | None, address: str | None) -> str:
+    """Who a request counts against: its credential when it has one (every request from one n8n
+    instance shares an address, and one credential may come from several), else its address."""
+    if presented_token:
+        return "token:" + hashlib.sha256(presented_token.encode()).hexdigest()[:16]
+    return "addr:" + (address or "unknown")
+
+
+class FailedAuthGuard:
+    """Slows brute force down: each address may fail authentication ``per_minute`` times a
+    minute (bursts of as many); past that its requests are refused with 429 before the token is
+    even compared, until the allowance refills."""
+
+    def __init__(self, per_minute: float):
+        self.enabled = per_minute > 0
+        self._bucket = RateLimiter(per_minute / 60, burst=max(per_minute, 1)) if self.enabled else None
+
+    def blocked(self, address: str) -> float:
+        """Seconds until ``address`` may try again (0: it may)."""
+        if self._bucket is None:
+            return 0.0
+        return self._bucket.peek(address)
+
+    def failed(self, address: str) -> None:
+        if self._bucket is not None:
+            self._bucket.acquire(address)
