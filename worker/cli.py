@@ -185,16 +185,23 @@ def _eval_answers(dataset_dir: Path, out: Path, command: str) -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--host", default=None, help="Interface to listen on (default: ARC_BIND's, else 127.0.0.1).")
+@click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default: ARC_BIND's, else 8080).")
 @click.option("--workers", default=None, type=int, help="gunicorn worker processes (default: WEB_CONCURRENCY or 2).")
 @click.option("--load-sample", is_flag=True, help="Load the sample corpus if the knowledge base is empty.")
-def serve(host: str, port: int, workers: int | None, load_sample: bool) -> None:
+def serve(host: str | None, port: int | None, workers: int | None, load_sample: bool) -> None:
     """Serve the webhook with gunicorn (the embedded database starts with it)."""
-    from .server import run
+    import os
 
     _settings()  # fail fast, with one line, on a bad configuration
-    run(host=host, port=port, workers=workers, load_sample=load_sample)
+    bind = None
+    if host is not None or port is not None:
+        default_host, _, default_port = (os.environ.get("ARC_BIND") or "127.0.0.1:8080").rpartition(":")
+        bind = f"{host or default_host}:{port or default_port}"
+    from . import gunicorn_conf  # noqa: F401  checks ARC_BIND, WEB_CONCURRENCY, ARC_THREADS before gunicorn reads them
+    from .server import run
+
+    run(bind=bind, workers=workers, load_sample=load_sample)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DOCUMENT_TYPES = ("design_guidelines", "ccr", "response_letter", "application_form", "other")
 
@@ -80,7 +80,7 @@ class Settings(BaseModel):
     embedding_provider: Literal["local", "openai", "azure"] | None = None
     embedding_model: str | None = None
     embedding_dim: int | None = None
-    embedding_timeout: float = 10.0
+    embedding_timeout: float = Field(10.0, gt=0, le=300)
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     azure_openai_api_key: str | None = None
@@ -89,7 +89,7 @@ class Settings(BaseModel):
 
     reranker: Literal["llm", "none"] | None = None
     llm_model: str = "gpt-4o"
-    llm_timeout: float = 15.0
+    llm_timeout: float = Field(15.0, gt=0, le=300)
     llm_api_key: str | None = None
     llm_base_url: str | None = None
 
@@ -105,16 +105,21 @@ class Settings(BaseModel):
     max_concurrent: int = Field(8, ge=1, le=1000)   # requests running the pipeline per process
     max_queue: int = Field(16, ge=0, le=10000)      # requests waiting for a slot per process
     queue_timeout: float = Field(10.0, gt=0, le=300)
-    max_body_bytes: int = 1_000_000
+    max_body_bytes: int = Field(1_000_000, ge=1024)
 
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5
     min_relevance: float = Field(0.5, ge=0, le=1)
     min_context_chunks: int = Field(8, ge=0, le=20)
-    statement_timeout_ms: int = 5000
-    pool_size: int = 4
-    search_cache_seconds: float = 300.0
-    log_level: str = "INFO"
+    statement_timeout_ms: int = Field(5000, ge=100)
+    pool_size: int = Field(4, ge=1, le=100)
+    search_cache_seconds: float = Field(300.0, ge=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _resolve(self) -> Settings:

@@ -10,12 +10,28 @@ from __future__ import annotations
 
 import os
 
-bind = os.environ.get("ARC_BIND", "127.0.0.1:8080")
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+
+def _count(variable: str, default: int, maximum: int) -> int:
+    """A positive whole number from the environment, or one line naming the variable."""
+    raw = os.environ.get(variable, "") or str(default)
+    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise SystemExit(f"invalid configuration: {variable}: must be a whole number from 1 to {maximum}, got {raw!r}")
+    return int(raw)
+
+
+def _bind(raw: str) -> str:
+    host, _, port = raw.rpartition(":")
+    if not raw.startswith("unix:") and (not host or not port.isdigit() or not 0 < int(port) < 65536):
+        raise SystemExit(f"invalid configuration: ARC_BIND: expected HOST:PORT or unix:PATH, got {raw!r}")
+    return raw
+
+
+bind = _bind(os.environ.get("ARC_BIND", "") or "127.0.0.1:8080")
+workers = _count("WEB_CONCURRENCY", 2, 64)
 worker_class = "gthread"
 # Enough threads for admission control (worker/admission.py) to see every request it should
 # queue or refuse: ARC_MAX_CONCURRENT (8) running + ARC_MAX_QUEUE (16) waiting.
-threads = int(os.environ.get("ARC_THREADS", "24"))
+threads = _count("ARC_THREADS", 24, 1000)
 timeout = 60            # a request is bounded by the LLM timeout (15 s) well before this
 graceful_timeout = 20   # in-flight requests finish on SIGTERM
 keepalive = 5           # n8n reuses connections

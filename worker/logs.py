@@ -41,6 +41,9 @@ def configure_logging(level: str | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root.handlers[:] = [handler]
-    root.setLevel((level or os.environ.get("ARC_LOG_LEVEL") or "INFO").upper())
+    wanted = (level or os.environ.get("ARC_LOG_LEVEL") or "INFO").upper()
+    # An unknown level is reported, in one line, by the settings check that follows; logging
+    # itself must not fail first with a traceback.
+    root.setLevel(wanted if wanted in logging.getLevelNamesMapping() else "INFO")
     for noisy in ("httpx", "openai", "psycopg.pool", "urllib3", "pgserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

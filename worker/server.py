@@ -27,10 +27,11 @@ class _Server(BaseApplication):
         return create_app()
 
 
-def run(*, host: str, port: int, workers: int | None, load_sample: bool) -> None:
+def run(*, bind: str | None, workers: int | None, load_sample: bool) -> None:
+    """``bind`` None: gunicorn_conf's (``ARC_BIND``, default 127.0.0.1:8080)."""
     if load_sample:
         os.environ["ARC_LOAD_SAMPLE"] = "1"
-    options: dict[str, object] = {"bind": f"{host}:{port}"}
+    options: dict[str, object] = {"bind": bind} if bind else {}
     if workers:
         options["workers"] = workers
     _Server(options).run()
