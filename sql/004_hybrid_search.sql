@@ -52,6 +52,7 @@ returns table (
   fused_score double precision, vector_rank integer, fts_rank integer
 )
 language plpgsql
+set search_path = public, extensions
 set statement_timeout = '5s'
 -- The cost model does not see that fts and content are TOASTed: left alone it picks a sequential
 -- scan (detoasting every row) over the GIN bitmap once a query matches a fifth of the table.

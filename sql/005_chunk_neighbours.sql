@@ -8,6 +8,7 @@ returns table (
   content text, token_count integer, metadata jsonb
 )
 language sql stable
+set search_path = public, extensions
 as $$
   select n.id, n.document_id, n.document_name, n.document_type, n.section_path,
          n.page_number, n.chunk_index, n.is_binding, n.superseded_by,

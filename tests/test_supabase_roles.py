@@ -1,0 +1,105 @@
+"""Supabase's roles against the schema: a database set up the way Supabase sets up a project
+(roles anon, authenticated, service_role with BYPASSRLS; pgvector in schema ``extensions``;
+search_path "$user", public, extensions; default privileges granting everything on public to the
+three roles), the SQL loaded by a non-superuser owner. anon and authenticated can do nothing;
+service_role, which the worker's SUPABASE_KEY is, can search."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from worker.app import create_app
+from worker.database import Database
+from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.runtime import Runtime
+from tests.conftest import make_settings
+
+TABLES = ("knowledge_chunks", "bm25_corpus", "bm25_terms", "query_log", "knowledge_base_state", "schema_migrations")
+SETUP_ROLES = """
+do $$ begin
+  if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
+  if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
+  if not exists (select 1 from pg_roles where rolname = 'service_role') then
+    create role service_role nologin bypassrls; end if;
+  if not exists (select 1 from pg_roles where rolname = 'arc_owner') then create role arc_owner login; end if;
+end $$;
+"""
+
+
+def with_user(url: str, user: str) -> str:
+    return url.replace("postgresql://postgres:@", f"postgresql://{user}:@", 1)
+
+
+@pytest.fixture(scope="module")
+def supabase_like(make_database, embedder, tmp_path_factory):
+    url = make_database("supa")
+    name = url.split("/")[3].split("?")[0]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SETUP_ROLES)
+        conn.execute("create schema if not exists extensions")
+        conn.execute("create extension if not exists vector with schema extensions")
+        conn.execute("grant usage on schema extensions to anon, authenticated, service_role, arc_owner")
+        conn.execute(f'alter database "{name}" set search_path = "$user", public, extensions')
+        conn.execute("grant usage, create on schema public to arc_owner")
+        conn.execute("grant usage on schema public to anon, authenticated, service_role")
+        for kind in ("tables", "functions", "sequences"):
+            conn.execute(f"alter default privileges for role arc_owner in schema public "
+                         f"grant all on {kind} to anon, authenticated, service_role")
+    owner_url = with_user(url, "arc_owner")
+    db = Database(owner_url)
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    yield {"url": url, "owner_url": owner_url, "db": db, "tmp": tmp_path_factory.mktemp("supa")}
+    db.close()
+
+
+def as_role(url: str, role: str, sql: str):
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"set role {role}")
+        return conn.execute(sql).fetchall()
+
+
+def test_every_table_has_row_level_security(supabase_like):
+    with psycopg.connect(supabase_like["url"]) as conn:
+        rows = dict(conn.execute("select relname, relrowsecurity from pg_class where relname = any(%s)",
+                                 (list(TABLES),)).fetchall())
+    assert rows == {t: True for t in TABLES}
+
+
+@pytest.mark.parametrize("role", ["anon", "authenticated"])
+@pytest.mark.parametrize("sql", [
+    "select count(*) from knowledge_chunks", "select * from query_log", "delete from knowledge_chunks",
+    "truncate knowledge_chunks", "insert into bm25_terms values ('x', 1)", "update bm25_corpus set k1 = 5",
+    "select * from hybrid_search('fence height')", "select * from chunk_neighbours(1, 1)",
+    "select knowledge_base_version()", "select * from retrieval_source_mix",
+])
+def test_anon_and_authenticated_can_do_nothing(supabase_like, role, sql):
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        as_role(supabase_like["url"], role, sql)
+
+
+def test_service_role_searches(supabase_like):
+    url = supabase_like["url"]
+    assert as_role(url, "service_role", "select count(*) from knowledge_chunks")[0][0] > 0
+    rows = as_role(url, "service_role", "select document_id from hybrid_search('maximum fence height')")
+    assert rows and as_role(url, "service_role", "select knowledge_base_version()")[0][0] >= 1
+
+
+def test_every_function_has_a_fixed_search_path(supabase_like):
+    with psycopg.connect(supabase_like["url"]) as conn:
+        rows = conn.execute("select p.proname, p.proconfig from pg_proc p "
+                            "where p.pronamespace = 'public'::regnamespace and p.prokind = 'f' "
+                            "and p.proowner = 'arc_owner'::regrole").fetchall()
+    assert rows
+    mutable = [name for name, config in rows if not any(c.startswith("search_path=") for c in config or [])]
+    assert not mutable, mutable
+
+
+def test_the_worker_answers_as_the_owner(supabase_like, embedder):
+    settings = make_settings(supabase_like["tmp"], supabase_like["owner_url"])
+    client = create_app(runtime=Runtime(settings, supabase_like["db"], embedder)).test_client()
+    answer = client.post("/webhook/arc-retrieval", json={"query": "What is the maximum fence height?"}).get_json()
+    assert answer["status"] == "success" and "fence" in answer["context"].lower()
+    with psycopg.connect(supabase_like["url"]) as conn:
+        assert conn.execute("select count(*) from query_log").fetchone()[0] >= 1
