@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+import psycopg
 
 from .config import DOCUMENT_TYPES, ConfigError, Settings
 from .errors import ArcError
@@ -19,13 +20,13 @@ def _settings() -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
-def _runtime(settings: Settings):
+def _runtime(settings: Settings, *, migrate: bool = True):
     from .embedded import exit_on_signals
     from .runtime import open_runtime
 
     exit_on_signals()
     try:
-        return open_runtime(settings)
+        return open_runtime(settings, migrate=migrate)
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -48,11 +49,16 @@ def db() -> None:
 def db_init() -> None:
     """Apply pending migrations (idempotent) and check the embedding size."""
     settings = _settings()
-    runtime = _runtime(settings)
+    runtime = _runtime(settings, migrate=False)  # migrate here, so the report says what this run applied
     try:
+        runtime.db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
         applied = runtime.db.migrate(runtime.embedder.dim)
         click.echo(f"migrations applied: {', '.join(applied) if applied else 'none (up to date)'}")
         click.echo(f"embedding: {runtime.embedder.model}, vector({runtime.embedder.dim})")
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    except psycopg.OperationalError as exc:
+        raise click.ClickException(f"database unreachable: {str(exc).splitlines()[0] if str(exc) else exc}") from None
     finally:
         runtime.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .models import ChunkResult
 from .tokens import TokenCounter
@@ -31,7 +32,11 @@ class Context:
 
 
 def format_source(n: int, chunk: ChunkResult) -> str:
-    lines = [f"[SOURCE {n}]", f"Document: {chunk.document_name}"]
+    return f"[SOURCE {n}]\n{_header(chunk)}\n{chunk.content}"
+
+
+def _header(chunk: ChunkResult) -> str:
+    lines = [f"Document: {chunk.document_name}"]
     if chunk.section_path:
         lines.append(f"Section: {chunk.section_path}")
     if chunk.page_number is not None:
@@ -41,8 +46,20 @@ def format_source(n: int, chunk: ChunkResult) -> str:
         binding += f" (superseded by {chunk.superseded_by})"
     lines.append(f"Binding: {binding}")
     lines.append("Content:")
-    lines.append(chunk.content)
     return "\n".join(lines)
+
+
+@lru_cache(maxsize=8192)
+def _cached_header_tokens(counter: TokenCounter, header: str) -> int:
+    return counter.count("[SOURCE 99]\n" + header + "\n")
+
+
+def _header_tokens(counter: TokenCounter, header: str) -> int:
+    # Headers repeat from request to request (the same chunks come back): count each once.
+    try:
+        return _cached_header_tokens(counter, header)
+    except TypeError:  # an unhashable counter
+        return counter.count("[SOURCE 99]\n" + header + "\n")
 
 
 def cut_mid_thought(chunk: ChunkResult) -> tuple[bool, bool]:
@@ -108,22 +125,32 @@ def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> 
 
 
 class _Budget:
-    """Running token count of the formatted context (numbering digits included, conservatively)."""
+    """Running token count of the formatted context (numbering digits included, conservatively).
+
+    A block costs its header, counted here, plus its content, counted once at ingestion
+    (``token_count``, the same tokenizer): tokenizing every candidate block on every request was
+    most of the worker's own time. The finished context is counted whole, exactly."""
 
     def __init__(self, counter: TokenCounter, limit: int):
         self.counter = counter
         self.limit = limit
         self.used = 0
         self.separator = counter.count(SEPARATOR)
+        self._costs: dict[int, int] = {}
 
     def cost(self, chunk: ChunkResult) -> int:
-        return self.counter.count(format_source(99, chunk)) + (self.separator if self.used else 0)
+        block = self._costs.get(chunk.id)
+        if block is None:
+            content = chunk.token_count if chunk.token_count > 0 else self.counter.count(chunk.content)
+            block = self._costs[chunk.id] = _header_tokens(self.counter, _header(chunk)) + content + 1
+        return block + (self.separator if self.used else 0)
 
     def fits(self, chunk: ChunkResult) -> bool:
         return self.used + self.cost(chunk) <= self.limit
 
     def take(self, chunk: ChunkResult) -> None:
         self.used += self.cost(chunk)
+        self._costs.pop(chunk.id, None)  # a truncated copy shares the id: never reuse its cost
 
 
 def _render(chunks: list[ChunkResult], counter: TokenCounter) -> Context:
