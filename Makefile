@@ -1,13 +1,14 @@
 # Two commands set up a fresh machine (Python 3.11 + pip):
 #   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
 #               local embedding model, sample corpus loaded once)
-#   make test   install and run the whole test suite (including the real-n8n end-to-end test)
+#   make test   install and run the whole test suite (including the real-n8n end-to-end test and
+#               Supabase's PostgreSQL 15 + pgvector 0.8.0, installed from Debian's packages)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-n8n clean
+.PHONY: install run test test-fast test-n8n postgres15 clean
 
 install: $(STAMP)
 
@@ -20,8 +21,12 @@ $(STAMP): pyproject.toml scripts/portable-pgvector.sh
 run: install
 	$(ARC) serve --load-sample
 
-test: install
+test: install postgres15
 	$(PY) -m pytest -q
+
+# Supabase's PostgreSQL 15 + pgvector 0.8.0, a second database target for the tests (root: CI)
+postgres15:
+	scripts/install-postgres15.sh
 
 test-fast: install  # everything but the n8n end-to-end test (which installs n8n once, ~5 min)
 	$(PY) -m pytest -q -m "not n8n"

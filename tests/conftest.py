@@ -30,7 +30,63 @@ def pg_server(tmp_path_factory) -> Iterator[str]:
 
 
 def _database_url(server_url: str, name: str) -> str:
-    return server_url.replace("/postgres?", f"/{name}?", 1)
+    base, _, query = server_url.partition("?")
+    return base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+
+
+PG15_BIN = Path("/usr/lib/postgresql/15/bin")
+PG15_VECTOR = Path("/usr/share/postgresql/15/extension/vector--0.8.0.sql")
+
+
+@pytest.fixture(scope="session")
+def pg15_server() -> Iterator[str]:
+    """Supabase's combination, PostgreSQL 15 + pgvector 0.8.0 (scripts/install-postgres15.sh, run by
+    `make test`), as a throwaway cluster on a loopback port. Returns the maintenance database URL."""
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+
+    if not (PG15_BIN / "postgres").exists() or not PG15_VECTOR.exists():
+        pytest.skip("PostgreSQL 15 + pgvector 0.8.0 not installed (scripts/install-postgres15.sh)")
+    base = Path(tempfile.mkdtemp(prefix="arc-pg15-"))
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses root: run the cluster as the package's postgres user
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([*as_postgres, str(PG15_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
+                    "--no-sync"], check=True, capture_output=True)
+    subprocess.run([*as_postgres, str(PG15_BIN / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w",
+                    "-o", f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+                   check=True, capture_output=True)
+    try:
+        yield f"postgresql://postgres:@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_postgres, str(PG15_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", params=["embedded", "pg15"])
+def database_factory(request):
+    """Factory of new empty databases on each target: the embedded Postgres 18 + pgvector 0.8.2, and
+    Supabase's PostgreSQL 15 + pgvector 0.8.0."""
+    server = request.getfixturevalue("pg_server" if request.param == "embedded" else "pg15_server")
+
+    def make(prefix: str = "t") -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'create database "{name}"')
+        return _database_url(server, name)
+
+    make.target = request.param
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,8 @@ def assert_statistics_exact(db: Database) -> None:
 
 
 @pytest.fixture(scope="module")
-def bm25_db(make_database, embedder):
-    db = Database(make_database("bm25"))
+def bm25_db(database_factory, embedder):
+    db = Database(database_factory("bm25"))
     db.migrate(embedder.dim)
     yield db
     db.close()

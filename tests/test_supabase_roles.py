@@ -31,9 +31,19 @@ def with_user(url: str, user: str) -> str:
     return url.replace("postgresql://postgres:@", f"postgresql://{user}:@", 1)
 
 
+def test_targets_are_what_supabase_runs(supabase_like):
+    with psycopg.connect(supabase_like["url"]) as conn:
+        version = conn.execute("show server_version_num").fetchone()[0]
+        vector = conn.execute("select extversion, n.nspname from pg_extension e "
+                              "join pg_namespace n on n.oid = e.extnamespace where extname = 'vector'").fetchone()
+    assert vector[1] == "extensions"
+    if supabase_like["target"] == "pg15":
+        assert version.startswith("15") and vector[0] == "0.8.0"
+
+
 @pytest.fixture(scope="module")
-def supabase_like(make_database, embedder, tmp_path_factory):
-    url = make_database("supa")
+def supabase_like(database_factory, embedder, tmp_path_factory):
+    url = database_factory("supa")
     name = url.split("/")[3].split("?")[0]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP_ROLES)
@@ -50,7 +60,8 @@ def supabase_like(make_database, embedder, tmp_path_factory):
     db = Database(owner_url)
     db.migrate(embedder.dim)
     ingest_sample_corpus(Ingestor(db, embedder))
-    yield {"url": url, "owner_url": owner_url, "db": db, "tmp": tmp_path_factory.mktemp("supa")}
+    yield {"url": url, "owner_url": owner_url, "db": db, "tmp": tmp_path_factory.mktemp("supa"),
+           "target": database_factory.target}
     db.close()
 
 
