@@ -84,10 +84,12 @@ def stop_worker(process: subprocess.Popen) -> None:
 class Client(threading.Thread):
     """One closed-loop client with a keep-alive connection."""
 
-    def __init__(self, port: int, questions, stop_at: float, max_requests: int, results: list, unique: bool, n: int):
+    def __init__(self, port: int, questions, stop_at: float, max_requests: int, results: list, unique: bool, n: int,
+                 headers: dict[str, str] | None = None):
         super().__init__(daemon=True)
         self.port, self.questions, self.stop_at, self.max_requests = port, questions, stop_at, max_requests
         self.results, self.unique, self.n = results, unique, n
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
 
     def run(self) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -99,7 +101,7 @@ class Client(threading.Thread):
             body = json.dumps({"query": question})
             start = time.perf_counter()
             try:
-                conn.request("POST", "/webhook/arc-retrieval", body=body, headers={"Content-Type": "application/json"})
+                conn.request("POST", "/webhook/arc-retrieval", body=body, headers=self.headers)
                 response = conn.getresponse()
                 payload = response.read()
                 elapsed = (time.perf_counter() - start) * 1000
@@ -112,10 +114,12 @@ class Client(threading.Thread):
             sent += 1
 
 
-def drive(port: int, clients: int, seconds: float, max_requests: int, unique: bool) -> dict:
+def drive(port: int, clients: int, seconds: float, max_requests: int, unique: bool,
+          headers: dict[str, str] | None = None) -> dict:
     results: list = []
     stop_at = time.monotonic() + seconds
-    threads = [Client(port, QUESTIONS, stop_at, max_requests // clients, results, unique, i) for i in range(clients)]
+    threads = [Client(port, QUESTIONS, stop_at, max_requests // clients, results, unique, i, headers)
+               for i in range(clients)]
     start = time.perf_counter()
     for t in threads:
         t.start()

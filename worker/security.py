@@ -50,16 +50,13 @@ class RateLimiter:
 
     def peek(self, client: str) -> float:
         """Like :meth:`acquire` without taking a token: the wait before one would be available."""
-        if self.rate <= 0:
-            return 0.0
-        now = time.monotonic()
-        with self._lock:
-            tokens, last = self._buckets.get(client, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - last) * self.rate)
-        return 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+        return self._take(client, take=False)
 
     def acquire(self, client: str) -> float:
         """0 if the request may go ahead, else the seconds to wait before retrying."""
+        return self._take(client, take=True)
+
+    def _take(self, client: str, *, take: bool) -> float:
         if self.rate <= 0:
             return 0.0
         now = time.monotonic()
@@ -67,9 +64,11 @@ class RateLimiter:
             tokens, last = self._buckets.get(client, (self.burst, now))
             tokens = min(self.burst, tokens + (now - last) * self.rate)
             if tokens >= 1:
-                self._buckets[client] = (tokens - 1, now)
+                if take:
+                    self._buckets[client] = (tokens - 1, now)
                 return 0.0
-            self._buckets[client] = (tokens, now)
+            if take:
+                self._buckets[client] = (tokens, now)
             return (1 - tokens) / self.rate
 
 
