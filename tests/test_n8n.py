@@ -27,6 +27,8 @@ WORKFLOWS = ROOT / "workflows"
 N8N_TOKEN = "n8n-webhook-secret"
 WORKER_TOKEN = "worker-secret"
 INGEST_TOKEN = "ingest-secret"
+CHAT_USER, CHAT_PASSWORD = "resident", "chat-secret"
+CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-chat-agent.json").read_text())["nodes"][0]["webhookId"]
 
 
 def free_port() -> int:
@@ -115,6 +117,8 @@ def n8n(n8n_home, worker, tmp_path_factory):
          "data": {"name": "X-ARC-Token", "value": WORKER_TOKEN}},
         {"id": "arcIngestToken01", "name": "ARC Ingest Token", "type": "httpHeaderAuth",
          "data": {"name": "X-ARC-Token", "value": INGEST_TOKEN}},
+        {"id": "arcChatBasicAuth1", "name": "ARC Chat Auth", "type": "httpBasicAuth",
+         "data": {"user": CHAT_USER, "password": CHAT_PASSWORD}},
         {"id": "arcOpenAi0000001", "name": "OpenAI", "type": "openAiApi",
          "data": {"apiKey": "sk-not-used-in-tests", "url": "http://127.0.0.1:9/v1"}},
     ]
@@ -199,3 +203,16 @@ def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
     refused = [line for line in metrics.splitlines()
                if line.startswith("arc_requests_total") and 'status="429"' in line and "arc-retrieval" in line]
     assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, "the worker did refuse some, and n8n retried them"
+
+
+def test_chat_trigger_is_reachable_with_its_credential_only(n8n):
+    url = f"{n8n['base']}/webhook/{CHAT_WEBHOOK_ID}/chat"
+    message = {"action": "sendMessage", "sessionId": "s1", "chatInput": "How tall can my fence be?"}
+    anonymous = requests.post(url, json=message, timeout=60)
+    assert anonymous.status_code in (401, 403), anonymous.status_code
+    wrong = requests.post(url, json=message, auth=(CHAT_USER, "guess"), timeout=60)
+    assert wrong.status_code in (401, 403)
+    # With the credential the message reaches the agent. No chat model answers here (the OpenAI
+    # credential points at a closed port), so n8n reports that failure, not a bare 404.
+    allowed = requests.post(url, json=message, auth=(CHAT_USER, CHAT_PASSWORD), timeout=120)
+    assert allowed.status_code != 404 and allowed.status_code not in (401, 403), allowed.status_code
