@@ -276,7 +276,14 @@ def test_chat_agent_end_to_end(n8n, chat_model):
 def test_workflow_errors_say_their_real_cause(n8n_home, chat_model, tmp_path, setting, cause):
     if not n8n_home.version.startswith("2."):
         pytest.skip("checked on the current major")
-    with running_n8n(n8n_home, tmp_path, chat_model, setting, ready=lambda r: r.status_code != 404) as instance:
+    def ready(response: requests.Response) -> bool:
+        # Registered and answering with the workflow's own JSON (not n8n's start-up page or a 404).
+        try:
+            return "error" in response.json()
+        except ValueError:
+            return False
+
+    with running_n8n(n8n_home, tmp_path, chat_model, setting, ready=ready) as instance:
         r = requests.post(f"{instance['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
                           json={"query": "fence"}, timeout=120)
     body = r.json()
