@@ -15,6 +15,7 @@ from worker.evaluation.answers import evidence_found, load_questions
 from worker.ingest import SAMPLE_DIR, Ingestor, ingest_manifest
 from worker.manifest import load_manifest
 from worker.models import ChunkResult
+from worker.pipeline import first_stage_order
 from worker.readers import parse_markdown
 from worker.runtime import Runtime
 from worker.tokens import default_counter
@@ -56,6 +57,32 @@ def test_the_best_chunk_is_cut_to_fit_rather_than_left_out():
 
 
 # -- one score for order, context and status --------------------------------------------------------
+
+def candidate(i: int, *, binding: bool, vector: float, fts: float, fused: float,
+              document_type: str = "other") -> ChunkResult:
+    return ChunkResult(id=i, document_id=f"d{i}", document_name=f"Doc {i}", document_type=document_type,
+                       section_path="S", page_number=None, chunk_index=0, is_binding=binding, superseded_by=None,
+                       content="text", token_count=1, vector_score=vector, fts_score=fts, fused_score=fused)
+
+
+def test_without_an_llm_a_binding_rule_outranks_minutes_that_discuss_it():
+    # hoa-dev: "how many people are supposed to be on the board" found the minutes first and the
+    # by-laws' "Board of three (3) directors" ninth; reranking weighed authority, the first stage did not.
+    minutes = candidate(1, binding=False, vector=0.60, fts=0.50, fused=1.00, document_type="response_letter")
+    bylaws = candidate(2, binding=True, vector=0.59, fts=0.45, fused=0.95)
+    ordered = first_stage_order([minutes, bylaws], have_embedding=True, steer=[], steer_boost=1.1)
+    assert [c.id for c in ordered] == [2, 1]
+    # Authority reorders, it does not make the answer look more certain than its best match.
+    assert ordered[0].final_score <= max(minutes.relevance, bylaws.relevance)
+
+
+def test_superseded_text_falls_below_its_replacement_in_the_first_stage():
+    old = candidate(1, binding=True, vector=0.70, fts=0.60, fused=1.00)
+    old.superseded_by = "new"
+    new = candidate(2, binding=True, vector=0.62, fts=0.50, fused=0.80)
+    ordered = first_stage_order([old, new], have_embedding=True, steer=[], steer_boost=1.1)
+    assert [c.id for c in ordered] == [2, 1]
+
 
 @pytest.mark.parametrize("question", SAMPLE_QUESTIONS, ids=lambda q: q.id)
 def test_order_context_and_status_agree(client, question):

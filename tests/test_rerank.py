@@ -13,7 +13,8 @@ from tests.openai_standin import OpenAIStandin
 from worker.app import create_app
 from worker.models import ChunkResult
 from worker.pipeline import Retriever
-from worker.rerank import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, Adjustments, LLMReranker, parse_scores
+from worker.authority import Adjustments
+from worker.rerank import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, LLMReranker, parse_scores
 from worker.runtime import Runtime
 from worker.search import PostgresBackend
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import context as context_stage
+from .authority import Adjustments
 from .embeddings import CachedEmbedder
 from .models import ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Weights
 from .preprocess import preprocess
@@ -77,12 +78,13 @@ class Retriever:
                  thresholds: Thresholds = Thresholds(), policy: ContextPolicy = ContextPolicy(),
                  embedding_timeout: float = 10.0,
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
-                 search_cache: SearchCache | None = None):
+                 search_cache: SearchCache | None = None, authority: Adjustments | None = None):
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
         self.thresholds = thresholds
         self.policy = policy
+        self.authority = authority or Adjustments()
         self.embedding_timeout = embedding_timeout
         self.default_fusion = default_fusion
         self.counter = counter or default_counter()
@@ -118,7 +120,8 @@ class Retriever:
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
             candidates = first_stage_order(candidates, have_embedding=embedding is not None, steer=steer,
-                                           steer_boost=self.policy.steer_boost, weights=request.weights)
+                                           steer_boost=self.policy.steer_boost, authority=self.authority,
+                                           weights=request.weights)
 
         reranked, usage = False, {}
         with timer.stage("rerank"):
@@ -228,34 +231,41 @@ class Retriever:
 # comparable across questions (the fused score is relative to one candidate list).
 RELEVANCE_VECTOR_SHARE = 0.7
 # The ranking score blends that absolute relevance with the fused score (rescaled to the same
-# scale) half and half. Measured: fused order alone puts hoa-dev's evidence in SOURCE 1 for 0.64
-# of answerable questions, relevance order alone 0.72 but SciFact nDCG@10 0.719; the blend 0.70,
-# and SciFact 0.730 (fused alone 0.731).
-RANK_RELEVANCE_SHARE = 0.5
+# scale), a quarter and three quarters. The fused part carries the source's authority (binding
+# x1.1, design guidelines x1.05, superseded x0.5, as after reranking) and the steer: they reorder
+# the list, but the best score stays the best relevance, so a weak match in a binding document
+# does not look more certain and the status thresholds keep their meaning. Measured with the captured
+# candidate lists (README "One score"): the fused order alone puts hoa-dev's evidence in SOURCE 1
+# for 0.64 of answerable questions; half relevance without authority 0.70 but SciFact nDCG@10
+# 0.730 and SQuAD 0.905 (fused alone 0.731 / 0.908); a quarter with authority 0.70-0.72, SciFact
+# 0.734 and SQuAD 0.908. Authority cannot move a benchmark whose documents are all alike.
+RANK_RELEVANCE_SHARE = 0.25
 
 
 def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, steer: list[str],
-                      steer_boost: float, weights: Weights | None = None) -> list[ChunkResult]:
+                      steer_boost: float, authority: Adjustments | None = None,
+                      weights: Weights | None = None) -> list[ChunkResult]:
     """Give every candidate the ``final_score`` that orders the list, fills the context and sets
     the status, and order the list by it.
 
-    ``final_score`` = half the chunk's calibrated ``relevance`` + half its fused score scaled so
-    that the fused winner scores the best relevance among the candidates; x ``steer_boost`` for
-    a document type the question names, capped at 1. Both halves are absolute, so one threshold
-    means the same for every question; the fused half keeps the order that ranks best on the
-    benchmarks, the relevance half the one that puts the answer first on governing documents.
+    ``final_score`` = a quarter of the chunk's calibrated ``relevance`` + three quarters of its
+    fused score x the source's authority factor x ``steer_boost`` (for a document type the question
+    names), scaled so that the winner of that product scores the best relevance among the
+    candidates. Both parts are absolute, so one threshold means the same for every question; the
+    fused part keeps the order that ranks best on the benchmarks, the relevance part and the
+    authority the one that puts the answer first on governing documents.
     """
     if not candidates:
         return candidates
-    boosts = {c.id: steer_boost if c.document_type in steer else 1.0 for c in candidates}
+    authority = authority or Adjustments()
+    boosts = {c.id: authority.factor(c) * (steer_boost if c.document_type in steer else 1.0) for c in candidates}
     for chunk in candidates:
         chunk.relevance = relevance(chunk, have_embedding, weights)
-    confidence = max(min(1.0, c.relevance * boosts[c.id]) for c in candidates)
+    confidence = max(c.relevance for c in candidates)
     top = max(c.fused_score * boosts[c.id] for c in candidates)
     for chunk in candidates:
         relative = confidence * chunk.fused_score * boosts[chunk.id] / top if top > 0 else 0.0
-        absolute = min(1.0, chunk.relevance * boosts[chunk.id])
-        chunk.final_score = round(RANK_RELEVANCE_SHARE * absolute + (1 - RANK_RELEVANCE_SHARE) * relative, 6)
+        chunk.final_score = round(RANK_RELEVANCE_SHARE * chunk.relevance + (1 - RANK_RELEVANCE_SHARE) * relative, 6)
     # Ties keep the SQL order.
     return sorted(candidates, key=lambda c: -c.final_score)
 

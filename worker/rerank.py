@@ -2,7 +2,8 @@
 
 An OpenAI-compatible chat model scores each candidate 0..1 (JSON, temperature 0). Replies are
 parsed defensively; any failure leaves the first-stage order and says why in ``warnings``.
-Adjustments then favour binding and design-guideline sources and demote superseded ones.
+Adjustments (:mod:`worker.authority`) then favour binding and design-guideline sources and
+demote superseded ones.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from cachetools import TTLCache
 
+from .authority import Adjustments
 from .models import ChunkResult
 from .tokens import default_counter
 
@@ -77,23 +79,6 @@ RESPONSE_SCHEMA: dict[str, Any] = {
         },
     },
 }
-
-
-@dataclass(frozen=True)
-class Adjustments:
-    """Multipliers applied to the rerank score, capped at 1.0."""
-
-    binding: float = 1.1
-    superseded: float = 0.5
-    document_type: dict[str, float] = field(default_factory=lambda: {"design_guidelines": 1.05})
-
-    def apply(self, chunk: ChunkResult, score: float) -> float:
-        factor = self.document_type.get(chunk.document_type, 1.0)
-        if chunk.is_binding:
-            factor *= self.binding
-        if chunk.superseded_by:
-            factor *= self.superseded
-        return min(1.0, max(0.0, score * factor))
 
 
 @dataclass
