@@ -73,3 +73,30 @@ def on_starting(server) -> None:
 def on_exit(server) -> None:
     if _embedded is not None:
         _embedded.stop()
+
+
+
+def worker_exit(server, worker) -> None:
+    """Close this process's pools, flush the logs, then leave without Python's finalisation.
+
+    After a graceful stop nothing is in flight, but finalising the interpreter under onnxruntime's
+    and the tokenizers' native thread pools crashed the process on every stop (SIGSEGV, or SIGABRT
+    from "terminate called after throwing an instance of 'std::system_error'"). Skipping the
+    finalisation once every connection is closed and every log line written is the clean exit.
+    """
+    import logging
+    import sys
+
+    failure = sys.exc_info()[1]
+    code = failure.code if isinstance(failure, SystemExit) else (1 if failure else 0)
+    app = getattr(worker, "wsgi", None)
+    arc = getattr(app, "extensions", {}).get("arc") if app is not None else None
+    try:
+        if arc:
+            arc["retriever"].close()
+            arc["runtime"].close()
+    finally:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else 1)

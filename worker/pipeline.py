@@ -92,6 +92,14 @@ class Retriever:
         self._embed_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
         self._search_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts")
 
+    def close(self) -> None:
+        """Drop queued provider calls; a stopping worker has no request left to give them to."""
+        self._embed_pool.shutdown(wait=False, cancel_futures=True)
+        self._search_pool.shutdown(wait=False, cancel_futures=True)
+        close = getattr(self.reranker, "close", None)
+        if close is not None:
+            close()
+
     def answer(self, request: RetrievalRequest, request_id: str | None = None) -> RetrievalResponse:
         timer = Timer()
         warnings: list[str] = []

@@ -124,6 +124,9 @@ class LLMReranker:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rerank")
         self._tokens = default_counter()
 
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
         pool = candidates[: self.max_candidates]
         if not pool:
