@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import psutil
+import pytest
 from click.testing import CliRunner
 
 from worker.cli import main
+from worker.ingest import SAMPLE_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
 
 DOCS = {
     "d1": ("Fences", "Rear yard fences may not exceed six feet in height."),
@@ -42,3 +53,56 @@ def test_eval_command_writes_results(tmp_path, monkeypatch):
     assert list((tmp_path / "arc" / "cache").glob("corpus-*.npy"))
     bad = CliRunner().invoke(main, ["eval", str(data), "--out", str(out), "--modes", "magic"])
     assert bad.exit_code != 0 and "unknown mode" in bad.output
+
+
+def write_beir(folder, documents: int) -> None:
+    (folder / "qrels").mkdir(parents=True)
+    words = "fence shed paint solar parking roof gutter siding deck patio window door".split()
+    (folder / "corpus.jsonl").write_text("\n".join(
+        json.dumps({"_id": f"d{i}", "title": f"Rule {i}",
+                    "text": " ".join(words[(i + k) % len(words)] for k in range(60)) + f" number {i}."})
+        for i in range(documents)))
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "How tall can a fence be?"}))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+
+
+@pytest.mark.parametrize("kind", ["beir", "answers"])
+def test_eval_stopped_with_sigterm_stops_its_database_and_removes_its_folder(kind, tmp_path):
+    if kind == "beir":
+        dataset = tmp_path / "big"
+        write_beir(dataset, 3000)  # embedding it takes long enough to stop the run midway
+    else:
+        dataset = SAMPLE_DIR
+    data_dir = tmp_path / "arc"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
+    env["ARC_DATA_DIR"] = str(data_dir)
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "eval", str(dataset), "--out",
+                                str(tmp_path / "out")], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        postmaster = []
+        while time.monotonic() < deadline and process.poll() is None and not postmaster:
+            postmaster = list(data_dir.glob("*-*/pgdata/postmaster.pid"))
+            time.sleep(0.1)
+        assert postmaster, "the evaluation's database never started"
+        postgres_pid = None
+        while postgres_pid is None and time.monotonic() < deadline:
+            try:
+                postgres_pid = int(postmaster[0].read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                time.sleep(0.05)  # written while the server starts
+        time.sleep(0.2)
+        assert process.poll() is None, "the evaluation ended before it could be stopped"
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    stderr = process.stderr.read()
+    assert "Traceback" not in stderr, stderr
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(postgres_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(postgres_pid), "the evaluation's Postgres is still running"
+    assert not list(data_dir.glob("eval-*")) and not list(data_dir.glob("answers-*")), list(data_dir.iterdir())

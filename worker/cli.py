@@ -147,6 +147,9 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
         _eval_answers(dataset_dir, out, command)
         return
 
+    from .embedded import exit_on_signals
+
+    exit_on_signals()  # a stopped run still stops its database and removes its folder
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in ALL_MODES]
     if unknown:

@@ -7,6 +7,7 @@ It listens on a unix socket only.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -20,14 +21,17 @@ log = logging.getLogger("arc.embedded")
 
 
 class EmbeddedPostgres:
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, *, runtime_dir: Path | None = None):
+        """``runtime_dir`` holds pgserver's inter-process lock (default: ``data_dir``); a temporary
+        ``data_dir`` that is removed afterwards should name a lasting one."""
         self.pgdata = (Path(data_dir) / "pgdata").resolve()
+        self.runtime_dir = Path(runtime_dir or data_dir).resolve()
         self._server = None
 
     def start(self) -> str:
         """Start (or join) the server and return its connection URL."""
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        _ensure_runtime_dir(self.pgdata.parent)  # before the import: pgserver reads it at import time
+        _ensure_runtime_dir(self.runtime_dir)  # before the import: pgserver reads it at import time
         import pgserver  # heavy import, only on the embedded path
 
         _forget_dead_handles(self.pgdata)
@@ -39,6 +43,9 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()
+            # pgserver's exit handler would take its lock again at exit and so recreate folders
+            # (a removed evaluation folder came back holding an empty run/).
+            atexit.unregister(self._server._cleanup)
             self._server = None
 
 

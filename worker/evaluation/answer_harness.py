@@ -88,7 +88,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
     workdir = Path(tempfile.mkdtemp(prefix="answers-", dir=data_dir))
-    server = EmbeddedPostgres(workdir)
+    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     try:
         server_url = server.start()
         for community, folder in dataset.communities.items():

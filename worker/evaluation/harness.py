@@ -139,7 +139,7 @@ def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder
     ids = [d.document_id for d in documents]
     texts = embedding_texts(documents)
     workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
-    server = EmbeddedPostgres(workdir)
+    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     try:
         db = Database(server.start(), statement_timeout_ms=30000)
         db.migrate(embedder.dim)
