@@ -211,7 +211,9 @@ def _load(conn: psycopg.Connection, n: int, sentences: list[list[str]], base: np
                 for _ in range(min(batch, n - loaded)):
                     copy.write_row(next(rows))
         loaded += min(batch, n - loaded)
-    conn.execute("select bm25_refresh()")
+    if conn.execute("select bm25_refresh()").fetchone()[0]:
+        while conn.execute("select bm25_refresh_step(50000)").fetchone()[0]:
+            pass
     load_seconds = time.perf_counter() - start
     start = time.perf_counter()
     conn.execute("create index knowledge_chunks_embedding_hnsw on knowledge_chunks "

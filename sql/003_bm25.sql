@@ -16,7 +16,8 @@
 -- more than 5% from the one they were built with (ingestion calls it after every load).
 --
 -- k1 = 0.9, b = 0.4 (the bm25s / Anserini defaults; measured in benchmarks/retrieval/).
--- Change them with: update bm25_corpus set k1 = .., b = ..; select bm25_refresh(true);
+-- Change them with: update bm25_corpus set k1 = .., b = ..; then `arc-retrieval db maintain --force`
+-- (010_bm25_maintenance.sql rewrites the weights in steps).
 
 create table if not exists bm25_corpus (
   id             boolean primary key default true check (id),

@@ -50,7 +50,13 @@ where document_id = %(document_id)s and superseded_by is not null limit 1
 select bm25_seed_avgdl(%(sections)s::text[], %(contents)s::text[])
 
 -- name: bm25_refresh
-select bm25_refresh()
+select bm25_refresh(%(force)s)
+
+-- name: bm25_refresh_step
+select bm25_refresh_step(%(max_rows)s)
+
+-- name: bm25_stale_chunks
+select bm25_stale_chunks()
 
 -- name: hybrid_search
 select * from hybrid_search(

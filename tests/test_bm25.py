@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from worker import bm25
 from worker.database import Database
 from worker.ingest import Ingestor, ingest_sample_corpus
 from worker.search import PostgresBackend, SearchParams
@@ -58,9 +59,8 @@ def test_statistics_through_ingest_reingest_update_delete(bm25_db, embedder):
 def test_scores_match_a_reference_okapi_bm25(bm25_db, embedder):
     db = bm25_db
     ingest_sample_corpus(Ingestor(db, embedder))
+    assert bm25.refresh(db, seconds=None, force=True).stale == 0
     with db.connect() as conn:
-        conn.execute("select bm25_refresh(true)")
-        conn.commit()
         k1, b, avgdl = conn.execute("select k1, b, avgdl_indexed from bm25_corpus").fetchone()
         rows = conn.execute("select c.id, t.lexeme, coalesce(array_length(t.positions, 1), 1) "
                             "from knowledge_chunks c, unnest(c.fts) t").fetchall()

@@ -63,6 +63,23 @@ def db_init() -> None:
         runtime.close()
 
 
+@db.command("maintain")
+@click.option("--force", is_flag=True, help="Rewrite every chunk's BM25 weights (after changing k1 or b).")
+def db_maintain(force: bool) -> None:
+    """Bring every chunk's BM25 weights up to date (ingestion does a bounded part of this)."""
+    from . import bm25
+
+    settings = _settings()
+    runtime = _runtime(settings)
+    try:
+        report = bm25.refresh(runtime.db, seconds=None, force=force)
+    finally:
+        runtime.close()
+    if report.stale < 0:
+        raise click.ClickException("the BM25 refresh stopped on a database error; run it again")
+    click.echo(f"rewrote BM25 weights of {report.rewritten} chunks; {report.stale} left")
+
+
 @db.command("sql")
 @click.option("--dim", type=click.IntRange(1, 2000), default=1536, show_default=True,
               help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).")

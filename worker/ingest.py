@@ -18,7 +18,7 @@ import numpy as np
 from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
-from . import sqlfiles
+from . import bm25, sqlfiles
 from .chunking import Chunk, chunk_blocks
 from .config import DOCUMENT_TYPES
 from .database import Database
@@ -127,9 +127,8 @@ class Ingestor:
                 replaced += self._write_batch(conn, batch, embeddings[offset:offset + n])
                 offset += n
                 bar.update(n)
-            conn.execute(sqlfiles.query("bm25_refresh"))
-            conn.commit()
         bar.close()
+        bm25.refresh(self.db)  # bounded, and never fails the load
         log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
         return IngestReport(len(documents), len(texts), replaced)
 

@@ -1,0 +1,139 @@
+"""BM25 maintenance never fails or blocks ingestion: a drifted average length over 50k chunks
+is caught up in bounded steps after an ingest that itself succeeds under the default statement
+timeout, and steps run alongside re-ingests and deletes without a deadlock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from tests.conftest import make_settings
+from tests.test_bm25 import assert_statistics_exact
+from worker import bm25
+from worker.app import create_app
+from worker.database import Database
+from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.runtime import Runtime
+
+BULK_INSERT = """
+insert into knowledge_chunks (document_id, document_name, document_type, section_path, chunk_index,
+                              is_binding, content, token_count)
+select 'bulk-' || (i / 100), 'Bulk ' || (i / 100), 'other', 'Rules > Item ' || (i %% 100), i %% 100, true,
+       'Rule ' || i || ': fences, sheds and paint colours need approval. ' || repeat('Owner ' || i || ' notes. ', 1 + i %% 25),
+       20
+from generate_series(%(start)s, %(stop)s - 1) i
+"""
+NOTICE = "# Pool Rules\n\n## Hours\n\nThe community pool opens at 7 am and closes at 9 pm from May to September.\n"
+
+
+def bulk_load(url: str, start: int, stop: int) -> None:
+    with psycopg.connect(url) as conn:  # no statement timeout: this is the test's own setup
+        conn.execute(BULK_INSERT, {"start": start, "stop": stop})
+
+
+def weights_out_of_date(db: Database) -> int:
+    with db.connect() as conn:
+        return conn.execute(
+            "select count(*) from knowledge_chunks c, bm25_corpus k "
+            "where c.bm25 is distinct from bm25_document_vector(c.fts, k.avgdl_indexed, k.k1, k.b)").fetchone()[0]
+
+
+def test_an_ingest_over_50k_chunks_with_a_drifted_average_succeeds_and_the_weights_catch_up(
+        make_database, embedder, tmp_path):
+    url = make_database("bm25_scale")
+    settings = make_settings(tmp_path, url, ingest_token="ingest", api_token="ask")
+    db = Database(url, statement_timeout_ms=settings.statement_timeout_ms)  # the default, 5 s
+    db.migrate(embedder.dim)
+    bulk_load(url, 0, 50_000)
+    with db.connect() as conn:
+        # The weights were written for an average length twice today's: the drift a corpus of
+        # short chunks ingested after long ones produces.
+        conn.execute("update bm25_corpus set avgdl_indexed = 2 * total_length::float8 / n_docs")
+        conn.execute("select bm25_refresh(true)")
+        conn.commit()
+    client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
+
+    started = time.monotonic()
+    reply = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest"},
+                        json={"text": NOTICE, "document_type": "other", "document_id": "pool-rules"})
+    took = time.monotonic() - started
+    assert reply.status_code == 200, reply.get_json()
+    assert took < bm25.STEP_SECONDS + 10
+    with db.connect() as conn:
+        stale = conn.execute("select bm25_stale_chunks()").fetchone()[0]
+    assert 0 < stale < 50_000  # part of the rewrite was done, none of it blocked the ingest
+
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "ask"},
+                         json={"query": "When does the pool close?"}).get_json()
+    assert answer["chunks"][0]["document_id"] == "pool-rules"
+
+    report = bm25.refresh(db, seconds=None)  # what `arc-retrieval db maintain` runs
+    assert report.stale == 0 and report.rewritten == stale
+    assert weights_out_of_date(db) == 0
+    assert_statistics_exact(db)
+    db.close()
+
+
+def test_refresh_steps_alongside_reingests_and_deletes_never_deadlock(make_database, embedder):
+    url = make_database("bm25_concurrent")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor)
+    bulk_load(url, 0, 6_000)
+    errors: list[BaseException] = []
+    refreshes: list[bm25.RefreshReport] = []
+    stop = threading.Event()
+
+    def guarded(work):
+        def run():
+            try:
+                while not stop.is_set():
+                    work()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        return run
+
+    def reingest() -> None:
+        ingest_sample_corpus(ingestor)
+
+    def delete_and_reload() -> None:
+        with db.connect() as conn:
+            conn.execute("delete from knowledge_chunks where document_id in ('bulk-3', 'bulk-7')")
+            conn.commit()
+        bulk_load(url, 300, 400)
+        bulk_load(url, 700, 800)
+
+    def refresh() -> None:
+        refreshes.append(bm25.refresh(db, seconds=0.5, step_rows=500, force=True))
+
+    threads = [threading.Thread(target=guarded(w)) for w in (reingest, delete_and_reload, refresh, refresh)]
+    for thread in threads:
+        thread.start()
+    time.sleep(8)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert refreshes and all(r.stale >= 0 for r in refreshes), "a refresh step hit a database error"
+    assert sum(r.rewritten for r in refreshes) > 0
+    assert bm25.refresh(db, seconds=None).stale == 0
+    assert weights_out_of_date(db) == 0
+    assert_statistics_exact(db)
+    db.close()
+
+
+@pytest.mark.parametrize("rows", [1, 2000])
+def test_a_step_rewrites_at_most_what_it_is_given(make_database, embedder, rows):
+    url = make_database(f"bm25_step_{rows}")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    bulk_load(url, 0, 3000)
+    with db.connect() as conn:
+        conn.execute("select bm25_refresh(true)")
+        assert conn.execute("select bm25_refresh_step(%s)", (rows,)).fetchone()[0] == rows
+        assert conn.execute("select bm25_stale_chunks()").fetchone()[0] == 3000 - rows
+    db.close()
