@@ -191,9 +191,11 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         if isinstance(exc, DatabaseUnavailable):
             log.warning("database unavailable", extra={"reason": str(exc)})
             response = _error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
-            response.headers["Retry-After"] = "5"
-            return response
-        return _error(exc.status, exc.code, str(exc), "document" if isinstance(exc, IngestError) else None)
+        else:
+            response = _error(exc.status, exc.code, str(exc), "document" if isinstance(exc, IngestError) else None)
+        if exc.retry_after:
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
 
     @app.errorhandler(Overloaded)
     def _overloaded(exc: Overloaded) -> Any:

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from cachetools import TTLCache
@@ -117,13 +117,20 @@ class OpenAIEmbedder:
         return self._tokens.count(text)
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, self._client)
+
+    def embed_within(self, texts: list[str], timeout: float) -> np.ndarray:
+        """One attempt that gives up after ``timeout`` seconds: a question waits for no retry."""
+        return self._embed(texts, self._client.with_options(timeout=timeout, max_retries=0))
+
+    def _embed(self, texts: list[str], client: Any) -> np.ndarray:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self._tokens.truncate(t, self.max_tokens) or " " for t in texts[start:start + self.batch_size]]
             kwargs = {"model": self.model, "input": batch}
             if self.model.startswith("text-embedding-3"):
                 kwargs["dimensions"] = self.dim  # older models and most local servers reject it
-            response = self._client.embeddings.create(**kwargs)
+            response = client.embeddings.create(**kwargs)
             data = sorted(response.data, key=lambda d: d.index)
             rows.extend(d.embedding for d in data)
         matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
@@ -177,7 +184,9 @@ class CachedEmbedder:
             for text, vector in vectors.items():
                 self._cache[(self.model, self.dim, text)] = vector
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str, *, timeout: float | None = None) -> np.ndarray:
+        """One question's vector, cached. ``timeout`` bounds a remote provider's call, retries
+        included (the local model answers in milliseconds)."""
         key = (self.model, self.dim, text)
         with self._lock:
             cached = self._cache.get(key)
@@ -185,7 +194,9 @@ class CachedEmbedder:
             self.hits += 1
             return cached
         self.misses += 1
-        vector = self.inner.embed([text])[0]
+        within = getattr(self.inner, "embed_within", None)
+        vector = (within([text], timeout) if within is not None and timeout is not None
+                  else self.inner.embed([text]))[0]
         with self._lock:
             self._cache[key] = vector
         return vector

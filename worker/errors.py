@@ -8,11 +8,21 @@ class ArcError(Exception):
 
     status = 500
     code = "internal_error"
+    retry_after: int | None = None  # seconds, sent as Retry-After
 
 
 class DatabaseUnavailable(ArcError):
     status = 503
     code = "database_unavailable"
+    retry_after = 5
+
+
+class ProvidersBusy(ArcError):
+    """A provider pool (embeddings, LLM) has no room left: a slow provider, not a bad request."""
+
+    status = 503
+    code = "providers_busy"
+    retry_after = 2
 
 
 class SchemaMismatch(ArcError):

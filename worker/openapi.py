@@ -43,7 +43,7 @@ def openapi_document() -> dict[str, Any]:
                         "415": error("Not JSON"),
                         "422": error("A field is invalid; `field` names it"),
                         "429": error("Rate limited; see Retry-After"),
-                        "503": error("Database unavailable; see Retry-After"),
+                        "503": error("Database unavailable, or the embedding/LLM provider calls are full; see Retry-After"),
                     },
                 }
             },

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -20,6 +20,7 @@ import numpy as np
 from . import context as context_stage
 from .authority import Adjustments
 from .embeddings import CachedEmbedder
+from .executor import BoundedExecutor
 from .models import ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Weights
 from .preprocess import preprocess
 from .rerank import Reranker
@@ -31,6 +32,11 @@ log = logging.getLogger("arc.pipeline")
 
 # Past this, the embedding is remote or slow: start the full-text leg alongside it.
 SPECULATE_AFTER = 0.05
+# Provider calls per process: admission control (worker/admission.py) lets 8 requests run, each
+# with one embedding call and at most one speculative search; the queue leaves room for calls
+# still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
+PROVIDER_WORKERS = 4
+PROVIDER_QUEUE = 8
 
 NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
                       "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
@@ -89,13 +95,13 @@ class Retriever:
         self.default_fusion = default_fusion
         self.counter = counter or default_counter()
         self.search_cache = search_cache if search_cache is not None else SearchCache()
-        self._embed_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
-        self._search_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fts")
+        self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
+        self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
 
     def close(self) -> None:
         """Drop queued provider calls; a stopping worker has no request left to give them to."""
-        self._embed_pool.shutdown(wait=False, cancel_futures=True)
-        self._search_pool.shutdown(wait=False, cancel_futures=True)
+        self._embed_pool.shutdown()
+        self._search_pool.shutdown()
         close = getattr(self.reranker, "close", None)
         if close is not None:
             close()
@@ -204,7 +210,8 @@ class Retriever:
         Cache hits and the local model answer within a few milliseconds. A slower (remote) provider
         gets the full-text leg run meanwhile, so a failure or timeout costs no extra search time.
         """
-        future = self._embed_pool.submit(self.embedder.embed_query, text)
+        deadline = time.monotonic() + self.embedding_timeout
+        future = self._embed_pool.submit(self._embed_before, text, deadline)
         full_text_only: Future | None = None
         try:
             try:
@@ -214,12 +221,21 @@ class Retriever:
                 remaining = max(self.embedding_timeout - SPECULATE_AFTER, 0)
                 return future.result(timeout=remaining), full_text_only
         except FutureTimeout:
+            future.cancel()  # still queued: never sent
             reason = f"no embedding within {self.embedding_timeout:g} s"
         except Exception as exc:  # any provider failure degrades to full-text, never an error
             reason = f"embedding failed ({type(exc).__name__})"
         log.warning("embedding failed; full-text only", extra={"reason": reason})
         warnings.append(f"degraded: {reason}; results come from full-text search only")
         return None, full_text_only
+
+    def _embed_before(self, text: str, deadline: float) -> np.ndarray:
+        """The provider call gets what is left of the request's budget, so it ends when the
+        request stops waiting for it, not a client timeout (and its retries) later."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the embedding budget ran out while the call was queued")
+        return self.embedder.embed_query(text, timeout=remaining)
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)

@@ -14,7 +14,6 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +21,8 @@ from typing import Any, Protocol
 from cachetools import TTLCache
 
 from .authority import Adjustments
+from .errors import ProvidersBusy
+from .executor import BoundedExecutor
 from .models import ChunkResult
 from .tokens import default_counter
 
@@ -121,11 +122,11 @@ class LLMReranker:
         self._structured = True  # flips to plain JSON mode once a server rejects json_schema
         self._cache: TTLCache = TTLCache(maxsize=1024, ttl=cache_ttl)
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rerank")
+        self._pool = BoundedExecutor("LLM", workers=8, queue=16)
         self._tokens = default_counter()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
         pool = candidates[: self.max_candidates]
@@ -154,27 +155,40 @@ class LLMReranker:
     def _score_all(self, question: str, pool: list[ChunkResult], usage: dict[str, int]) -> dict[int, Score]:
         batches = [pool[i:i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
         deadline = time.monotonic() + self.timeout
-        futures = [self._pool.submit(self._score_batch, question, batch) for batch in batches]
+        futures = []
         scores: dict[int, Score] = {}
-        for future in futures:
-            try:
-                batch_scores, batch_usage = future.result(timeout=max(0.0, deadline - time.monotonic()))
-            except FutureTimeout:
-                raise RerankFailed(f"no reply within {self.timeout:g} s") from None
-            for k, v in batch_usage.items():
-                usage[k] = usage.get(k, 0) + v
-            scores.update(batch_scores)
+        try:
+            for batch in batches:
+                futures.append(self._pool.submit(self._score_batch, question, batch, deadline))
+            for future in futures:
+                try:
+                    batch_scores, batch_usage = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                except FutureTimeout:
+                    raise RerankFailed(f"no reply within {self.timeout:g} s") from None
+                for k, v in batch_usage.items():
+                    usage[k] = usage.get(k, 0) + v
+                scores.update(batch_scores)
+        except ProvidersBusy as exc:
+            raise RerankFailed(str(exc)) from None
+        finally:
+            for future in futures:
+                future.cancel()  # the ones still queued are never sent
         if not scores:
             raise RerankFailed("the reply scored none of the candidates")
         return scores
 
-    def _score_batch(self, question: str, batch: list[ChunkResult]) -> tuple[dict[int, Score], dict[str, int]]:
+    def _score_batch(self, question: str, batch: list[ChunkResult],
+                     deadline: float | None = None) -> tuple[dict[int, Score], dict[str, int]]:
         import openai
 
+        # A call started late (queued behind others) gets only what is left of the budget.
+        timeout = self.timeout if deadline is None else deadline - time.monotonic()
+        if timeout <= 0:
+            raise RerankFailed(f"no reply within {self.timeout:g} s")
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": self.prompt(question, batch)}]
         try:
-            response = self._complete(messages)
+            response = self._complete(messages, timeout)
         except openai.APITimeoutError:
             raise RerankFailed(f"no reply within {self.timeout:g} s") from None
         except openai.APIStatusError as exc:
@@ -191,10 +205,10 @@ class LLMReranker:
             raise RerankFailed("the reply could not be parsed as scores")
         return scores, usage
 
-    def _complete(self, messages: list[dict[str, str]]) -> Any:
+    def _complete(self, messages: list[dict[str, str]], timeout: float) -> Any:
         import openai
 
-        kwargs = {"model": self.model, "messages": messages, "temperature": 0, "timeout": self.timeout}
+        kwargs = {"model": self.model, "messages": messages, "temperature": 0, "timeout": timeout}
         if self._structured:
             try:
                 return self.client.chat.completions.create(
