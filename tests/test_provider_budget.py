@@ -102,3 +102,39 @@ def test_queued_llm_batches_are_not_sent_after_the_rerank_gave_up(sample_runtime
         # One batch was sent; the rest were still queued when the second ran out, and were dropped.
         assert len(chat_calls) == 1, len(chat_calls)
         retriever.close()
+
+
+class CountingBackend(PostgresBackend):
+    def __init__(self, db):
+        super().__init__(db)
+        self.searches = 0
+
+    def search(self, params):
+        self.searches += 1
+        return super().search(params)
+
+
+def test_a_healthy_remote_provider_costs_one_search_and_a_silent_one_no_extra_time(sample_runtime):
+    with OpenAIStandin() as standin:
+        settings = sample_runtime.settings.model_copy(update={
+            "openai_api_key": standin.api_key, "openai_base_url": standin.base_url,
+            "embedding_provider": "openai", "embedding_model": "text-embedding-3-large", "embedding_dim": 384})
+        backend = CountingBackend(sample_runtime.db)
+        from worker.models import RetrievalRequest
+        from worker.search import SearchCache
+
+        retriever = Retriever(embedder=CachedEmbedder(OpenAIEmbedder(settings)), backend=backend, reranker=None,
+                              embedding_timeout=2.0, search_cache=SearchCache(ttl_seconds=0))
+        standin.reset(delay=0.3)  # a remote provider on a normal day
+        for n, question in enumerate(["How tall can a fence be?", "Can I paint my door red?", "Where do boats go?"]):
+            answer = retriever.answer(RetrievalRequest(query=question))
+            assert not answer.warnings or not any(w.startswith("degraded") for w in answer.warnings)
+        assert backend.searches == 3  # no full-text search run for nothing beside each embedding
+
+        standin.reset(delay=5.0)  # silent: the full-text leg was started before the deadline
+        started = time.monotonic()
+        answer = retriever.answer(RetrievalRequest(query="Are sheds allowed?"))
+        assert time.monotonic() - started < 2.0 + 0.5
+        assert any(w.startswith("degraded:") for w in answer.warnings) and answer.chunks
+        assert answer.timings_ms["search"] < 50
+        retriever.close()

@@ -30,8 +30,12 @@ from .vocabulary import expand
 
 log = logging.getLogger("arc.pipeline")
 
-# Past this, the embedding is remote or slow: start the full-text leg alongside it.
-SPECULATE_AFTER = 0.05
+# The full-text leg (needed alone if the embedding fails) starts this long before the embedding's
+# deadline: a timed-out embedding then costs no extra search time, and one that arrives in time
+# (every healthy remote call) costs no wasted search. Starting it at 50 ms, as before, ran a
+# search for nothing on every uncached question to a remote provider, to save at most that
+# search's own 10-20 ms on a failure.
+FULL_TEXT_HEAD_START = 0.25
 # Provider calls per process: admission control (worker/admission.py) lets 8 requests run, each
 # with one embedding call and at most one speculative search; the queue leaves room for calls
 # still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
@@ -207,19 +211,18 @@ class Retriever:
                warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
         """The query vector, or None (with a warning) when the provider fails or is too slow.
 
-        Cache hits and the local model answer within a few milliseconds. A slower (remote) provider
-        gets the full-text leg run meanwhile, so a failure or timeout costs no extra search time.
+        A provider still silent shortly before the deadline gets the full-text leg started beside
+        it, so a timeout costs no extra search time.
         """
         deadline = time.monotonic() + self.embedding_timeout
         future = self._embed_pool.submit(self._embed_before, text, deadline)
         full_text_only: Future | None = None
         try:
             try:
-                return future.result(timeout=min(SPECULATE_AFTER, self.embedding_timeout)), None
+                return future.result(timeout=max(self.embedding_timeout - FULL_TEXT_HEAD_START, 0)), None
             except FutureTimeout:
                 full_text_only = self._search_pool.submit(self._search, params)
-                remaining = max(self.embedding_timeout - SPECULATE_AFTER, 0)
-                return future.result(timeout=remaining), full_text_only
+                return future.result(timeout=max(deadline - time.monotonic(), 0)), full_text_only
         except FutureTimeout:
             future.cancel()  # still queued: never sent
             reason = f"no embedding within {self.embedding_timeout:g} s"
