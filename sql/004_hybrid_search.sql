@@ -16,10 +16,12 @@
 -- expansion_text: extra words for the full-text leg only (synonyms), weighted expansion_weight.
 --
 -- Bounded work on common words: lexemes found in more than fts_max_df_ratio of all chunks (and
--- in more than fts_min_df_cutoff chunks) do not select candidates (they still score them), and
--- at most fts_scan_limit matching rows are read; those that pass the filters are scored. Below
--- that many matches (most questions up to ~100k chunks) the leg is exact; above it, a narrow
--- filter leaves the vector leg to find most of its candidates. The function sets its own
+-- in more than fts_min_df_cutoff chunks) do not select candidates (they still score them). Of
+-- the others, the most telling select, as many as fit in fts_scan_limit chunks together, and at
+-- most fts_scan_limit matching rows are read; those that pass the filters are scored. Below that
+-- many matches (most questions up to ~100k chunks) the leg is exact; above it, the chunks read
+-- are those with the question's rarest words (benchmarks/fts_selection/), and a narrow filter
+-- leaves the vector leg to find most of its candidates. The function sets its own
 -- hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a filtered vector leg still
 -- fills match_count rows.
 -- arc: repeatable (only create-or-replace definitions: applied again whenever this file changes)
@@ -102,9 +104,18 @@ begin
   ), by_index as (
     select idx, sum(w) as w from terms group by idx
   ), selective as (
-    select lexeme from terms where df <= greatest(fts_max_df_ratio * n_docs, fts_min_df_cutoff)
+    select lexeme, df, w from terms where df <= greatest(fts_max_df_ratio * n_docs, fts_min_df_cutoff)
   ), chosen as (
-    select lexeme from selective
+    -- The most telling words first (highest weight: rarest, not an expansion), as many as the
+    -- leg may read all the chunks of (their df summed within fts_scan_limit; always the first).
+    -- When a question matches more chunks than that, the chunks read are those holding its
+    -- rarest words, not whichever come first in the heap (which dropped the newest documents).
+    select lexeme from (
+      select lexeme, sum(df) over (order by w desc, lexeme) as reads,
+             row_number() over (order by w desc, lexeme) as n
+      from selective
+    ) r
+    where r.reads <= fts_scan_limit or r.n = 1
     union all
     -- every lexeme is common: fall back to the two rarest
     select lexeme from (select lexeme from terms order by df, lexeme limit 2) r

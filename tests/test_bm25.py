@@ -89,3 +89,25 @@ def test_scores_match_a_reference_okapi_bm25(bm25_db, embedder):
     for r, (s, _) in zip(results, expected):
         assert r.bm25_score == pytest.approx(s, rel=1e-5)
     assert_statistics_exact(db)
+
+
+def test_past_its_read_limit_the_full_text_leg_reads_the_rarest_words_chunks(database_factory, embedder):
+    # 300 chunks about fences, then the one that also names a pergola. Asked about a pergola fence
+    # with room to read 100 chunks, the leg used to read the first 100 in the heap and never see
+    # the newest chunk, the best match.
+    db = Database(database_factory("bm25_limit"))
+    db.migrate(embedder.dim)
+    with db.connect() as conn:
+        conn.execute("""
+            insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, content, token_count)
+            select 'fences', 'Fences', 'other', i, 'Fence rule ' || i || ': a fence needs approval.', 8
+            from generate_series(0, 299) i""")
+        conn.execute("""
+            insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, content, token_count)
+            values ('pergolas', 'Pergolas', 'other', 0, 'A pergola may stand beside a fence up to 10 feet high.', 12)""")
+        conn.commit()
+        found = conn.execute(
+            "select document_id from hybrid_search(query_text => 'pergola fence', match_count => 5, "
+            "vector_weight => 0, fts_weight => 1, fts_scan_limit => 100) order by fts_rank").fetchall()
+    db.close()
+    assert found and found[0][0] == "pergolas"
