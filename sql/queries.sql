@@ -89,3 +89,18 @@ select not exists (select 1 from knowledge_chunks)
 
 -- name: knowledge_base_version
 select knowledge_base_version()
+
+-- name: list_documents
+select document_id, min(document_name), min(document_type), bool_and(is_binding), min(superseded_by),
+       count(*), max(page_number), min(created_at), min(metadata ->> 'source_file')
+from knowledge_chunks
+where %(document_id)s::text is null or document_id = %(document_id)s
+group by document_id
+order by document_id
+
+-- name: document_chunks
+select id, chunk_index, section_path, page_number, token_count, content
+from knowledge_chunks where document_id = %(document_id)s order by chunk_index
+
+-- name: release_superseded
+update knowledge_chunks set superseded_by = null where superseded_by = %(document_id)s

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from .config import Settings
+from .documents_api import DOCUMENTS_ROUTE, documents
 from .errors import ArcError, DatabaseUnavailable, IngestError
 from .ingest import Ingestor
 from .metrics import Metrics, cache_families, pool_families
@@ -81,23 +82,26 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     auth_guard = FailedAuthGuard(settings.auth_failures_per_minute)
     admission = Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout)
     app.extensions["arc"]["admission"] = admission
-    tokens = {RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: settings.ingest_token or settings.api_token}
+    admin_token = settings.ingest_token or settings.api_token
+    tokens = {RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: admin_token, DOCUMENTS_ROUTE: admin_token}
+    app.register_blueprint(documents)
 
     @app.before_request
     def _request_id() -> Any:
         incoming = request.headers.get("X-Request-ID", "")
         g.request_id = incoming[:100] if incoming and incoming.isprintable() else uuid.uuid4().hex
         g.started = time.perf_counter()
-        if request.path not in tokens:
+        route = DOCUMENTS_ROUTE if request.path.startswith(DOCUMENTS_ROUTE + "/") else request.path
+        if route not in tokens:
             return None
         address = request.remote_addr or "unknown"
         if wait := auth_guard.blocked(address):
             return _refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
         presented = request.headers.get(settings.auth_header)
-        if not token_matches(tokens[request.path], presented):
+        if not token_matches(tokens[route], presented):
             auth_guard.failed(address)
             return _error(401, "unauthorized", "unauthorized")
-        if wait := limiter.acquire(client_key(presented if tokens[request.path] else None, address)):
+        if wait := limiter.acquire(client_key(presented if tokens[route] else None, address)):
             return _refused("too many requests; retry after the Retry-After delay", wait)
         return None
 

@@ -96,9 +96,10 @@ def db_sql(dim: int) -> None:
 @click.option("--binding/--not-binding", default=True, show_default=True)
 @click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older document as superseded by the new one.")
 @click.option("--name", help="Document name (default: its first heading or file name).")
+@click.option("--document-id", help="The id to store it under (default: from the file name); the same id replaces.")
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersedes: str | None,
-           name: str | None, sample: bool) -> None:
+           name: str | None, document_id: str | None, sample: bool) -> None:
     """Ingest Markdown, text, PDF or a BEIR corpus.jsonl; re-ingesting replaces a document."""
     from .ingest import Ingestor, ingest_paths, ingest_sample_corpus
 
@@ -112,13 +113,76 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
             report = ingest_sample_corpus(ingestor, progress=progress)
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
-                                  supersedes=supersedes, name=name, progress=progress)
+                                  supersedes=supersedes, name=name, document_id=document_id, progress=progress)
         click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) "
                    f"(replaced {report.replaced_chunks})")
+        if len(report.document_ids) <= 50:
+            for assigned in report.document_ids:
+                click.echo(f"  document id: {assigned}")
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         runtime.close()
+
+
+@main.group()
+def documents() -> None:
+    """The knowledge base's documents: list, show, delete."""
+
+
+@documents.command("list")
+def documents_list() -> None:
+    """Every document: id, type, binding, superseded by, chunks, pages, ingested at, source file."""
+    from .knowledge_base import list_documents
+
+    runtime = _runtime(_settings())
+    try:
+        found = list_documents(runtime.db)
+    finally:
+        runtime.close()
+    if not found:
+        click.echo("the knowledge base is empty")
+        return
+    click.echo("document_id\ttype\tbinding\tsuperseded_by\tchunks\tpages\tingested_at\tsource_file\tname")
+    for d in found:
+        click.echo("\t".join(str(v) for v in (
+            d.document_id, d.document_type, "yes" if d.is_binding else "no", d.superseded_by or "-", d.chunks,
+            d.pages or "-", d.ingested_at.isoformat(timespec="seconds"), d.source_file or "-", d.name)))
+
+
+@documents.command("show")
+@click.argument("document_id")
+def documents_show(document_id: str) -> None:
+    """One document's chunks, in order."""
+    from .knowledge_base import UnknownDocument, document_chunks
+
+    runtime = _runtime(_settings())
+    try:
+        summary, chunks = document_chunks(runtime.db, document_id)
+    except UnknownDocument:
+        raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
+    finally:
+        runtime.close()
+    click.echo(f"{summary.document_id}: {summary.name} ({summary.document_type}, {summary.chunks} chunks)")
+    for c in chunks:
+        page = f", page {c.page_number}" if c.page_number else ""
+        click.echo(f"\n--- chunk {c.chunk_index} [{c.section_path or '-'}{page}, {c.token_count} tokens]\n{c.content}")
+
+
+@documents.command("delete")
+@click.argument("document_id")
+def documents_delete(document_id: str) -> None:
+    """Delete a document with its chunks and BM25 statistics (documents it superseded are current again)."""
+    from .knowledge_base import UnknownDocument, delete_document
+
+    runtime = _runtime(_settings())
+    try:
+        deleted = delete_document(runtime.db, document_id)
+    except UnknownDocument:
+        raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
+    finally:
+        runtime.close()
+    click.echo(f"deleted {document_id} ({deleted} chunks)")
 
 
 @main.command()

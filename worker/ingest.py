@@ -25,6 +25,7 @@ from .database import Database
 from .embeddings import Embedder
 from .errors import IngestError
 from .manifest import Manifest, load_manifest
+from .models import DOCUMENT_ID_PATTERN
 from .readers import ParsedDocument, read_beir_corpus, read_path
 from .tokens import TokenCounter, default_counter
 
@@ -69,6 +70,7 @@ class IngestReport:
     documents: int
     chunks: int
     replaced_chunks: int
+    document_ids: tuple[str, ...] = ()
 
 
 def slugify(text: str) -> str:
@@ -130,7 +132,7 @@ class Ingestor:
         bar.close()
         bm25.refresh(self.db)  # bounded, and never fails the load
         log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
-        return IngestReport(len(documents), len(texts), replaced)
+        return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents))
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
@@ -183,18 +185,22 @@ def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
 
 
 def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: str, is_binding: bool,
-                 supersedes: str | None, name: str | None, progress: bool,
+                 supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
                  on_file: Callable[[Path], None] | None = None) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
+    if document_id and len(paths) > 1:
+        raise IngestError("--document-id applies to a single file")
+    if document_id and not re.match(DOCUMENT_ID_PATTERN, document_id):
+        raise IngestError(f"--document-id: letters, digits and . _ : - only, got {document_id!r}")
     documents: list[DocumentInput] = []
     for path in paths:
         if path.name.endswith(".jsonl"):
             documents.extend(beir_documents(path))
             continue
         documents.append(ingestor.prepare_file(path, document_type=document_type, is_binding=is_binding,
-                                               supersedes=supersedes, name=name))
+                                               supersedes=supersedes, name=name, document_id=document_id))
         if on_file:
             on_file(path)
     return ingestor.write(documents, progress=progress)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .config import DOCUMENT_TYPES
 
+DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 DocumentType = Literal["design_guidelines", "ccr", "response_letter", "application_form", "other"]
 Status = Literal["success", "low_confidence", "no_results"]
 
@@ -152,7 +154,7 @@ class IngestRequest(BaseModel):
     text: str = Field(min_length=1, max_length=5_000_000)
     format: Literal["markdown", "text"] = "markdown"
     document_type: DocumentType
-    document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN)
     name: str | None = Field(default=None, min_length=1, max_length=300)
     is_binding: bool = True
     supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
@@ -171,4 +173,45 @@ class IngestResponse(BaseModel):
     document_name: str
     chunks: int
     replaced_chunks: int
+    request_id: str | None = None
+
+
+class DocumentSummary(BaseModel):
+    """One document of the knowledge base, as ``arc-retrieval documents list`` shows it."""
+
+    document_id: str
+    name: str
+    document_type: str
+    is_binding: bool
+    superseded_by: str | None
+    chunks: int
+    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs); null for text.")
+    ingested_at: datetime
+    source_file: str | None
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentSummary]
+    request_id: str | None = None
+
+
+class DocumentChunk(BaseModel):
+    id: int
+    chunk_index: int
+    section_path: str
+    page_number: int | None
+    token_count: int
+    content: str
+
+
+class DocumentDetail(BaseModel):
+    document: DocumentSummary
+    chunks: list[DocumentChunk]
+    request_id: str | None = None
+
+
+class DeleteResponse(BaseModel):
+    status: Literal["deleted"]
+    document_id: str
+    deleted_chunks: int
     request_id: str | None = None

@@ -8,15 +8,20 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from . import __version__
-from .models import ErrorResponse, RetrievalRequest, RetrievalResponse
+from .models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, RetrievalRequest, RetrievalResponse
 
 
 @cache
 def openapi_document() -> dict[str, Any]:
     _, schema = models_json_schema(
-        [(RetrievalRequest, "validation"), (RetrievalResponse, "serialization"), (ErrorResponse, "serialization")],
+        [(RetrievalRequest, "validation"), (RetrievalResponse, "serialization"), (ErrorResponse, "serialization"),
+         (DocumentList, "serialization"), (DocumentDetail, "serialization"), (DeleteResponse, "serialization")],
         ref_template="#/components/schemas/{model}")
     components = schema.get("$defs", {})
+
+    def ok(description: str, model: str) -> dict[str, Any]:
+        return {"description": description,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}}}}
 
     def error(description: str) -> dict[str, Any]:
         return {"description": description,
@@ -46,6 +51,35 @@ def openapi_document() -> dict[str, Any]:
                         "503": error("Database unavailable, or the embedding/LLM provider calls are full; see Retry-After"),
                     },
                 }
+            },
+            "/webhook/arc-documents": {
+                "get": {
+                    "operationId": "listDocuments",
+                    "summary": "Every document of the knowledge base (ingest token)",
+                    "responses": {"200": ok("The documents", "DocumentList"),
+                                  "401": error("Missing or wrong token"), "429": error("Rate limited; see Retry-After"),
+                                  "503": error("Database unavailable; see Retry-After")},
+                }
+            },
+            "/webhook/arc-documents/{document_id}": {
+                "parameters": [{"name": "document_id", "in": "path", "required": True,
+                                "schema": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "maxLength": 200}}],
+                "get": {
+                    "operationId": "showDocument",
+                    "summary": "One document and its chunks, in order (ingest token)",
+                    "responses": {"200": ok("The document", "DocumentDetail"),
+                                  "401": error("Missing or wrong token"), "404": error("No such document"),
+                                  "422": error("document_id is malformed"), "429": error("Rate limited; see Retry-After"),
+                                  "503": error("Database unavailable; see Retry-After")},
+                },
+                "delete": {
+                    "operationId": "deleteDocument",
+                    "summary": "Delete a document, its chunks and statistics, atomically (ingest token)",
+                    "responses": {"200": ok("Deleted", "DeleteResponse"),
+                                  "401": error("Missing or wrong token"), "404": error("No such document"),
+                                  "422": error("document_id is malformed"), "429": error("Rate limited; see Retry-After"),
+                                  "503": error("Database unavailable; see Retry-After")},
+                },
             },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Process up"}}}},
             "/readyz": {"get": {"operationId": "readyz", "responses": {

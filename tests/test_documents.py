@@ -1,0 +1,102 @@
+"""Managing the knowledge base: list documents, show one's chunks, delete one (chunks and BM25
+statistics together; what it superseded becomes current again), from the CLI and the webhook."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import make_settings
+from tests.test_bm25 import assert_statistics_exact
+from worker.app import create_app
+from worker.cli import main
+from worker.database import Database
+from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.readers import parse_markdown
+from worker.runtime import Runtime
+
+ADMIN = {"X-ARC-Token": "admin"}
+ROUTE = "/webhook/arc-documents"
+
+
+@pytest.fixture()
+def managed(make_database, embedder, tmp_path):
+    url = make_database("documents")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor)
+    settings = make_settings(tmp_path, url, api_token="ask", ingest_token="admin")
+    client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
+    yield client, db, ingestor, url
+    db.close()
+
+
+def test_list_show_and_delete_through_the_webhook(managed):
+    client, db, _, _ = managed
+    listed = client.get(ROUTE, headers=ADMIN)
+    assert listed.status_code == 200
+    documents = {d["document_id"]: d for d in listed.get_json()["documents"]}
+    assert "design-guidelines-2024" in documents
+    guidelines = documents["design-guidelines-2024"]
+    assert guidelines["chunks"] > 0 and guidelines["document_type"] == "design_guidelines"
+    assert guidelines["superseded_by"] is None and guidelines["ingested_at"]
+
+    shown = client.get(f"{ROUTE}/design-guidelines-2024", headers=ADMIN).get_json()
+    assert [c["chunk_index"] for c in shown["chunks"]] == list(range(guidelines["chunks"]))
+
+    deleted = client.delete(f"{ROUTE}/design-guidelines-2024", headers=ADMIN)
+    assert deleted.status_code == 200 and deleted.get_json()["deleted_chunks"] == guidelines["chunks"]
+    assert client.get(f"{ROUTE}/design-guidelines-2024", headers=ADMIN).status_code == 404
+    assert_statistics_exact(db)
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "ask"},
+                         json={"query": "What colours can I paint my house?"}).get_json()
+    assert all(c["document_id"] != "design-guidelines-2024" for c in answer["chunks"])
+
+
+def test_the_webhook_refuses_bad_input_and_the_wrong_token(managed):
+    client, _, _, _ = managed
+    assert client.get(ROUTE).status_code == 401
+    assert client.get(ROUTE, headers={"X-ARC-Token": "ask"}).status_code == 401  # the retrieval token
+    assert client.delete(f"{ROUTE}/x", headers={"X-ARC-Token": "ask"}).status_code == 401
+    missing = client.delete(f"{ROUTE}/no-such-document", headers=ADMIN)
+    assert missing.status_code == 404 and missing.get_json()["field"] == "document_id"
+    bad = client.delete(f"{ROUTE}/a b'; drop table knowledge_chunks;--", headers=ADMIN)
+    assert bad.status_code == 422 and bad.get_json()["field"] == "document_id"
+
+
+def test_deleting_the_newer_version_makes_the_older_current_again(managed):
+    client, db, ingestor, _ = managed
+    newer = ingestor.prepare_text(parse_markdown("# Fences 2026\n\nFences may be 7 feet tall."),
+                                  document_id="fences-2026", name=None, document_type="design_guidelines",
+                                  supersedes="design-guidelines-2024")
+    ingestor.write([newer])
+    listed = {d["document_id"]: d for d in client.get(ROUTE, headers=ADMIN).get_json()["documents"]}
+    assert listed["design-guidelines-2024"]["superseded_by"] == "fences-2026"
+    assert client.delete(f"{ROUTE}/fences-2026", headers=ADMIN).status_code == 200
+    listed = {d["document_id"]: d for d in client.get(ROUTE, headers=ADMIN).get_json()["documents"]}
+    assert listed["design-guidelines-2024"]["superseded_by"] is None
+
+
+def test_the_cli_lists_shows_deletes_and_ingests_under_a_chosen_id(managed, tmp_path, monkeypatch):
+    _, db, _, url = managed
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    runner = CliRunner()
+    notice = tmp_path / "pool.md"
+    notice.write_text("# Pool Rules\n\nThe pool closes at 9 pm.\n")
+    ingested = runner.invoke(main, ["ingest", str(notice), "--document-id", "pool-2026"])
+    assert ingested.exit_code == 0 and "document id: pool-2026" in ingested.output, ingested.output
+    bad_id = runner.invoke(main, ["ingest", str(notice), "--document-id", "pool 2026"])
+    assert bad_id.exit_code != 0 and "--document-id" in bad_id.output
+
+    listed = runner.invoke(main, ["documents", "list"])
+    assert listed.exit_code == 0 and "pool-2026\tother\tyes\t-\t1\t-\t" in listed.output, listed.output
+    shown = runner.invoke(main, ["documents", "show", "pool-2026"])
+    assert shown.exit_code == 0 and "The pool closes at 9 pm." in shown.output
+    deleted = runner.invoke(main, ["documents", "delete", "pool-2026"])
+    assert deleted.exit_code == 0 and "deleted pool-2026 (1 chunks)" in deleted.output
+    again = runner.invoke(main, ["documents", "delete", "pool-2026"])
+    assert again.exit_code != 0 and "no document 'pool-2026'" in again.output
+    assert "Traceback" not in again.output
+    assert_statistics_exact(db)

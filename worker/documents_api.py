@@ -1,0 +1,71 @@
+"""The knowledge base over HTTP, for admins and the ingest workflow (ingest token):
+``GET /webhook/arc-documents``, ``GET`` and ``DELETE /webhook/arc-documents/<document_id>``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flask import Blueprint, current_app, g, jsonify
+
+from . import knowledge_base
+from .models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
+
+DOCUMENTS_ROUTE = "/webhook/arc-documents"
+
+documents = Blueprint("documents", __name__, url_prefix=DOCUMENTS_ROUTE)
+
+
+def _arc() -> dict[str, Any]:
+    return current_app.extensions["arc"]
+
+
+def _checked(document_id: str) -> Any | None:
+    from .app import _error
+
+    if len(document_id) > 200 or not re.match(DOCUMENT_ID_PATTERN, document_id):
+        return _error(422, "invalid_input", "document_id: letters, digits and . _ : - only, at most 200", "document_id")
+    return None
+
+
+def _unknown(document_id: str) -> Any:
+    from .app import _error
+
+    return _error(404, "not_found", f"document_id: no document {document_id!r} in the knowledge base", "document_id")
+
+
+@documents.get("")
+def list_documents() -> Any:
+    runtime = _arc()["runtime"]
+    runtime.ensure_schema()
+    found = knowledge_base.list_documents(runtime.db)
+    return jsonify(DocumentList(documents=found, request_id=g.request_id).model_dump(mode="json"))
+
+
+@documents.get("/<path:document_id>")
+def show_document(document_id: str) -> Any:
+    if (bad := _checked(document_id)) is not None:
+        return bad
+    runtime = _arc()["runtime"]
+    runtime.ensure_schema()
+    try:
+        summary, chunks = knowledge_base.document_chunks(runtime.db, document_id)
+    except knowledge_base.UnknownDocument:
+        return _unknown(document_id)
+    return jsonify(DocumentDetail(document=summary, chunks=chunks, request_id=g.request_id).model_dump(mode="json"))
+
+
+@documents.delete("/<path:document_id>")
+def delete_document(document_id: str) -> Any:
+    if (bad := _checked(document_id)) is not None:
+        return bad
+    arc = _arc()
+    arc["runtime"].ensure_schema()
+    try:
+        with arc["admission"].slot():
+            deleted = knowledge_base.delete_document(arc["runtime"].db, document_id)
+    except knowledge_base.UnknownDocument:
+        return _unknown(document_id)
+    arc["retriever"].search_cache.clear()
+    return jsonify(DeleteResponse(status="deleted", document_id=document_id, deleted_chunks=deleted,
+                                  request_id=g.request_id).model_dump(mode="json"))

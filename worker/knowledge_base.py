@@ -1,0 +1,46 @@
+"""What an admin sees and removes: the documents of the knowledge base, their chunks, and
+deleting one (its chunks and, through the triggers, its BM25 statistics, in one transaction)."""
+
+from __future__ import annotations
+
+from . import sqlfiles
+from .database import Database
+from .models import DocumentChunk, DocumentSummary
+
+
+class UnknownDocument(LookupError):
+    pass
+
+
+def list_documents(db: Database) -> list[DocumentSummary]:
+    with db.connect() as conn:
+        rows = conn.execute(sqlfiles.query("list_documents"), {"document_id": None}).fetchall()
+    return [_summary(row) for row in rows]
+
+
+def document_chunks(db: Database, document_id: str) -> tuple[DocumentSummary, list[DocumentChunk]]:
+    with db.connect() as conn:
+        summary = conn.execute(sqlfiles.query("list_documents"), {"document_id": document_id}).fetchone()
+        if summary is None:
+            raise UnknownDocument(document_id)
+        rows = conn.execute(sqlfiles.query("document_chunks"), {"document_id": document_id}).fetchall()
+    return _summary(summary), [DocumentChunk(id=r[0], chunk_index=r[1], section_path=r[2], page_number=r[3],
+                                             token_count=r[4], content=r[5]) for r in rows]
+
+
+def delete_document(db: Database, document_id: str) -> int:
+    """Delete a document under the same per-document lock ingestion takes; documents it
+    superseded become current again. Returns the number of chunks deleted."""
+    with db.connect() as conn, conn.transaction():
+        conn.execute(sqlfiles.query("lock_document"), {"document_id": document_id})
+        deleted = conn.execute(sqlfiles.query("delete_document"), {"document_id": document_id}).rowcount
+        if deleted == 0:
+            raise UnknownDocument(document_id)
+        conn.execute(sqlfiles.query("release_superseded"), {"document_id": document_id})
+    return deleted
+
+
+def _summary(row) -> DocumentSummary:
+    return DocumentSummary(document_id=row[0], name=row[1], document_type=row[2], is_binding=row[3],
+                           superseded_by=row[4], chunks=row[5], pages=row[6], ingested_at=row[7],
+                           source_file=row[8])
