@@ -74,3 +74,32 @@ def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):
     # stderr (JSON log lines) shares the runner's output: decode the answer where it starts
     body, _ = json.JSONDecoder().raw_decode(answer.output, answer.output.index('{\n  "status"'))
     assert body["status"] != "no_results" and "No fence shall exceed 6 feet" in body["context"], body
+
+
+def test_unreadable_files_are_one_clear_line_and_store_nothing(make_database, tmp_path, monkeypatch):
+    import io
+
+    import psycopg
+    from pypdf import PdfReader, PdfWriter
+
+    url = make_database("cli_bad")
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    corrupt = tmp_path / "corrupt.pdf"
+    corrupt.write_bytes(make_pdf([["Rules", "No fence over 6 feet."]])[:200])
+    encrypted = tmp_path / "locked.pdf"
+    writer = PdfWriter()
+    for page in PdfReader(io.BytesIO(make_pdf([["Rules", "No fence over 6 feet."]]))).pages:
+        writer.add_page(page)
+    writer.encrypt("secret")
+    with encrypted.open("wb") as fh:
+        writer.write(fh)
+    latin1 = tmp_path / "notice.txt"
+    latin1.write_bytes("Caf\xe9 rules: no parking.".encode("latin-1"))
+    runner = CliRunner()
+    for path, message in [(corrupt, "not a readable PDF"), (encrypted, "encrypted"), (latin1, "not UTF-8")]:
+        result = runner.invoke(main, ["ingest", str(path)])
+        assert result.exit_code != 0 and message in result.output, result.output
+        assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == 0

@@ -34,9 +34,9 @@ class ParsedDocument:
 def read_path(path: Path) -> ParsedDocument:
     suffix = path.suffix.lower()
     if suffix in (".md", ".markdown"):
-        return parse_markdown(path.read_text(encoding="utf-8"))
+        return parse_markdown(_utf8(path))
     if suffix == ".txt":
-        return parse_text(path.read_text(encoding="utf-8"))
+        return parse_text(_utf8(path))
     if suffix == ".pdf":
         return parse_pdf(path)
     raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf or a BEIR corpus.jsonl")
@@ -86,11 +86,27 @@ def parse_text(text: str, first_page: int | None = None) -> ParsedDocument:
     return _parse_pages([(i + (first_page or 1) if numbered else None, p) for i, p in enumerate(pages)])
 
 
+def _utf8(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                         "save it as UTF-8") from None
+
+
 def parse_pdf(path: Path) -> ParsedDocument:
     from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
 
-    reader = PdfReader(str(path))
-    return _parse_pages([(n, page.extract_text() or "") for n, page in enumerate(reader.pages, start=1)])
+    try:
+        reader = PdfReader(str(path))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ValueError("the PDF is encrypted with a password; save an unprotected copy")
+        pages = [(n, page.extract_text() or "") for n, page in enumerate(reader.pages, start=1)]
+    except (PyPdfError, OSError, KeyError, TypeError, AttributeError) as exc:
+        # pypdf raises its own errors and, on damaged files, plain Python ones from its parser
+        raise ValueError(f"not a readable PDF ({type(exc).__name__}: {exc})"[:300]) from None
+    return _parse_pages(pages)
 
 
 def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
