@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
-from worker import bm25
 from worker.config import Settings
-from worker.database import Database
-from worker.embedded import EmbeddedPostgres
 from worker.embeddings import CachedEmbedder, build_embedder
 from worker.evaluation.dataset import load_dataset
-from worker.evaluation.harness import cached_corpus_embeddings, cached_query_embeddings, run_database_mode
+from worker.evaluation.harness import cached_query_embeddings, loaded_database, run_database_mode
 from worker.evaluation.metrics import summarise
-from worker.ingest import Ingestor, beir_documents, embedding_texts
 from worker.pipeline import Retriever
 from worker.search import PostgresBackend, SearchCache
 
@@ -38,17 +32,8 @@ def main() -> None:
     data_dir = settings.data_dir.resolve()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     dataset = load_dataset(args.dataset)
-    documents = beir_documents(dataset.corpus_path)
-    workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
-    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     rows = []
-    try:
-        db = Database(server.start(), statement_timeout_ms=30000)
-        db.migrate(embedder.dim)
-        ingestor = Ingestor(db, embedder)
-        vectors = cached_corpus_embeddings(dataset, embedding_texts(documents), embedder, data_dir / "cache", ingestor)
-        ingestor.write(documents, vectors, batch_documents=1000)
-        bm25.refresh(db, seconds=None)
+    with loaded_database(dataset, embedder, data_dir) as (db, _, _, _):
         cached_query_embeddings(dataset, embedder, data_dir / "cache")
         retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
                               search_cache=SearchCache(ttl_seconds=0))
@@ -66,10 +51,6 @@ def main() -> None:
                 row[f"{mode}_ndcg@10"] = round(summarise(outcome.rankings, dataset.qrels)["ndcg@10"], 4)
             rows.append(row)
             print(row, flush=True)
-        db.close()
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [f"# Stale BM25 weights: {dataset.name}", "",

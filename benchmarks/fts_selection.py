@@ -13,19 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
-from worker import bm25
 from worker.config import Settings
-from worker.database import Database
-from worker.embedded import EmbeddedPostgres
 from worker.embeddings import CachedEmbedder, build_embedder
 from worker.evaluation.dataset import load_dataset
-from worker.evaluation.harness import cached_corpus_embeddings
+from worker.evaluation.harness import loaded_database
 from worker.evaluation.metrics import summarise
-from worker.ingest import Ingestor, beir_documents, embedding_texts
 from worker.preprocess import normalize
 
 LIMITS = (1_000_000, 5000, 1000, 300, 100)
@@ -36,39 +30,23 @@ QUERY = """select document_id, fts_rank from hybrid_search(query_text => %(q)s, 
 
 def measure(folder: Path, settings: Settings, embedder: CachedEmbedder, data_dir: Path) -> list[dict]:
     dataset = load_dataset(folder)
-    documents = beir_documents(dataset.corpus_path)
-    workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
-    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     rows = []
-    try:
-        db = Database(server.start(), statement_timeout_ms=60000)
-        db.migrate(embedder.dim)
-        ingestor = Ingestor(db, embedder)
-        vectors = cached_corpus_embeddings(dataset, embedding_texts(documents), embedder, data_dir / "cache", ingestor)
-        ingestor.write(documents, vectors, batch_documents=1000)
-        bm25.refresh(db, seconds=None)
-        with db.connect() as conn:
-            conn.autocommit = True
-            conn.execute("vacuum analyze knowledge_chunks")
-            for limit in LIMITS:
-                rankings, over = {}, 0
-                for qid, text in sorted(dataset.queries.items()):
-                    found = conn.execute(QUERY, {"q": normalize(text)[:2000], "limit": limit}).fetchall()
-                    rankings[qid] = list(dict.fromkeys(d for d, _ in found))
-                    matches = conn.execute(
-                        "select count(*) from knowledge_chunks where fts @@ "
-                        "(select string_agg(quote_literal(lexeme), ' | ')::tsquery from bm25_query_terms(%s) where df > 0)",
-                        (normalize(text)[:2000],)).fetchone()[0]
-                    over += matches > limit
-                summary = summarise(rankings, dataset.qrels)
-                rows.append({"dataset": folder.name, "fts_scan_limit": limit,
-                             "questions_matching_more": round(over / len(dataset.queries), 3),
-                             "ndcg@10": round(summary["ndcg@10"], 4), "recall@20": round(summary["recall@20"], 4)})
-                print(rows[-1], flush=True)
-        db.close()
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with loaded_database(dataset, embedder, data_dir) as (db, _, _, _), db.connect() as conn:
+        for limit in LIMITS:
+            rankings, over = {}, 0
+            for qid, text in sorted(dataset.queries.items()):
+                found = conn.execute(QUERY, {"q": normalize(text)[:2000], "limit": limit}).fetchall()
+                rankings[qid] = list(dict.fromkeys(d for d, _ in found))
+                matches = conn.execute(
+                    "select count(*) from knowledge_chunks where fts @@ "
+                    "(select string_agg(quote_literal(lexeme), ' | ')::tsquery from bm25_query_terms(%s) where df > 0)",
+                    (normalize(text)[:2000],)).fetchone()[0]
+                over += matches > limit
+            summary = summarise(rankings, dataset.qrels)
+            rows.append({"dataset": folder.name, "fts_scan_limit": limit,
+                         "questions_matching_more": round(over / len(dataset.queries), 3),
+                         "ndcg@10": round(summary["ndcg@10"], 4), "recall@20": round(summary["recall@20"], 4)})
+            print(rows[-1], flush=True)
     return rows
 
 

@@ -106,3 +106,36 @@ def test_eval_stopped_with_sigterm_stops_its_database_and_removes_its_folder(kin
         time.sleep(0.2)
     assert not psutil.pid_exists(postgres_pid), "the evaluation's Postgres is still running"
     assert not list(data_dir.glob("eval-*")) and not list(data_dir.glob("answers-*")), list(data_dir.iterdir())
+
+
+def test_eval_stopped_while_its_database_starts_leaves_no_server(tmp_path):
+    dataset = tmp_path / "small"
+    write_beir(dataset, 50)
+    data_dir = tmp_path / "arc"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
+    env["ARC_DATA_DIR"] = str(data_dir)
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "eval", str(dataset), "--out",
+                                str(tmp_path / "out")], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None and not list(data_dir.glob("eval-*/pgdata")):
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGTERM)  # initdb or the server's start is under way
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+
+    def servers() -> list[psutil.Process]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            if any(str(data_dir) in part for part in (p.info["cmdline"] or [])):
+                found.append(p)
+        return found
+
+    while servers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not servers(), "a Postgres of the stopped evaluation is still running"
+    assert "Traceback" not in process.stderr.read()

@@ -35,7 +35,13 @@ class EmbeddedPostgres:
         import pgserver  # heavy import, only on the embedded path
 
         _forget_dead_handles(self.pgdata)
-        self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        try:
+            self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        except BaseException:
+            # A signal while the server starts (SIGTERM -> SystemExit) comes before pgserver
+            # records this process as a user, so its exit handler would leave the server running.
+            _stop_if_unused(self.pgdata)
+            raise
         url = self._server.get_uri()
         log.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})
         return url
@@ -57,6 +63,23 @@ def _ensure_runtime_dir(base: Path) -> None:
     run.mkdir(parents=True, exist_ok=True)
     run.chmod(0o700)
     os.environ["XDG_RUNTIME_DIR"] = str(run)
+
+
+def _stop_if_unused(pgdata: Path) -> None:
+    """Fast-stop the server at ``pgdata`` unless another live process uses it."""
+    handles = pgdata / ".handle_pids.json"
+    try:
+        users = [pid for pid in json.loads(handles.read_text()) if pid != os.getpid() and psutil.pid_exists(pid)]
+    except (OSError, ValueError):
+        users = []
+    if users:
+        return
+    try:
+        postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    if psutil.pid_exists(postmaster):
+        os.kill(postmaster, signal.SIGINT)  # Postgres's fast shutdown
 
 
 def _forget_dead_handles(pgdata: Path) -> None:

@@ -10,13 +10,15 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from .. import bm25
 from ..database import Database
 from ..embedded import EmbeddedPostgres
 from ..embeddings import CachedEmbedder
@@ -133,8 +135,13 @@ def run_dense(dataset: BeirDataset, ids: list[str], corpus: np.ndarray, queries:
     return ModeResult(rankings, latencies, [])
 
 
-def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder, data_dir: Path,
-             reranker: Reranker | None = None, rerank: bool = False) -> dict[str, dict[str, float]]:
+LoadedCorpus = tuple[Database, list[str], list[str], np.ndarray]
+
+
+@contextmanager
+def loaded_database(dataset: BeirDataset, embedder: CachedEmbedder, data_dir: Path) -> Iterator[LoadedCorpus]:
+    """A fresh embedded database holding the corpus (vectors cached across runs), stopped and
+    removed afterwards. Yields the database, the document ids, their texts and their vectors."""
     documents = beir_documents(dataset.corpus_path)
     ids = [d.document_id for d in documents]
     texts = embedding_texts(documents)
@@ -146,9 +153,22 @@ def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder
         ingestor = Ingestor(db, embedder)
         corpus_vectors = cached_corpus_embeddings(dataset, texts, embedder, data_dir / "cache", ingestor)
         ingestor.write(documents, corpus_vectors, progress=True, batch_documents=1000)
+        bm25.refresh(db, seconds=None)
         with db.connect() as conn:
             conn.autocommit = True
             conn.execute("vacuum analyze knowledge_chunks")
+        try:
+            yield db, ids, texts, corpus_vectors
+        finally:
+            db.close()
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder, data_dir: Path,
+             reranker: Reranker | None = None, rerank: bool = False) -> dict[str, dict[str, float]]:
+    with loaded_database(dataset, embedder, data_dir) as (db, ids, texts, corpus_vectors):
         query_vectors = cached_query_embeddings(dataset, embedder, data_dir / "cache")
         # No result cache: modes that share parameters must each be measured.
         retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=reranker,
@@ -174,11 +194,7 @@ def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder
                 summary["sql_p50_ms"] = percentile(outcome.sql_ms, 50)
                 summary["sql_p95_ms"] = percentile(outcome.sql_ms, 95)
             results[mode] = {k: round(v, 4) for k, v in summary.items()}
-        db.close()
         return results
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def write_report(results: dict[str, dict[str, float]], out: Path, *, title: str, command: str) -> None:
