@@ -100,3 +100,29 @@ def test_the_cli_lists_shows_deletes_and_ingests_under_a_chosen_id(managed, tmp_
     assert again.exit_code != 0 and "no document 'pool-2026'" in again.output
     assert "Traceback" not in again.output
     assert_statistics_exact(db)
+
+
+def test_a_folder_with_a_manifest_ingests_every_document_it_lists(managed, tmp_path, monkeypatch):
+    import json
+
+    _, _, _, url = managed
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "data"))
+    folder = tmp_path / "community"
+    folder.mkdir()
+    (folder / "pool.md").write_text("# Pool Rules\n\nThe pool closes at 9 pm.\n")
+    (folder / "letter.txt").write_text("DECISION\nThe fence at 3 Elm Court is approved.\n")
+    (folder / "manifest.json").write_text(json.dumps({"documents": [
+        {"document_id": "pool-rules", "file": "pool.md", "name": "Pool Rules", "document_type": "other",
+         "is_binding": True},
+        {"document_id": "letter-3-elm", "file": "letter.txt", "name": "Letter 3 Elm", "document_type": "response_letter",
+         "is_binding": False}]}))
+    result = CliRunner().invoke(main, ["ingest", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "document id: pool-rules" in result.output and "document id: letter-3-elm" in result.output
+    listed = CliRunner().invoke(main, ["documents", "list"]).output
+    assert "letter-3-elm\tresponse_letter\tno\t" in listed
+    no_manifest = tmp_path / "empty"
+    no_manifest.mkdir()
+    refused = CliRunner().invoke(main, ["ingest", str(no_manifest)])
+    assert refused.exit_code != 0 and "manifest.json" in refused.output

@@ -91,7 +91,7 @@ def db_sql(dim: int) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--document-type", type=click.Choice(DOCUMENT_TYPES), default="other", show_default=True)
 @click.option("--binding/--not-binding", default=True, show_default=True)
 @click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older document as superseded by the new one.")
@@ -100,17 +100,24 @@ def db_sql(dim: int) -> None:
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersedes: str | None,
            name: str | None, document_id: str | None, sample: bool) -> None:
-    """Ingest Markdown, text, PDF or a BEIR corpus.jsonl; re-ingesting replaces a document."""
-    from .ingest import Ingestor, ingest_paths, ingest_sample_corpus
+    """Ingest Markdown, text, PDF or a BEIR corpus.jsonl, or a folder with a manifest.json (every
+    document it lists, with its id, type and binding); re-ingesting replaces a document."""
+    from .ingest import Ingestor, ingest_manifest, ingest_paths, ingest_sample_corpus
+    from .manifest import MANIFEST_NAME
 
     if not paths and not sample:
         raise click.UsageError("give PATHS or --sample")
+    folders = [p for p in paths if p.is_dir()]
+    if folders and (len(paths) > 1 or not (folders[0] / MANIFEST_NAME).is_file()):
+        raise click.UsageError(f"a folder must hold a {MANIFEST_NAME} and come alone: {folders[0]}")
     runtime = _runtime(_settings())
     try:
         ingestor = Ingestor(runtime.db, runtime.embedder)
         progress = sys.stderr.isatty()
         if sample:
             report = ingest_sample_corpus(ingestor, progress=progress)
+        elif folders:
+            report = ingest_manifest(ingestor, folders[0], progress=progress)
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
                                   supersedes=supersedes, name=name, document_id=document_id, progress=progress)
