@@ -7,7 +7,6 @@ serve`` call); tests pass settings or a ready :class:`~worker.runtime.Runtime`.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from typing import Any
@@ -18,11 +17,14 @@ from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from .config import Settings
+from .responses import error as _error
+from .responses import refused as _refused
+from .responses import validation_error as _validation_error
 from .documents_api import DOCUMENTS_ROUTE, documents
 from .errors import ArcError, DatabaseUnavailable, IngestError
 from .ingest import Ingestor
 from .metrics import Metrics, cache_families, pool_families
-from .models import ErrorResponse, IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, unwrap
+from .models import IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, unwrap
 from .openapi import openapi_document
 from .pipeline import ContextPolicy, Retriever, Thresholds
 from .querylog import QueryLog
@@ -237,26 +239,6 @@ def _json_body() -> Any:
     if not isinstance(payload, dict):
         raise BadRequest("the body must be a JSON object")
     return payload
-
-
-def _validation_error(exc: ValidationError) -> Any:
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "body"
-    message = f"{field}: {first['msg']}"
-    return _error(422, "invalid_input", message, field)
-
-
-def _refused(message: str, wait: float) -> Any:
-    response = _error(429, "rate_limited", message)
-    response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
-    return response
-
-
-def _error(status: int, code: str, message: str, field: str | None = None) -> Any:
-    body = ErrorResponse(error=code, message=message, field=field, request_id=g.get("request_id"))
-    response = jsonify(body.model_dump(mode="json"))
-    response.status_code = status
-    return response
 
 
 __all__ = ["create_app", "build_retriever", "RetrievalResponse"]

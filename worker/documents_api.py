@@ -10,6 +10,7 @@ from flask import Blueprint, current_app, g, jsonify
 
 from . import knowledge_base
 from .models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
+from .responses import error as _error
 
 DOCUMENTS_ROUTE = "/webhook/arc-documents"
 
@@ -21,16 +22,12 @@ def _arc() -> dict[str, Any]:
 
 
 def _checked(document_id: str) -> Any | None:
-    from .app import _error
-
     if len(document_id) > 200 or not re.match(DOCUMENT_ID_PATTERN, document_id):
         return _error(422, "invalid_input", "document_id: letters, digits and . _ : - only, at most 200", "document_id")
     return None
 
 
 def _unknown(document_id: str) -> Any:
-    from .app import _error
-
     return _error(404, "not_found", f"document_id: no document {document_id!r} in the knowledge base", "document_id")
 
 
