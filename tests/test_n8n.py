@@ -227,6 +227,19 @@ def test_ingest_through_n8n_then_retrieve(n8n):
     assert r.json()["chunks"][0]["document_id"] == "holiday-lighting"
 
 
+def test_the_ingest_workflow_deletes_a_document(n8n):
+    doc = "# Pool Hours\n\nThe pool opens at 8 am.\n"
+    r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"text": doc, "document_type": "other", "document_id": "pool-hours"}, timeout=120)
+    assert r.status_code == 200, r.text
+    r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"delete_document_id": "pool-hours"}, timeout=120)
+    assert r.status_code == 200 and r.json()["deleted_chunks"] == 1, r.text
+    r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"delete_document_id": "pool-hours"}, timeout=120)
+    assert r.status_code == 404 and r.json()["field"] == "document_id", r.text
+
+
 def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
     from concurrent.futures import ThreadPoolExecutor
 
