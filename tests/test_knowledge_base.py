@@ -137,7 +137,8 @@ def test_full_text_leg_reads_at_most_its_scan_limit_whatever_the_filter(kb):
     question = "What does the committee require for fences, roofs, paint colours and landscaping?"
     everything = rows(db, sql, (question, None, 100000))
     first = rows(db, sql, (question, None, 8))
-    assert len(first) == 8 < len(everything)
+    # its rarest words select only as many chunks as it may read (test_bm25: which ones)
+    assert 0 < len(first) <= 8 < len(everything)
     narrower = False
     for doc_type in {t for _, t in everything}:
         filtered = rows(db, sql, (question, [doc_type], 8))
