@@ -96,10 +96,11 @@ class Database:
             pool = self._pool if self._pool_pid == os.getpid() else None
         return pool.get_stats() if pool is not None else {}
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the pool, waiting up to ``timeout`` seconds for connections in use."""
         with self._lock:
             if self._pool is not None and self._pool_pid == os.getpid():
-                self._pool.close()
+                self._pool.close(timeout=timeout)
             self._pool = None
 
     # -- schema --------------------------------------------------------------------------------
