@@ -27,6 +27,7 @@ def cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.Comp
 @pytest.mark.parametrize("variable,value", [
     ("ARC_POOL_SIZE", "-3"), ("ARC_LOG_LEVEL", "LOUD"), ("ARC_STATEMENT_TIMEOUT_MS", "0"),
     ("ARC_MAX_CONCURRENT", "0"), ("EMBEDDING_TIMEOUT", "-1"), ("ARC_RATE_LIMIT", "fast"),
+    ("ARC_EMBEDDING_THREADS", "-1"),
 ])
 def test_a_bad_setting_is_one_line_naming_it(variable, value, tmp_path):
     result = cli("serve", env={"ARC_DATA_DIR": str(tmp_path), variable: value})
@@ -64,3 +65,19 @@ def test_serve_listens_where_arc_bind_says(tmp_path):
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=60)
+
+
+def test_embedding_threads_change_the_speed_not_the_vectors(embedder):
+    """The server's one onnxruntime thread per process (ARC_EMBEDDING_THREADS) gives the same
+    vectors as a thread per core."""
+    import numpy as np
+
+    from worker.config import Settings
+    from worker.embeddings import build_embedder
+
+    settings = Settings.from_env({"ARC_EMBEDDING_THREADS": "1"})
+    assert settings.embedding_threads == 1
+    single = build_embedder(settings)
+    assert single._session.get_session_options().intra_op_num_threads == 1
+    texts = ["Fences may not exceed six feet.", "Who approves exterior paint colours?"]
+    np.testing.assert_allclose(single.embed(texts), embedder.embed(texts), atol=1e-5)

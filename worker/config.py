@@ -36,6 +36,7 @@ ENV_VARS: dict[str, str] = {
     "EMBEDDING_MODEL": "embedding_model",
     "EMBEDDING_DIM": "embedding_dim",
     "EMBEDDING_TIMEOUT": "embedding_timeout",
+    "ARC_EMBEDDING_THREADS": "embedding_threads",
     "OPENAI_API_KEY": "openai_api_key",
     "OPENAI_BASE_URL": "openai_base_url",
     "AZURE_OPENAI_API_KEY": "azure_openai_api_key",
@@ -81,6 +82,11 @@ class Settings(BaseModel):
     embedding_model: str | None = None
     embedding_dim: int | None = None
     embedding_timeout: float = Field(10.0, gt=0, le=300)
+    # The local model's onnxruntime threads (0: one per core). The server sets 1 per process:
+    # its queries are a few tokens, its processes and request threads are the parallelism, and a
+    # per-core pool in every process oversubscribed the CPU and kept SIGINT under load from
+    # stopping cleanly (tests/test_shutdown.py).
+    embedding_threads: int = Field(0, ge=0, le=256)
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     azure_openai_api_key: str | None = None

