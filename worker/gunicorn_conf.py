@@ -37,6 +37,8 @@ timeout = 60            # a request is bounded by the LLM timeout (15 s) well be
 graceful_timeout = 20   # in-flight requests finish on SIGTERM
 keepalive = 5           # n8n reuses connections
 preload_app = False
+# One onnxruntime thread per process for the local model (see Settings.embedding_threads).
+os.environ.setdefault("ARC_EMBEDDING_THREADS", "1")
 accesslog = None
 errorlog = "-"
 loglevel = "warning"
@@ -76,27 +78,52 @@ def on_exit(server) -> None:
 
 
 
-def worker_exit(server, worker) -> None:
-    """Close this process's pools, flush the logs, then leave without Python's finalisation.
+def worker_int(worker) -> None:
+    """Ctrl-C (SIGINT) or the master's SIGQUIT: gunicorn's quick stop, which drops what is in
+    flight anyway. Leave at once without closing anything (the operating system closes the
+    sockets): letting its SystemExit unwind the worker crashed it (SIGSEGV, SIGABRT), and waiting
+    on pools with requests still running held it until the master's SIGKILL."""
+    _exit_now(0)
 
-    After a graceful stop nothing is in flight, but finalising the interpreter under onnxruntime's
-    and the tokenizers' native thread pools crashed the process on every stop (SIGSEGV, or SIGABRT
-    from "terminate called after throwing an instance of 'std::system_error'"). Skipping the
-    finalisation once every connection is closed and every log line written is the clean exit.
-    """
-    import logging
+
+def worker_exit(server, worker) -> None:
+    """After a graceful stop (SIGTERM) nothing is in flight: close this process's pools, then
+    leave as below. A watchdog makes sure a stuck close cannot outlast the master's patience."""
     import sys
+    import threading
 
     failure = sys.exc_info()[1]
     code = failure.code if isinstance(failure, SystemExit) else (1 if failure else 0)
+    code = code if isinstance(code, int) else 1
+    watchdog = threading.Timer(3.0, _exit_now, (code,))
+    watchdog.daemon = True
+    watchdog.start()
     app = getattr(worker, "wsgi", None)
     arc = getattr(app, "extensions", {}).get("arc") if app is not None else None
     try:
         if arc:
             arc["retriever"].close()
-            arc["runtime"].close()
-    finally:
-        logging.shutdown()
+            arc["runtime"].db.close(timeout=1.0)
+    except Exception:  # noqa: BLE001 - nothing may keep the process from leaving
+        pass
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> None:
+    """Flush the output and exit without Python's finalisation, which under onnxruntime's and the
+    tokenizers' native threads crashed the process on every stop (SIGSEGV, or SIGABRT from
+    "terminate called after throwing an instance of 'std::system_error'"). Further stop signals
+    are ignored meanwhile: one raising SystemExit halfway would skip the exit."""
+    import signal
+    import sys
+
+    for stop in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        try:
+            signal.signal(stop, signal.SIG_IGN)
+        except ValueError:  # not the main thread (the watchdog): the handlers are already set
+            pass
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code if isinstance(code, int) else 1)
+    finally:
+        os._exit(code)
