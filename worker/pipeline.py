@@ -104,8 +104,8 @@ class Retriever:
 
     def close(self) -> None:
         """Drop queued provider calls; a stopping worker has no request left to give them to."""
-        self._embed_pool.shutdown(wait=False, cancel_futures=True)
-        self._search_pool.shutdown(wait=False, cancel_futures=True)
+        self._embed_pool.shutdown()
+        self._search_pool.shutdown()
         close = getattr(self.reranker, "close", None)
         if close is not None:
             close()

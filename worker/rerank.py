@@ -126,7 +126,7 @@ class LLMReranker:
         self._tokens = default_counter()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
         pool = candidates[: self.max_candidates]
