@@ -17,7 +17,12 @@ MAX_QUERY_CHARS = 2000
 
 
 class Weights(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # The schema says what the validator below checks, so clients (and schemathesis) know that
+    # a request with both weights at 0 is invalid rather than learning it from a 422.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
+        {"properties": {"vector": {"exclusiveMinimum": 0}}},
+        {"properties": {"fts": {"exclusiveMinimum": 0}}},
+    ]})
 
     vector: float = Field(ge=0, le=1)
     fts: float = Field(ge=0, le=1)
