@@ -39,7 +39,7 @@ class RetrievalRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*\S[^\u0000]*$",
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$",
                        description="The question, 1..2000 characters after trimming, no NUL.")
     document_types: list[DocumentType] | None = Field(default=None, max_length=len(DOCUMENT_TYPES))
     binding_only: bool = False
