@@ -10,6 +10,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     WEB_CONCURRENCY=2
 
 RUN useradd --create-home --uid 10001 arc && mkdir -p /data && chown arc /data
+# Tesseract reads scanned PDF pages at ingestion (worker/ocr.py).
+RUN apt-get update && apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng && \
+    rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 
 COPY requirements/runtime.txt requirements/runtime.txt

@@ -1,14 +1,14 @@
 # Two commands set up a fresh machine (Python 3.11 + pip):
 #   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
-#               local embedding model, sample corpus loaded once)
+#               local embedding model, sample corpus loaded once; Tesseract for scans when root)
 #   make test   install and run the whole test suite (including the real-n8n end-to-end test and
-#               Supabase's PostgreSQL 15 + pgvector 0.8.0, installed from Debian's packages)
+#               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-n8n postgres15 clean
+.PHONY: install run test test-fast test-n8n postgres15 ocr clean
 
 install: $(STAMP)
 
@@ -18,17 +18,21 @@ $(STAMP): pyproject.toml scripts/portable-pgvector.sh
 	scripts/portable-pgvector.sh $(PY)
 	touch $(STAMP)
 
-run: install
+run: install ocr
 	$(ARC) serve --load-sample
 
-test: install postgres15
+test: install postgres15 ocr
 	$(PY) -m pytest -q
+
+# Tesseract, which reads scanned PDF pages (root: CI; otherwise a note and scans are refused)
+ocr:
+	scripts/install-ocr.sh
 
 # Supabase's PostgreSQL 15 + pgvector 0.8.0, a second database target for the tests (root: CI)
 postgres15:
 	scripts/install-postgres15.sh
 
-test-fast: install  # everything but the n8n end-to-end test (which installs n8n once, ~5 min)
+test-fast: install ocr  # everything but the n8n end-to-end test (which installs n8n once, ~5 min)
 	$(PY) -m pytest -q -m "not n8n"
 
 test-n8n: install

@@ -129,3 +129,13 @@ def test_image_refuses_to_listen_publicly_without_a_token(image, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode != 0
     assert b"ARC_API_TOKEN" in output
+
+
+def test_image_installs_what_ocr_needs():
+    """Scanned PDFs are read by Tesseract, a program: the image installs it with its English data
+    (pypdfium2, which renders the pages, comes with the pinned requirements)."""
+    spec = parse_dockerfile()
+    apt = [c for c in spec["run"] if "apt-get install" in c and "tesseract-ocr" in c]
+    assert apt and "tesseract-ocr-eng" in apt[0] and "purge" not in apt[0]
+    pins = (ROOT / "requirements" / "runtime.txt").read_text().lower()
+    assert "pypdfium2==" in pins and "pillow==" in pins

@@ -104,16 +104,19 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
     document it lists, with its id, type and binding); re-ingesting replaces a document."""
     from .ingest import Ingestor, ingest_manifest, ingest_paths, ingest_sample_corpus
     from .manifest import MANIFEST_NAME
+    from .ocr import Ocr
 
     if not paths and not sample:
         raise click.UsageError("give PATHS or --sample")
     folders = [p for p in paths if p.is_dir()]
     if folders and (len(paths) > 1 or not (folders[0] / MANIFEST_NAME).is_file()):
         raise click.UsageError(f"a folder must hold a {MANIFEST_NAME} and come alone: {folders[0]}")
-    runtime = _runtime(_settings())
+    settings = _settings()
+    runtime = _runtime(settings)
     try:
-        ingestor = Ingestor(runtime.db, runtime.embedder)
         progress = sys.stderr.isatty()
+        ingestor = Ingestor(runtime.db, runtime.embedder,
+                            ocr=Ocr(settings.ocr, settings.ocr_language, progress=progress))
         if sample:
             report = ingest_sample_corpus(ingestor, progress=progress)
         elif folders:
@@ -121,6 +124,9 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
                                   supersedes=supersedes, name=name, document_id=document_id, progress=progress)
+        if report.ocr_pages:
+            click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
+                       f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")
         click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) "
                    f"(replaced {report.replaced_chunks})")
         if len(report.document_ids) <= 50:

@@ -64,6 +64,8 @@ ENV_VARS: dict[str, str] = {
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
     "ARC_POOL_SIZE": "pool_size",
     "ARC_SEARCH_CACHE_SECONDS": "search_cache_seconds",
+    "ARC_OCR": "ocr",
+    "ARC_OCR_LANGUAGE": "ocr_language",
     "ARC_LOG_LEVEL": "log_level",
 }
 
@@ -120,6 +122,9 @@ class Settings(BaseModel):
     statement_timeout_ms: int = Field(5000, ge=100)
     pool_size: int = Field(4, ge=1, le=100)
     search_cache_seconds: float = Field(300.0, ge=0)
+    # PDF pages without text (scans) are read by Tesseract; its language packs joined by "+".
+    ocr: bool = True
+    ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
     @field_validator("log_level", mode="before")

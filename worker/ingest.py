@@ -26,6 +26,7 @@ from .embeddings import Embedder
 from .errors import IngestError
 from .manifest import Manifest, load_manifest
 from .models import DOCUMENT_ID_PATTERN
+from .ocr import Ocr
 from .readers import ParsedDocument, read_beir_corpus, read_path
 from .tokens import TokenCounter, default_counter
 
@@ -47,6 +48,8 @@ class DocumentInput:
     supersedes: str | None = None
     metadata: dict = field(default_factory=dict)
     name_in_context: bool = True  # benchmark records name nothing but themselves
+    ocr_pages: int = 0
+    ocr_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.document_type not in DOCUMENT_TYPES:
@@ -71,6 +74,8 @@ class IngestReport:
     chunks: int
     replaced_chunks: int
     document_ids: tuple[str, ...] = ()
+    ocr_pages: int = 0
+    ocr_seconds: float = 0.0
 
 
 def slugify(text: str) -> str:
@@ -79,10 +84,12 @@ def slugify(text: str) -> str:
 
 
 class Ingestor:
-    def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None):
+    def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None,
+                 ocr: Ocr | None = None):
         self.db = db
         self.embedder = embedder
         self.counter = counter or default_counter()
+        self.ocr = ocr or Ocr()
 
     @property
     def max_chunk_tokens(self) -> int:
@@ -102,14 +109,19 @@ class Ingestor:
 
     def prepare_file(self, path: Path, **kwargs) -> DocumentInput:
         try:
-            parsed = read_path(path)
+            parsed = read_path(path, self.ocr)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise IngestError(f"{path.name}: {exc}") from exc
         # The file name gives a stable id: re-ingesting an edited file replaces it even if its title changed.
         if not kwargs.get("document_id"):
             kwargs["document_id"] = slugify(path.stem)
         kwargs.setdefault("name", None)
-        return self.prepare_text(parsed, fallback_name=path.stem, metadata={"source_file": path.name}, **kwargs)
+        metadata: dict = {"source_file": path.name}
+        if parsed.ocr_pages:
+            metadata["ocr_pages"] = parsed.ocr_pages
+        document = self.prepare_text(parsed, fallback_name=path.stem, metadata=metadata, **kwargs)
+        document.ocr_pages, document.ocr_seconds = parsed.ocr_pages, parsed.ocr_seconds
+        return document
 
     def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
               *, progress: bool = False, batch_documents: int = 256) -> IngestReport:
@@ -132,7 +144,8 @@ class Ingestor:
         bar.close()
         bm25.refresh(self.db)  # bounded, and never fails the load
         log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
-        return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents))
+        return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
+                            sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents))
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)

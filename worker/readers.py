@@ -9,12 +9,19 @@ feeds in text, and ``<!-- page N -->`` markers in Markdown.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .chunking import Block
+from .ocr import Ocr
+
+# A page with fewer letters than this in its text layer, and an image, is a scan (a recording
+# stamp or a page number may be all the text a scanned page carries).
+_MIN_PAGE_LETTERS = 20
 
 # Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
 # amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
@@ -29,16 +36,18 @@ _TEXT_HEADING_NUM = re.compile(r"^(?:section\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{
 class ParsedDocument:
     title: str | None
     blocks: list[Block]
+    ocr_pages: int = 0
+    ocr_seconds: float = 0.0  # wall-clock time reading them
 
 
-def read_path(path: Path) -> ParsedDocument:
+def read_path(path: Path, ocr: Ocr | None = None) -> ParsedDocument:
     suffix = path.suffix.lower()
     if suffix in (".md", ".markdown"):
         return parse_markdown(_utf8(path))
     if suffix == ".txt":
         return parse_text(_utf8(path))
     if suffix == ".pdf":
-        return parse_pdf(path)
+        return parse_pdf(path, ocr or Ocr())
     raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf or a BEIR corpus.jsonl")
 
 
@@ -94,7 +103,8 @@ def _utf8(path: Path) -> str:
                          "save it as UTF-8") from None
 
 
-def parse_pdf(path: Path) -> ParsedDocument:
+def parse_pdf(path: Path, ocr: Ocr | None = None) -> ParsedDocument:
+    """The text layer of each page; pages that are images (scans) are read by OCR."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -103,33 +113,148 @@ def parse_pdf(path: Path) -> ParsedDocument:
         if reader.is_encrypted and not reader.decrypt(""):
             raise ValueError("the PDF is encrypted with a password; save an unprotected copy")
         pages = [(n, page.extract_text() or "") for n, page in enumerate(reader.pages, start=1)]
+        scanned = [n for (n, text), page in zip(pages, reader.pages)
+                   if sum(c.isalpha() for c in text) < _MIN_PAGE_LETTERS and _has_image(page)]
     except (PyPdfError, OSError, KeyError, TypeError, AttributeError) as exc:
         # pypdf raises its own errors and, on damaged files, plain Python ones from its parser
         raise ValueError(f"not a readable PDF ({type(exc).__name__}: {exc})"[:300]) from None
-    return _parse_pages(pages)
+    started = time.perf_counter()
+    if scanned:
+        read = {p.number: p.text for p in (ocr or Ocr()).read_pages(path, scanned)}
+        pages = [(n, read.get(n, text)) for n, text in pages]
+    parsed = _parse_pages(pages)
+    return ParsedDocument(parsed.title, parsed.blocks, len(scanned),
+                          time.perf_counter() - started if scanned else 0.0)
+
+
+def _has_image(page) -> bool:
+    return len(page.images) > 0  # lists them (forms included) without decoding any
 
 
 def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
+    """Lines of text pages (a PDF's text layer, OCR, plain text) into blocks.
+
+    Page furniture (running headers and footers, page numbers) is dropped. A paragraph ends at a
+    blank line or page break only where its sentence ends, so one cut by a page break or a stray
+    blank line (OCR makes them) stays whole and keeps the page it started on; words hyphenated
+    across lines are joined; a short title on the line after a bare "ARTICLE V" joins that heading.
+    """
+    furniture = _page_furniture(pages)
     stack: list[tuple[int, str]] = []
     blocks: list[Block] = []
     title: str | None = None
+    paragraph: list[str] = []
+    paragraph_page: int | None = None
+    titled = True  # whether the innermost heading has its title or text under it yet
+
+    def flush() -> None:
+        nonlocal paragraph
+        if paragraph:
+            blocks.append(Block(_join_lines(paragraph), tuple(h for _, h in stack), paragraph_page))
+            paragraph = []
+
     for page, text in pages:
-        paragraph: list[str] = []
-        for line in [*text.splitlines(), ""]:
-            stripped = line.strip()
-            level = _text_heading_level(stripped)
-            if level is not None or not stripped or _ITEM.match(stripped):
-                if paragraph:
-                    blocks.append(Block(" ".join(paragraph), tuple(h for _, h in stack), page))
-                    paragraph = []
+        if paragraph and _ends_sentence(paragraph[-1]):
+            flush()
+        lines = [line.strip() for line in text.splitlines()]
+        edges = _edge_indexes(lines)
+        for i, line in enumerate(lines):
+            if not line:
+                if paragraph and _ends_sentence(paragraph[-1]):
+                    flush()
+                continue
+            if i in edges and (_furniture_key(line) in furniture or _PAGE_NUMBER.match(line)):
+                continue
+            if not titled and not paragraph and _is_title(line) and not _TEXT_HEADING_L1.match(line) \
+                    and not _TEXT_HEADING_NUM.match(line):
+                stack[-1] = (stack[-1][0], f"{stack[-1][1]} {line}")  # "ARTICLE I" + "Definitions"
+                titled = True
+                continue
+            level = _text_heading_level(line)
             if level is not None:
+                flush()
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, stripped))
-                title = title or stripped
-            elif stripped:
-                paragraph.append(stripped)
+                stack.append((level, line))
+                title = title or line
+                titled = not _BARE_HEADING.match(line)
+                continue
+            titled = True
+            if _ITEM.match(line):
+                flush()
+            if not paragraph and (run_in := _RUN_IN_SECTION.match(line)):
+                # "Section 4. Criteria for Approval. Within ten (10) days ...": a section of its
+                # own, as a heading line would make it (one rule per chunk, not an article's worth)
+                flush()
+                level = run_in.group(1).count(".") + (2 if any(lv == 1 for lv, _ in stack) else 1)
+                while stack and stack[-1][0] >= level:
+                    stack.pop()
+                name = run_in.group(0).strip().rstrip(".")
+                stack.append((level, name))
+            if not paragraph:
+                paragraph_page = page
+            paragraph.append(line)
+    flush()
     return ParsedDocument(title, blocks)
+
+
+# "Section 4." or "Section 4.2" opening a paragraph, with its run-in title when it has one
+_RUN_IN_SECTION = re.compile(r"^(?:SECTION|[Ss]ection)\s+(\d+(?:\.\d+)*)\.?(?:\s+(?:(?:[A-Z0-9][\w'’/&:,()-]*|of|and|or|for|the|to|"
+                             r"on|in|an?|under|by)\s+){0,9}[A-Z0-9][\w'’/&:,()-]*\.(?=\s|$))?")
+_BARE_HEADING = re.compile(r"^(chapter|article|part|exhibit|appendix|schedule)\s+[\w.\"'-]{1,8}$", re.I)
+_PAGE_NUMBER = re.compile(r"^(?:.*\bpage\s+\S{1,4}(?:\s+of\s+\S{1,4})?|[-\u2013 ]*\d{1,4}[-\u2013 ]*)$", re.I)
+_SENTENCE_END = (".", ":", ";", "?", "!", ".\"", ".\u201d", ".)")
+
+
+def _title_case(text: str) -> bool:
+    """"Fences and Walls" is a title; "Owners must keep their lots free of" (a numbered rule's
+    first line, wrapped) is not."""
+    words = [w for w in re.findall(r"[A-Za-z][\w'’-]*", text) if len(w) > 3]
+    return len(text.split()) <= 8 and sum(w[0].isupper() for w in words) * 2 >= len(words)
+
+
+def _ends_sentence(line: str) -> bool:
+    return line.endswith(_SENTENCE_END)
+
+
+def _is_title(line: str) -> bool:
+    return (len(line.split()) <= 8 and line[0].isupper() and not line.endswith((".", ",", ";", ":"))
+            and not _ITEM.match(line))
+
+
+def _join_lines(lines: list[str]) -> str:
+    """Lines into one paragraph; "resi-" + "dential" is "residential" (line-end hyphens in
+    justified legal text are mostly breaks, rarely compounds); before a capital the hyphen stays."""
+    out = lines[0]
+    for line in lines[1:]:
+        if out.endswith("-") and len(out) > 1 and out[-2].isalpha() and line[:1].islower():
+            out = out[:-1] + line
+        else:
+            out = f"{out} {line}"
+    return out
+
+
+def _edge_indexes(lines: list[str], depth: int = 2) -> set[int]:
+    """The first and last ``depth`` non-empty lines of a page: where running heads and feet sit."""
+    filled = [i for i, line in enumerate(lines) if line]
+    return set(filled[:depth] + filled[-depth:])
+
+
+def _furniture_key(line: str) -> str:
+    return re.sub(r"\d+", "#", " ".join(line.lower().split()))
+
+
+def _page_furniture(pages: list[tuple[int | None, str]]) -> set[str]:
+    """Lines at the top or bottom of many pages (numbers aside): running headers and footers."""
+    if len(pages) < 2:
+        return set()
+    seen: dict[str, int] = {}
+    for _, text in pages:
+        lines = [line.strip() for line in text.splitlines()]
+        for key in {_furniture_key(lines[i]) for i in _edge_indexes(lines)}:
+            seen[key] = seen.get(key, 0) + 1
+    needed = max(2, math.ceil(0.3 * len(pages)))
+    return {key for key, count in seen.items() if count >= needed}
 
 
 def _text_heading_level(line: str) -> int | None:
@@ -137,11 +262,12 @@ def _text_heading_level(line: str) -> int | None:
         return None
     if _TEXT_HEADING_L1.match(line):
         return 1
-    if m := _TEXT_HEADING_NUM.match(line):
+    if (m := _TEXT_HEADING_NUM.match(line)) and _title_case(line[m.end(1):]):
         return m.group(1).count(".") + 1
     if line.isupper() and len(line.split()) <= 8 and any(c.isalpha() for c in line):
         return 1
     return None
+
 
 
 @dataclass(frozen=True)

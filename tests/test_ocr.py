@@ -1,0 +1,107 @@
+"""Scanned pages: a PDF page that is only an image is read by Tesseract, on its own page number,
+whole scans and scanned pages inside a digital PDF alike; without OCR it is one clear line."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from PIL import Image, ImageDraw, ImageFont
+from pypdf import PdfReader, PdfWriter
+
+from tests.test_cli import make_pdf
+from worker.cli import main
+from worker.ocr import Ocr, OcrUnavailable
+from worker.readers import parse_pdf
+
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
+                                     reason="Tesseract not installed (make test installs it as root)")
+
+SCANNED_LINES = ["ARTICLE IX ANIMALS", "No swine, goats or poultry shall be kept on any lot.",
+                 "Dogs must be leashed in the common area."]
+
+
+def scanned_page(lines: list[str]) -> bytes:
+    """A letter-size page at 200 dpi holding only an image of the lines, as a scanner makes it."""
+    image = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=44)
+    for i, line in enumerate(lines):
+        draw.text((150, 200 + 90 * i), line, fill=0, font=font)
+    out = io.BytesIO()
+    image.save(out, format="PDF", resolution=200)
+    return out.getvalue()
+
+
+def joined(*pdfs: bytes) -> bytes:
+    writer = PdfWriter()
+    for pdf in pdfs:
+        for page in PdfReader(io.BytesIO(pdf)).pages:
+            writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+@needs_tesseract
+def test_a_scanned_page_inside_a_digital_pdf_is_read_on_its_own_page(tmp_path):
+    pdf = tmp_path / "ccrs.pdf"
+    pdf.write_bytes(joined(make_pdf([["ARTICLE VII USE RESTRICTIONS", "7.1 Fences",
+                                      "No fence shall exceed 6 feet in height."]]),
+                           scanned_page(SCANNED_LINES)))
+    parsed = parse_pdf(pdf)
+    assert parsed.ocr_pages == 1 and parsed.ocr_seconds > 0
+    by_page = {b.page: " ".join(x.text for x in parsed.blocks if x.page == b.page) for b in parsed.blocks}
+    assert "fence shall exceed 6 feet" in by_page[1]
+    assert "swine, goats or poultry" in by_page[2] and "leashed" in by_page[2]
+    assert "swine" not in by_page[1]
+    animals = [b for b in parsed.blocks if "swine" in b.text]
+    assert animals[0].section and "ARTICLE IX" in animals[0].section[0]
+
+
+@needs_tesseract
+def test_ingesting_a_whole_scan_reports_its_pages_and_stores_their_text(make_database, tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", make_database("ocr"))
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    pdf = tmp_path / "animals.pdf"
+    pdf.write_bytes(joined(scanned_page(SCANNED_LINES), scanned_page(["ARTICLE X SIGNS",
+                                                                      "One for-sale sign is allowed per lot."])))
+    runner = CliRunner()
+    result = runner.invoke(main, ["ingest", str(pdf), "--document-type", "ccr"])
+    assert result.exit_code == 0, result.output
+    assert "read 2 page(s) by OCR" in result.output and "s per page" in result.output
+    shown = runner.invoke(main, ["documents", "show", "animals"])
+    assert shown.exit_code == 0, shown.output
+    assert "poultry" in shown.output and "for-sale sign" in shown.output
+
+
+def test_without_ocr_a_scan_is_one_clear_line_and_nothing_is_stored(make_database, tmp_path, monkeypatch):
+    url = make_database("noocr")
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    pdf = tmp_path / "scan.pdf"
+    pdf.write_bytes(scanned_page(SCANNED_LINES))
+    runner = CliRunner()
+    monkeypatch.setenv("ARC_OCR", "false")
+    off = runner.invoke(main, ["ingest", str(pdf)])
+    assert off.exit_code != 0 and "scan.pdf: page 1 has no text and OCR is off" in off.output, off.output
+    monkeypatch.delenv("ARC_OCR")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no tesseract anywhere
+    missing = runner.invoke(main, ["ingest", str(pdf)])
+    assert missing.exit_code != 0 and "apt-get install tesseract-ocr" in missing.output, missing.output
+    assert "Traceback" not in off.output + missing.output
+    monkeypatch.undo()
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    shown = runner.invoke(main, ["documents", "show", "scan"])
+    assert shown.exit_code != 0 and "no document 'scan'" in shown.output, shown.output
+
+
+@needs_tesseract
+def test_a_language_tesseract_lacks_is_a_clear_error(tmp_path):
+    pdf = tmp_path / "scan.pdf"
+    pdf.write_bytes(scanned_page(SCANNED_LINES))
+    with pytest.raises(OcrUnavailable, match="Tesseract failed"):
+        parse_pdf(pdf, Ocr(language="xx"))

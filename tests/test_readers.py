@@ -1,0 +1,53 @@
+"""PDF and text layout: numbered rules wrapped over lines and pages stay whole items, running
+headers, footers and page numbers stay out of the text, each block keeps the page it starts on."""
+
+from __future__ import annotations
+
+from tests.test_cli import make_pdf
+from worker.readers import parse_pdf, parse_text
+
+RULES = [
+    ["Maple Court Rules and Regulations", "RULES", "1. Owners must keep their lots free of",
+     "debris and weeds at all times.", "2. Trash containers may be set out the evening",
+     "before collection and must be put away the same day.", "3. Quiet hours are from ten in the",
+     "Page 1 of 2"],
+    ["Maple Court Rules and Regulations", "evening until seven in the morning, every day.",
+     "4. Holiday lights may go up after Thanksgiving and", "must come down by January 31 of the",
+     "following year.", "Page 2 of 2"],
+]
+
+
+def test_wrapped_numbered_rules_across_a_page_break(tmp_path):
+    pdf = tmp_path / "rules.pdf"
+    pdf.write_bytes(make_pdf(RULES))
+    parsed = parse_pdf(pdf)
+    texts = [b.text for b in parsed.blocks]
+    assert texts == [
+        "1. Owners must keep their lots free of debris and weeds at all times.",
+        "2. Trash containers may be set out the evening before collection and must be put away the same day.",
+        "3. Quiet hours are from ten in the evening until seven in the morning, every day.",
+        "4. Holiday lights may go up after Thanksgiving and must come down by January 31 of the following year.",
+    ], texts
+    assert [b.page for b in parsed.blocks] == [1, 1, 1, 2]  # item 3 starts on page 1
+    assert all(b.section == ("RULES",) for b in parsed.blocks), [b.section for b in parsed.blocks]
+
+
+def test_running_heads_and_page_numbers_are_dropped_but_body_lines_are_not():
+    pages = ["Oak Hill HOA - Design Guidelines\nFences must be cedar or black metal.\n3",
+             "Oak Hill HOA - Design Guidelines\nSheds need a permit.\n4",
+             "Oak Hill HOA - Design Guidelines\nRoofs are charcoal or brown.\n5"]
+    parsed = parse_text("\f".join(pages))
+    text = " ".join(b.text for b in parsed.blocks)
+    assert "Design Guidelines" not in text and " 4" not in text
+    assert [b.page for b in parsed.blocks] == [1, 2, 3]
+    assert "Sheds need a permit." in text
+
+
+def test_hyphenated_words_join_and_article_titles_join_their_heading():
+    parsed = parse_text("ARTICLE VI\nArchitectural Control\nSection 2. Approval Required. No resi-\n"
+                        "dential structure may be built without approval of the Board of Direc-\n"
+                        "tors or the Architectural Control Com-\nmittee.\n")
+    block = parsed.blocks[0]
+    assert block.section == ("ARTICLE VI Architectural Control", "Section 2. Approval Required")
+    assert "No residential structure" in block.text and "Board of Directors" in block.text
+    assert block.text.endswith("Architectural Control Committee.")

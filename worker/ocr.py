@@ -1,0 +1,132 @@
+"""OCR for PDF pages that carry no text: recorded scans, whole or a page inside a digital PDF.
+
+Pages are rendered with pypdfium2 and read by Tesseract (Debian's ``tesseract-ocr``), chosen by
+measurement on real scanned governing documents (``benchmarks/ocr/``). Tesseract is a program,
+not a Python package: when it is missing, a PDF page without text is a clear error, never a
+document silently stored without that page.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+RENDER_DPI = 300
+# Tesseract's own page segmentation (automatic, no orientation detection): the scans are
+# upright single-column text, and orientation detection needs a model Debian ships separately.
+PAGE_SEGMENTATION = 3
+PAGE_TIMEOUT = 300  # seconds for one page, far above the 2-3 s a dense legal-size page takes
+
+
+class OcrUnavailable(ValueError):
+    """A page needs OCR and the engine is not installed (or OCR is turned off)."""
+
+
+@dataclass(frozen=True)
+class PageText:
+    number: int
+    text: str
+    seconds: float
+
+
+class Tesseract:
+    """Reads page images; built only when a page needs it, so a machine without Tesseract
+    still ingests every PDF that has text."""
+
+    def __init__(self, language: str = "eng"):
+        if shutil.which("tesseract") is None:
+            raise OcrUnavailable("Tesseract (OCR) is not installed: apt-get install tesseract-ocr "
+                                 "tesseract-ocr-eng, or ingest a text version")
+        self.language = language
+
+    @staticmethod
+    def version_or_none() -> str | None:
+        if shutil.which("tesseract") is None:
+            return None
+        out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True).stdout
+        return out.splitlines()[0] if out else None
+
+    def read_image(self, image) -> str:
+        png = io.BytesIO()
+        image.save(png, format="PNG")
+        # OMP_THREAD_LIMIT=1: Tesseract's OpenMP threads made a 300 dpi page take 20 s instead of
+        # 2.5 s on 2 cores (benchmarks/ocr/); pages are read in parallel instead.
+        try:
+            done = subprocess.run(
+                ["tesseract", "stdin", "stdout", "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
+                input=png.getvalue(), capture_output=True, timeout=PAGE_TIMEOUT,
+                env={**os.environ, "OMP_THREAD_LIMIT": "1"})
+        except subprocess.TimeoutExpired:
+            raise OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page") from None
+        if done.returncode != 0:  # e.g. a language whose data is not installed
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise OcrUnavailable(f"Tesseract failed: {(message[-1] if message else 'no message')[:200]}")
+        return done.stdout.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Ocr:
+    """How ingestion reads pages without text (ARC_OCR, ARC_OCR_LANGUAGE)."""
+
+    enabled: bool = True
+    language: str = "eng"
+    dpi: int = RENDER_DPI
+    progress: bool = False
+
+    def read_pages(self, path: Path, numbers: list[int]) -> Iterator[PageText]:
+        """The text of the given 1-based pages of ``path``, in order, with the seconds each took."""
+        if not self.enabled:
+            raise OcrUnavailable(f"page {numbers[0]} has no text and OCR is off (ARC_OCR=false)")
+        from tqdm import tqdm
+
+        engine = Tesseract(self.language)
+
+        def read(job: tuple[int, object]) -> PageText:
+            number, image = job
+            started = time.perf_counter()
+            text = engine.read_image(image)
+            return PageText(number, text, time.perf_counter() - started)
+
+        # One single-threaded Tesseract per core, in page order, with a few rendered pages
+        # ahead (a 300 dpi legal page is 11 MB; rendering them all first would not bound memory).
+        workers = os.cpu_count() or 1
+        pending: deque[Future[PageText]] = deque()
+        with ThreadPoolExecutor(max_workers=workers) as pool, \
+                tqdm(total=len(numbers), desc=f"OCR {path.name}", unit="page", disable=not self.progress) as bar:
+            for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers)):
+                pending.append(pool.submit(read, job))
+                if len(pending) >= 2 * workers:
+                    yield _counted(pending.popleft().result(), bar)
+            while pending:
+                yield _counted(pending.popleft().result(), bar)
+
+
+def _counted(page: PageText, bar) -> PageText:
+    bar.update()
+    return page
+
+
+def render_pages(path: Path, *, dpi: int = RENDER_DPI, numbers: list[int] | None = None,
+                 limit: int | None = None) -> Iterator:
+    """PIL images of a PDF's pages (all, the first ``limit``, or the 1-based ``numbers``)."""
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(str(path))
+    try:
+        wanted = numbers or list(range(1, len(document) + 1))[:limit]
+        for number in wanted:
+            page = document[number - 1]
+            try:
+                yield page.render(scale=dpi / 72, grayscale=True).to_pil()
+            finally:
+                page.close()
+    finally:
+        document.close()
