@@ -25,15 +25,19 @@ JOIN = "\n\n"
 class AnchorIndex:
     chunks: list[str]
     vectors: np.ndarray
-    bm25: object
+    bm25: object | None  # None when the files gave no text (a scan, to n8n's loader)
     stemmer: object
 
     def dense_scores(self, query_vector: np.ndarray) -> np.ndarray:
+        if not self.chunks:
+            return np.zeros(0, dtype=np.float32)
         return self.vectors @ np.asarray(query_vector, dtype=np.float32)
 
     def bm25_scores(self, query: str) -> np.ndarray:
         import bm25s
 
+        if self.bm25 is None:
+            return np.zeros(0, dtype=np.float32)
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False,
                                 return_ids=False)[0]
         return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32) if tokens else np.zeros(len(self.chunks))
@@ -43,7 +47,17 @@ def split_files(paths: Sequence[Path]) -> list[str]:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     splitter = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)
-    return [chunk for path in paths for chunk in splitter.split_text(Path(path).read_text(encoding="utf-8"))]
+    return [chunk for path in paths for chunk in splitter.split_text(_file_text(Path(path)))]
+
+
+def _file_text(path: Path) -> str:
+    """A file's text as n8n's Default Data Loader has it: a PDF's text layer (its PDF loader does
+    no OCR, so a scan gives nothing), any other file as UTF-8 text."""
+    if path.suffix.lower() != ".pdf":
+        return path.read_text(encoding="utf-8")
+    from pypdf import PdfReader
+
+    return "\n\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
 
 
 def build_index(paths: Sequence[Path], embed: Callable[[list[str]], np.ndarray]) -> AnchorIndex:
@@ -52,6 +66,8 @@ def build_index(paths: Sequence[Path], embed: Callable[[list[str]], np.ndarray])
 
     chunks = split_files(paths)
     stemmer = Stemmer.Stemmer("english")
+    if not chunks:
+        return AnchorIndex([], np.zeros((0, 1), dtype=np.float32), None, stemmer)
     bm25 = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     bm25.index(bm25s.tokenize(chunks, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     return AnchorIndex(chunks, embed(chunks), bm25, stemmer)
