@@ -51,3 +51,25 @@ def test_hyphenated_words_join_and_article_titles_join_their_heading():
     assert block.section == ("ARTICLE VI Architectural Control", "Section 2. Approval Required")
     assert "No residential structure" in block.text and "Board of Directors" in block.text
     assert block.text.endswith("Architectural Control Committee.")
+
+
+def test_a_list_split_across_chunks_keeps_its_lead_in():
+    from worker.chunking import chunk_blocks
+    from worker.readers import parse_markdown
+
+    items = "\n\n".join(f"({letter}) " + f"{kind} fences anywhere on a lot, whatever their height or colour. " * 3
+                        for letter, kind in zip("ABCDEF", ["Chain link", "Barbed wire", "Electric", "Razor wire",
+                                                           "Stockade", "Vinyl"]))
+    text = ("# Guide\n\n## 4.2 Fencing\n\nFences need approval. The following fences are prohibited:\n\n"
+            + items + "\n\nA fence that was approved before 2019 may stay.")
+    chunks = chunk_blocks(parse_markdown(text).blocks, lambda s: len(s.split()), max_tokens=90)
+    assert len(chunks) >= 3
+    with_items = [c for c in chunks if "fences anywhere" in c.content]
+    assert all(c.content.startswith(("Fences need approval. The following", "The following fences are prohibited:"))
+               for c in with_items), [c.content[:60] for c in chunks]
+    barbed = next(c for c in chunks if "(B) Barbed wire" in c.content)
+    assert "prohibited:" in barbed.content
+    # the lead-in is carried for the list only: the paragraph after it does not get it
+    last = chunks[-1]
+    assert last.content.endswith("may stay.")
+    assert all(len(c.embedding_text().split()) <= 90 for c in chunks)

@@ -3,7 +3,9 @@
 Readers (``worker/readers.py``) turn a file into :class:`Block` s: paragraphs and list items that
 know their heading path and page. :func:`chunk_blocks` packs consecutive blocks of one section
 into chunks that fit the embedding model, splitting long blocks at sentences, so every chunk
-carries the heading path it belongs to ("Chapter 4 > 4.2 Fencing > (F) ...").
+carries the heading path it belongs to ("Chapter 4 > 4.2 Fencing > (F) ..."). A list split
+across chunks repeats the sentence that introduced it at the top of each later piece, so
+"(B) Barbed wire fences anywhere." still says what is prohibited.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 SECTION_SEPARATOR = " > "
+# A list item's opening: a bullet, "3.", "B)", "(F)", "(iv)"
+ITEM = re.compile(r"^\s*(?:[-*•]\s+|\(?[A-Za-z0-9]{1,3}[.)]\s+|\([A-Za-z0-9]{1,3}\)\s+)")
+# The sentence that introduces a list ends with a colon ("The following are prohibited:")
+_LEAD_IN = re.compile(r"(?:^|(?<=[.!?;]\s))([^.!?;]{3,300}:)\s*$")
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,7 @@ def chunk_blocks(blocks: Iterable[Block], count_tokens: Callable[[str], int], ma
     current: list[str] = []
     current_section: tuple[str, ...] | None = None
     current_page: int | None = None
+    lead_in: str | None = None  # the sentence introducing the list being chunked, if any
 
     def flush() -> None:
         nonlocal current
@@ -62,15 +69,54 @@ def chunk_blocks(blocks: Iterable[Block], count_tokens: Callable[[str], int], ma
         if block.section != current_section:
             flush()
             current_section = block.section
+            lead_in = None
+        if is_table(block.text):  # a chunk of its own (or row groups, each with the header rows)
+            flush()
+            for piece in _table_pieces(block.text, count_tokens, budget):
+                current, current_page = [piece], block.page
+                flush()
+            continue
+        item = bool(ITEM.match(block.text))
         for piece in _split_to_fit(block.text, count_tokens, budget):
             candidate = "\n\n".join([*current, piece])
             if current and count_tokens(candidate) > budget:
                 flush()
             if not current:
                 current_page = block.page
+                if item and lead_in and count_tokens(f"{lead_in}\n\n{piece}") <= budget:
+                    current.append(lead_in)
             current.append(piece)
+        if not item:
+            found = _LEAD_IN.search(block.text)
+            lead_in = found.group(1).strip() if found else None
     flush()
     return chunks
+
+
+def is_table(text: str) -> bool:
+    """A Markdown table: rows of pipes, the second a ``| --- |`` separator."""
+    lines = text.split("\n")
+    return len(lines) >= 2 and lines[0].startswith("|") and bool(_TABLE_SEPARATOR.match(lines[1]))
+
+
+def _table_pieces(text: str, count_tokens: Callable[[str], int], budget: int) -> list[str]:
+    lines = text.split("\n")
+    header, rows = lines[:2], lines[2:]
+    pieces: list[str] = []
+    current: list[str] = []
+    for row in rows:
+        if current and count_tokens("\n".join([*header, *current, row])) > budget:
+            pieces.append("\n".join([*header, *current]))
+            current = []
+        current.append(row)
+    if current or not pieces:
+        pieces.append("\n".join([*header, *current]))
+    # a row longer than the whole budget is cut like any run-on text
+    return [p for piece in pieces for p in ([piece] if count_tokens(piece) <= budget
+                                            else _split_to_fit(piece, count_tokens, budget))]
+
+
+_TABLE_SEPARATOR = re.compile(r"^\|(?:\s*:?-{3,}:?\s*\|)+\s*$")
 
 
 def _split_to_fit(text: str, count_tokens: Callable[[str], int], budget: int) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .chunking import is_table
 from .models import ChunkResult
 from .tokens import TokenCounter
 
@@ -63,7 +64,10 @@ def _header_tokens(counter: TokenCounter, header: str) -> int:
 
 
 def cut_mid_thought(chunk: ChunkResult) -> tuple[bool, bool]:
-    """(starts mid-sentence, ends mid-sentence)."""
+    """(starts mid-sentence, ends mid-sentence). A table (or a row group of one, which repeats
+    its header) is whole as it is."""
+    if is_table(chunk.content):
+        return False, False
     return not _STARTS_SENTENCE.match(chunk.content), not _ENDS_SENTENCE.search(chunk.content)
 
 

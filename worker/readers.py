@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chunking import Block
+from .chunking import ITEM, Block
 from .ocr import Ocr
 
 # A page with fewer letters than this in its text layer, and an image, is a scan (a recording
@@ -26,8 +26,9 @@ _MIN_PAGE_LETTERS = 20
 # Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
 # amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
 _MD_HEADING = re.compile(r"^\s*(#{1,6})\s+(.+?)\s*#*\s*$")
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
-_ITEM = re.compile(r"^\s*(?:[-*•]\s+|\(?[A-Za-z0-9]{1,3}[.)]\s+|\([A-Za-z0-9]{1,3}\)\s+)")
+_ITEM = ITEM
 _TEXT_HEADING_L1 = re.compile(r"^(chapter|article|part|exhibit|appendix|schedule)\b[\s\w.:-]{0,70}$", re.I)
 _TEXT_HEADING_NUM = re.compile(r"^(?:section\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{0,70}$")
 
@@ -48,7 +49,39 @@ def read_path(path: Path, ocr: Ocr | None = None) -> ParsedDocument:
         return parse_text(_utf8(path))
     if suffix == ".pdf":
         return parse_pdf(path, ocr or Ocr())
-    raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf or a BEIR corpus.jsonl")
+    if suffix in (".html", ".htm"):
+        return parse_markdown(html_to_markdown(_utf8(path)))
+    if suffix == ".docx":
+        return parse_markdown(docx_to_markdown(path))
+    raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html "
+                     "or a BEIR corpus.jsonl")
+
+
+def html_to_markdown(html: str) -> str:
+    """Headings, numbered and bulleted lists and tables as Markdown (markdownify); scripts,
+    styles and a page's navigation, header and footer left out."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser")
+    for tag in soup(["script", "style", "noscript", "template", "nav", "header", "footer"]):
+        tag.decompose()
+    return MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
+
+
+def docx_to_markdown(path: Path) -> str:
+    """A Word document through mammoth's semantic HTML (its headings, lists and tables), then as
+    HTML above; the Title style is the document's title."""
+    import zipfile
+
+    import mammoth
+
+    try:
+        with path.open("rb") as fh:
+            html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh").value
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise ValueError(f"not a readable Word (.docx) file ({type(exc).__name__})") from None
+    return html_to_markdown(html)
 
 
 def parse_markdown(text: str) -> ParsedDocument:
@@ -58,12 +91,25 @@ def parse_markdown(text: str) -> ParsedDocument:
     blocks: list[Block] = []
     paragraph: list[str] = []
 
+    table: list[str] = []
+
     def flush() -> None:
         if paragraph:
             blocks.append(Block(" ".join(paragraph).strip(), tuple(h for _, h in stack), page))
             paragraph.clear()
 
+    def flush_table() -> None:
+        if table:  # rows stay rows: the chunker keeps a table apart and repeats its header
+            blocks.append(Block("\n".join(table), tuple(h for _, h in stack), page))
+            table.clear()
+
     for line in text.splitlines():
+        if _TABLE_ROW.match(line):
+            if not table:
+                flush()
+            table.append(line.strip())
+            continue
+        flush_table()
         if marker := _PAGE_MARKER.match(line):
             flush()
             page = int(marker.group(1))
@@ -85,6 +131,7 @@ def parse_markdown(text: str) -> ParsedDocument:
             paragraph.append(line.strip())
         else:
             paragraph.append(line.strip())
+    flush_table()
     flush()
     return ParsedDocument(title, [b for b in blocks if b.text])
 
