@@ -48,6 +48,25 @@ def test_ingest_then_retrieve(secured):
     assert len(rows) == 1 and "10 pm" in rows[0][0]
 
 
+def test_an_html_page_ingests_with_its_headings_and_tables(secured):
+    client, db = secured
+    page = ("<html><body><nav>Home</nav><h1>Clubhouse Rules</h1><h2>Rental fees</h2><table><tr><th>Room</th>"
+            "<th>Fee</th></tr><tr><td>Great hall</td><td>$150</td></tr></table><script>x=1</script></body></html>")
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                    data={"document_type": "other", "document_id": "clubhouse",
+                          "file": (io.BytesIO(page.encode()), "clubhouse.html")},
+                    content_type="multipart/form-data")
+    assert r.status_code == 200, r.get_json()
+    assert r.get_json()["document_name"] == "Clubhouse Rules"
+    with db.connect() as conn:
+        rows = conn.execute("select section_path, content from knowledge_chunks where document_id = 'clubhouse'").fetchall()
+    assert rows == [("Rental fees", "| Room | Fee |\n| --- | --- |\n| Great hall | $150 |")]
+    empty = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                        json={"text": "<script>x=1</script>", "format": "html", "document_type": "other",
+                              "document_id": "nothing"})
+    assert empty.status_code == 422 and "no text" in empty.get_json()["message"], empty.get_json()
+
+
 @pytest.mark.parametrize("body,field", [
     ({"text": NOTICE, "document_type": "memo"}, "document_type"),
     ({"text": "", "document_type": "other"}, "text"),

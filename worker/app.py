@@ -134,7 +134,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
 
     @app.post(INGEST_ROUTE)
     def ingest() -> Any:
-        from .readers import parse_markdown, parse_text
+        from .readers import html_to_markdown, parse_markdown, parse_text
 
         if request.files:
             upload = request.files.get("file")
@@ -147,7 +147,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             fields = {k: v for k, v in request.form.items()}
             if "is_binding" in fields:
                 fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
-            fields.setdefault("format", "text" if (upload.filename or "").endswith(".txt") else "markdown")
+            suffix = (upload.filename or "").lower().rpartition(".")[2]
+            fields.setdefault("format", {"txt": "text", "html": "html", "htm": "html"}.get(suffix, "markdown"))
             payload: Any = {**fields, "text": text}
         else:
             payload = unwrap(_json_body())
@@ -156,7 +157,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         except ValidationError as exc:
             return _validation_error(exc)
         runtime.ensure_schema()
-        parsed = parse_markdown(req.text) if req.format == "markdown" else parse_text(req.text)
+        parsed = (parse_text(req.text) if req.format == "text"
+                  else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
         document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
                                          document_type=req.document_type, is_binding=req.is_binding,
                                          supersedes=req.supersedes, metadata={"source": "webhook"})

@@ -157,7 +157,7 @@ class IngestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     text: str = Field(min_length=1, max_length=5_000_000)
-    format: Literal["markdown", "text"] = "markdown"
+    format: Literal["markdown", "text", "html"] = "markdown"
     document_type: DocumentType
     document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN)
     name: str | None = Field(default=None, min_length=1, max_length=300)
