@@ -92,7 +92,8 @@ select knowledge_base_version()
 
 -- name: list_documents
 select document_id, min(document_name), min(document_type), bool_and(is_binding), min(superseded_by),
-       count(*), max(page_number), min(created_at), min(metadata ->> 'source_file')
+       count(*), max(page_number), min(created_at), min(metadata ->> 'source_file'),
+       string_agg(distinct metadata ->> 'amended_by', ',')
 from knowledge_chunks
 where %(document_id)s::text is null or document_id = %(document_id)s
 group by document_id
@@ -104,3 +105,22 @@ from knowledge_chunks where document_id = %(document_id)s order by chunk_index
 
 -- name: release_superseded
 update knowledge_chunks set superseded_by = null where superseded_by = %(document_id)s
+
+-- name: amendments_of
+-- The amendments recorded against a document: each amending document's first chunk carries
+-- its "amends" list in metadata, whichever of the two was ingested first.
+select document_id, document_name, metadata -> 'amends'
+from knowledge_chunks
+where chunk_index = 0 and metadata -> 'amends' @> jsonb_build_array(jsonb_build_object('document_id', %(document_id)s::text))
+
+-- name: document_sections
+select id, section_path from knowledge_chunks where document_id = %(document_id)s
+
+-- name: mark_amended
+update knowledge_chunks
+set metadata = metadata || jsonb_build_object('amended_by', %(amended_by)s::text, 'amended_by_name', %(amended_by_name)s::text)
+where id = any(%(ids)s)
+
+-- name: release_amended
+update knowledge_chunks set metadata = metadata - 'amended_by' - 'amended_by_name'
+where metadata ->> 'amended_by' = %(document_id)s

@@ -91,7 +91,7 @@ def test_the_cli_lists_shows_deletes_and_ingests_under_a_chosen_id(managed, tmp_
     assert bad_id.exit_code != 0 and "--document-id" in bad_id.output
 
     listed = runner.invoke(main, ["documents", "list"])
-    assert listed.exit_code == 0 and "pool-2026\tother\tyes\t-\t1\t-\t" in listed.output, listed.output
+    assert listed.exit_code == 0 and "pool-2026\tother\tyes\t-\t-\t1\t-\t" in listed.output, listed.output
     shown = runner.invoke(main, ["documents", "show", "pool-2026"])
     assert shown.exit_code == 0 and "The pool closes at 9 pm." in shown.output
     deleted = runner.invoke(main, ["documents", "delete", "pool-2026"])

@@ -147,6 +147,7 @@ def test_n8n_wrapped_bodies(client):
     ({"query": "fence", "top_k": "many"}, "top_k"),
     ({"query": "fence", "document_types": ["memo"]}, "document_types.0"),
     ({"query": "fence", "weights": {"vector": 0, "fts": 0}}, "weights"),
+    ({"query": "fence", "weights": {"vector": 0, "fts": 5e-324}}, "weights.fts"),  # once a 500 (SQL underflow)
     ({"query": "fence", "fusion": "max"}, "fusion"),
     ({"query": "fence", "tok_k": 3}, "tok_k"),
     ({"query": "a\x00b"}, "query"),

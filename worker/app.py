@@ -134,6 +134,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
 
     @app.post(INGEST_ROUTE)
     def ingest() -> Any:
+        from .amendments import Amendment
         from .readers import html_to_markdown, parse_markdown, parse_text
 
         if request.files:
@@ -161,13 +162,15 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
                   else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
         document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
                                          document_type=req.document_type, is_binding=req.is_binding,
-                                         supersedes=req.supersedes, metadata={"source": "webhook"})
+                                         supersedes=req.supersedes, metadata={"source": "webhook"},
+                                         amends=tuple(Amendment(a.document_id, tuple(a.sections)) for a in req.amends))
         with admission.slot():
             report = ingestor.write([document])
         retriever.search_cache.clear()
         return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
                                       document_name=document.name, chunks=report.chunks,
                                       replaced_chunks=report.replaced_chunks,
+                                      amended_chunks=report.amended_chunks, notes=list(report.notes),
                                       request_id=g.request_id).model_dump(mode="json"))
 
     @app.get("/healthz")

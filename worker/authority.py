@@ -1,5 +1,5 @@
 """How much a source's standing counts: binding documents and design guidelines are favoured,
-superseded ones demoted. One set of multipliers, applied to the first-stage score (so the order
+superseded ones, and sections another document amended, demoted. One set of multipliers, applied to the first-stage score (so the order
 without an LLM already prefers the CC&Rs to meeting minutes that discuss them) and to the rerank
 score (the spec's binding x1.1, design guidelines x1.05, superseded x0.5), capped at 1.
 """
@@ -21,7 +21,7 @@ class Adjustments:
         value = self.document_type.get(chunk.document_type, 1.0)
         if chunk.is_binding:
             value *= self.binding
-        if chunk.superseded_by:
+        if chunk.superseded_by or chunk.amended_by:  # an amended section is no longer the rule
             value *= self.superseded
         return value
 

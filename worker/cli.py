@@ -97,12 +97,15 @@ def db_sql(dim: int) -> None:
 @click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older document as superseded by the new one.")
 @click.option("--name", help="Document name (default: its first heading or file name).")
 @click.option("--document-id", help="The id to store it under (default: from the file name); the same id replaces.")
+@click.option("--amends", "amends", multiple=True, metavar="DOCUMENT_ID:SECTION[;SECTION...]",
+              help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).")
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersedes: str | None,
-           name: str | None, document_id: str | None, sample: bool) -> None:
+           name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool) -> None:
     """Ingest Markdown, text, PDF or a BEIR corpus.jsonl, or a folder with a manifest.json (every
     document it lists, with its id, type and binding); re-ingesting replaces a document."""
     from .ingest import Ingestor, ingest_manifest, ingest_paths, ingest_sample_corpus
+    from .amendments import Amendment
     from .manifest import MANIFEST_NAME
     from .ocr import Ocr
 
@@ -123,7 +126,8 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
             report = ingest_manifest(ingestor, folders[0], progress=progress)
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
-                                  supersedes=supersedes, name=name, document_id=document_id, progress=progress)
+                                  supersedes=supersedes, name=name, document_id=document_id, progress=progress,
+                                  amends=tuple(Amendment.parse(a) for a in amends))
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
                        f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")
@@ -132,6 +136,10 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
         if len(report.document_ids) <= 50:
             for assigned in report.document_ids:
                 click.echo(f"  document id: {assigned}")
+        if report.amended_chunks:
+            click.echo(f"marked {report.amended_chunks} chunk(s) of amended sections")
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -145,7 +153,7 @@ def documents() -> None:
 
 @documents.command("list")
 def documents_list() -> None:
-    """Every document: id, type, binding, superseded by, chunks, pages, ingested at, source file."""
+    """Every document: id, type, binding, superseded or amended by, chunks, pages, ingested at, source file."""
     from .knowledge_base import list_documents
 
     runtime = _runtime(_settings())
@@ -156,10 +164,11 @@ def documents_list() -> None:
     if not found:
         click.echo("the knowledge base is empty")
         return
-    click.echo("document_id\ttype\tbinding\tsuperseded_by\tchunks\tpages\tingested_at\tsource_file\tname")
+    click.echo("document_id\ttype\tbinding\tsuperseded_by\tamended_by\tchunks\tpages\tingested_at\tsource_file\tname")
     for d in found:
         click.echo("\t".join(str(v) for v in (
-            d.document_id, d.document_type, "yes" if d.is_binding else "no", d.superseded_by or "-", d.chunks,
+            d.document_id, d.document_type, "yes" if d.is_binding else "no", d.superseded_by or "-",
+            ",".join(d.amended_by) or "-", d.chunks,
             d.pages or "-", d.ingested_at.isoformat(timespec="seconds"), d.source_file or "-", d.name)))
 
 

@@ -45,6 +45,8 @@ def _header(chunk: ChunkResult) -> str:
     binding = "yes" if chunk.is_binding else "no"
     if chunk.superseded_by:
         binding += f" (superseded by {chunk.superseded_by})"
+    if chunk.amended_by:
+        binding += f" (this section was amended by {chunk.amended_by_name or chunk.amended_by} [{chunk.amended_by}])"
     lines.append(f"Binding: {binding}")
     lines.append("Content:")
     return "\n".join(lines)

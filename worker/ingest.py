@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from . import bm25, sqlfiles
 from .chunking import Chunk, chunk_blocks
+from .amendments import Amendment, amends
 from .config import DOCUMENT_TYPES
 from .database import Database
 from .embeddings import Embedder
@@ -46,6 +47,7 @@ class DocumentInput:
     chunks: list[Chunk]
     is_binding: bool = True
     supersedes: str | None = None
+    amends: tuple[Amendment, ...] = ()
     metadata: dict = field(default_factory=dict)
     name_in_context: bool = True  # benchmark records name nothing but themselves
     ocr_pages: int = 0
@@ -60,6 +62,8 @@ class DocumentInput:
             raise IngestError("a document cannot supersede itself")
         if not self.chunks:
             raise IngestError(f"{self.document_id}: no text found to ingest")
+        if any(a.document_id == self.document_id for a in self.amends):
+            raise IngestError("a document cannot amend itself")
 
 
 def embedding_texts(documents: Sequence[DocumentInput]) -> list[str]:
@@ -76,6 +80,8 @@ class IngestReport:
     document_ids: tuple[str, ...] = ()
     ocr_pages: int = 0
     ocr_seconds: float = 0.0
+    amended_chunks: int = 0
+    notes: tuple[str, ...] = ()  # what the admin should know: a section named that matched nothing
 
 
 def slugify(text: str) -> str:
@@ -101,11 +107,13 @@ class Ingestor:
 
     def prepare_text(self, parsed: ParsedDocument, *, document_id: str | None, name: str | None,
                      document_type: str, is_binding: bool = True, supersedes: str | None = None,
-                     fallback_name: str = "document", metadata: dict | None = None) -> DocumentInput:
+                     amends: tuple[Amendment, ...] = (), fallback_name: str = "document",
+                     metadata: dict | None = None) -> DocumentInput:
         name = name or parsed.title or fallback_name
         return DocumentInput(document_id=document_id or slugify(name), name=name,
                              document_type=document_type, chunks=self.chunk(parsed),
-                             is_binding=is_binding, supersedes=supersedes, metadata=metadata or {})
+                             is_binding=is_binding, supersedes=supersedes, amends=tuple(amends),
+                             metadata=metadata or {})
 
     def prepare_file(self, path: Path, **kwargs) -> DocumentInput:
         try:
@@ -133,19 +141,21 @@ class Ingestor:
             raise IngestError(f"{len(embeddings)} embeddings for {len(texts)} chunks")
         replaced = 0
         offset = 0
+        marks = _Marks()
         bar = tqdm(total=len(texts), desc="storing", unit="chunk", disable=not progress)
         with self.db.connect() as conn:
             for start in range(0, len(documents), batch_documents):
                 batch = documents[start:start + batch_documents]
                 n = sum(len(d.chunks) for d in batch)
-                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n])
+                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n], marks)
                 offset += n
                 bar.update(n)
         bar.close()
         bm25.refresh(self.db)  # bounded, and never fails the load
         log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
         return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
-                            sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents))
+                            sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
+                            marks.chunks, tuple(marks.notes))
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
@@ -155,7 +165,7 @@ class Ingestor:
                 bar.update(min(batch, len(texts) - start))
         return out
 
-    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray) -> int:
+    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks) -> int:
         replaced = 0
         with conn.transaction():
             superseded: dict[str, str | None] = {}
@@ -174,14 +184,59 @@ class Ingestor:
                         copy.write_row((doc.document_id, doc.name, doc.document_type, chunk.section_path,
                                         chunk.page_number, chunk.chunk_index, doc.is_binding,
                                         superseded[doc.document_id], chunk.content,
-                                        self.counter.count(chunk.content), Jsonb(doc.metadata),
+                                        self.counter.count(chunk.content),
+                                        Jsonb(_chunk_metadata(doc, chunk.chunk_index)),
                                         embeddings[row_index]))
                         row_index += 1
             for doc in documents:
                 if doc.supersedes:
                     conn.execute(sqlfiles.query("mark_superseded"),
                                  {"document_id": doc.supersedes, "superseded_by": doc.document_id})
+            for doc in documents:  # both ways: what this document amends, what amends it
+                for amendment in doc.amends:
+                    _mark_amended(conn, amendment, doc.document_id, doc.name, marks)
+                for amending_id, amending_name, recorded in conn.execute(
+                        sqlfiles.query("amendments_of"), {"document_id": doc.document_id}).fetchall():
+                    for entry in recorded:
+                        if entry.get("document_id") == doc.document_id:
+                            _mark_amended(conn, Amendment(doc.document_id, tuple(entry.get("sections") or ())),
+                                          amending_id, amending_name, marks)
         return replaced
+
+
+@dataclass
+class _Marks:
+    chunks: int = 0
+    notes: list[str] = field(default_factory=list)
+    done: set[tuple[str, str, str]] = field(default_factory=set)  # (amended_by, document, section)
+
+
+def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
+    # The first chunk records what the document amends, so the mark can be applied when the
+    # amended document arrives later (amendments_of in sql/queries.sql).
+    if chunk_index == 0 and doc.amends:
+        return {**doc.metadata, "amends": [a.to_json() for a in doc.amends]}
+    return doc.metadata
+
+
+def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks) -> None:
+    rows = conn.execute(sqlfiles.query("document_sections"), {"document_id": amendment.document_id}).fetchall()
+    if not rows:
+        marks.notes.append(f"{amended_by} amends {amendment.document_id}, which is not in the knowledge base yet: "
+                           "its sections are marked when it is ingested")
+        return
+    for section in amendment.sections:
+        if (amended_by, amendment.document_id, section) in marks.done:
+            continue  # both documents in one batch: marked from either side once
+        marks.done.add((amended_by, amendment.document_id, section))
+        ids = [chunk_id for chunk_id, path in rows if amends(section, path)]
+        if not ids:
+            marks.notes.append(f"{amended_by} amends {amendment.document_id} {section!r}, "
+                               "but no section of it matches that name")
+            continue
+        conn.execute(sqlfiles.query("mark_amended"),
+                     {"ids": ids, "amended_by": amended_by, "amended_by_name": amended_by_name})
+        marks.chunks += len(ids)
 
 
 def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
@@ -199,12 +254,15 @@ def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
 
 def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: str, is_binding: bool,
                  supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
+                 amends: tuple[Amendment, ...] = (),
                  on_file: Callable[[Path], None] | None = None) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
     if document_id and len(paths) > 1:
         raise IngestError("--document-id applies to a single file")
+    if amends and len(paths) > 1:
+        raise IngestError("--amends applies to a single file")
     if document_id and not re.match(DOCUMENT_ID_PATTERN, document_id):
         raise IngestError(f"--document-id: letters, digits and . _ : - only, got {document_id!r}")
     documents: list[DocumentInput] = []
@@ -213,7 +271,8 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
             documents.extend(beir_documents(path))
             continue
         documents.append(ingestor.prepare_file(path, document_type=document_type, is_binding=is_binding,
-                                               supersedes=supersedes, name=name, document_id=document_id))
+                                               supersedes=supersedes, name=name, document_id=document_id,
+                                               amends=amends))
         if on_file:
             on_file(path)
     return ingestor.write(documents, progress=progress)
@@ -227,7 +286,8 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
     return [
         ingestor.prepare_file(manifest.path_of(entry), document_id=entry.document_id, name=entry.name,
                               document_type=entry.document_type, is_binding=entry.is_binding,
-                              supersedes=entry.supersedes)
+                              supersedes=entry.supersedes,
+                              amends=tuple(Amendment(a.document_id, tuple(a.sections)) for a in entry.amends))
         for entry in manifest.documents
     ]
 

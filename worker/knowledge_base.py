@@ -30,17 +30,18 @@ def document_chunks(db: Database, document_id: str) -> tuple[DocumentSummary, li
 
 def delete_document(db: Database, document_id: str) -> int:
     """Delete a document under the same per-document lock ingestion takes; documents it
-    superseded become current again. Returns the number of chunks deleted."""
+    superseded, or whose sections it amended, become current again. Returns the number of chunks deleted."""
     with db.connect() as conn, conn.transaction():
         conn.execute(sqlfiles.query("lock_document"), {"document_id": document_id})
         deleted = conn.execute(sqlfiles.query("delete_document"), {"document_id": document_id}).rowcount
         if deleted == 0:
             raise UnknownDocument(document_id)
         conn.execute(sqlfiles.query("release_superseded"), {"document_id": document_id})
+        conn.execute(sqlfiles.query("release_amended"), {"document_id": document_id})
     return deleted
 
 
 def _summary(row) -> DocumentSummary:
     return DocumentSummary(document_id=row[0], name=row[1], document_type=row[2], is_binding=row[3],
                            superseded_by=row[4], chunks=row[5], pages=row[6], ingested_at=row[7],
-                           source_file=row[8])
+                           source_file=row[8], amended_by=sorted(row[9].split(",")) if row[9] else [])

@@ -3,7 +3,8 @@
 The format of ``worker/sample_corpus/manifest.json`` (and of the hoa-dev evaluation set)::
 
     {"community": "...", "documents": [{"file", "document_id", "name"?, "document_type",
-                                         "is_binding"?, "supersedes"?}]}
+                                         "is_binding"?, "supersedes"?,
+                                         "amends"?: [{"document_id", "sections": [...]}]}]}
 
 ``file`` is relative to the manifest's folder.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import IngestError
-from .models import DocumentType
+from .models import AmendedSections, DocumentType
 
 MANIFEST_NAME = "manifest.json"
 
@@ -30,6 +31,7 @@ class ManifestEntry(BaseModel):
     document_type: DocumentType
     is_binding: bool = True
     supersedes: str | None = None
+    amends: list[AmendedSections] = Field(default_factory=list)
 
 
 class Manifest(BaseModel):

@@ -16,16 +16,27 @@ Status = Literal["success", "low_confidence", "no_results"]
 MAX_QUERY_CHARS = 2000
 
 
+MIN_WEIGHT = 0.001  # a finer share means nothing, and 5e-324 underflowed in the SQL (a 500)
+_WEIGHT_SCHEMA = {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_WEIGHT}}
+
+
 class Weights(BaseModel):
-    # The schema says what the validator below checks, so clients (and schemathesis) know that
-    # a request with both weights at 0 is invalid rather than learning it from a 422.
+    # The schema says what the validators below check, so clients (and schemathesis) know that
+    # such a request is invalid rather than learning it from a 422.
     model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
-        {"properties": {"vector": {"exclusiveMinimum": 0}}},
-        {"properties": {"fts": {"exclusiveMinimum": 0}}},
+        {"properties": {"vector": {"minimum": MIN_WEIGHT}}},
+        {"properties": {"fts": {"minimum": MIN_WEIGHT}}},
     ]})
 
-    vector: float = Field(ge=0, le=1)
-    fts: float = Field(ge=0, le=1)
+    vector: float = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
+    fts: float = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
+
+    @field_validator("vector", "fts")
+    @classmethod
+    def _zero_or_a_share(cls, value: float) -> float:
+        if 0 < value < MIN_WEIGHT:
+            raise ValueError(f"a weight is 0 or at least {MIN_WEIGHT}")
+        return value
 
     @model_validator(mode="after")
     def _not_both_zero(self) -> Weights:
@@ -113,6 +124,8 @@ class ChunkResult(BaseModel):
     superseded_by: str | None
     content: str
     token_count: int
+    amended_by: str | None = Field(None, description="The id of the document that amended this chunk's section.")
+    amended_by_name: str | None = None
     vector_score: float | None = None
     fts_score: float | None = None
     bm25_score: float | None = None
@@ -151,6 +164,25 @@ class ErrorResponse(BaseModel):
     request_id: str | None = None
 
 
+class AmendedSections(BaseModel):
+    """Sections of another document that this one amends ("Article VII Section 4")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    sections: list[str] = Field(min_length=1, max_length=100)
+
+    @field_validator("sections")
+    @classmethod
+    def _named(cls, sections: list[str]) -> list[str]:
+        from .amendments import section_key
+
+        for section in sections:
+            if len(section) > 200 or not section_key(section):
+                raise ValueError(f"{section[:60]!r} names no article or section (e.g. 'Article VII Section 4')")
+        return sections
+
+
 class IngestRequest(BaseModel):
     """``POST /webhook/arc-ingest``: a document as text (JSON) or as a file (multipart)."""
 
@@ -163,6 +195,7 @@ class IngestRequest(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=300)
     is_binding: bool = True
     supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    amends: list[AmendedSections] = Field(default_factory=list, max_length=50)
 
     @field_validator("text", "name")
     @classmethod
@@ -178,6 +211,8 @@ class IngestResponse(BaseModel):
     document_name: str
     chunks: int
     replaced_chunks: int
+    amended_chunks: int = Field(0, description="Chunks of other documents' sections this one amends, marked.")
+    notes: list[str] = Field(default_factory=list, description="e.g. a named section that matched nothing.")
     request_id: str | None = None
 
 
@@ -189,6 +224,7 @@ class DocumentSummary(BaseModel):
     document_type: str
     is_binding: bool
     superseded_by: str | None
+    amended_by: list[str] = Field(default_factory=list, description="Documents that amended sections of it.")
     chunks: int
     pages: int | None = Field(None, description="The last page a chunk starts on (PDFs); null for text.")
     ingested_at: datetime

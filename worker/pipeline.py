@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import context as context_stage
+from .amendments import bring_amendments
 from .authority import Adjustments
 from .embeddings import CachedEmbedder
 from .executor import BoundedExecutor
@@ -153,6 +154,7 @@ class Retriever:
             elif self.reranker is None:
                 warnings.append("reranker off (no LLM configured): scores are first-stage relevance")
 
+        candidates = bring_amendments(candidates, request.top_k)
         best = candidates[0].final_score if candidates else None
         status, message = self._status(best)
         with timer.stage("context"):

@@ -175,4 +175,8 @@ def _chunk(row: dict[str, Any]) -> ChunkResult:
     data = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
                                     "fused_score", "vector_rank", "fts_rank")}
     data["fused_score"] = data["fused_score"] or 0.0
+    metadata = row.get("metadata") or {}
+    if isinstance(metadata, dict) and metadata.get("amended_by"):
+        data["amended_by"] = metadata["amended_by"]
+        data["amended_by_name"] = metadata.get("amended_by_name")
     return ChunkResult(**data)

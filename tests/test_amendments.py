@@ -1,0 +1,141 @@
+"""An amendment of named sections: the amended chunks are marked and demoted, the [SOURCE n]
+block says what amended them, a question about the rule brings the amendment's text, whichever
+document is ingested first; deleting the amendment makes the section current again."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import make_settings
+from worker.amendments import Amendment, amends, section_key
+from worker.app import create_app
+from worker.cli import main
+from worker.database import Database
+from worker.errors import IngestError
+from worker.ingest import Ingestor
+from worker.knowledge_base import delete_document
+from worker.readers import parse_markdown
+from worker.runtime import Runtime
+
+DECLARATION = """# Declaration of Covenants
+
+## ARTICLE VII Use Restrictions
+
+### Section 4.
+
+No animals, livestock or poultry of any kind shall be raised, bred or kept on any lot, except that
+dogs, cats or other household pets may be kept provided they are not kept for commercial purposes.
+
+### Section 5.
+
+No trailer, boat or recreational vehicle shall be parked in front of the building line of any lot.
+
+### Section 14.
+
+Each owner shall landscape the front yard within nine months of closing.
+"""
+
+AMENDMENT = """# Second Amendment to the Declaration
+
+Article VII, Section 4 of the Declaration is hereby deleted in its entirety and replaced with the
+following: Up to four hens, and no roosters, may be kept in a backyard coop on any lot; no other
+livestock or poultry shall be raised, bred or kept, and household pets may not be kept for
+commercial purposes.
+"""
+
+
+def test_named_sections_match_whatever_their_numbering():
+    assert section_key("Article VII, Section 4") == (("article", "7"), ("section", "4"))
+    assert amends("Article 7 Section 4", "ARTICLE VII Use Restrictions > Section 4.")
+    assert not amends("Article VII Section 4", "ARTICLE VII Use Restrictions > Section 14.")
+    assert not amends("Article VII Section 4", "ARTICLE V Architectural Control > Section 4")
+    assert amends("Article III Section 3.2", "ARTICLE III Assessments > 3.2 Annual dues")
+    assert amends("Article VII", "ARTICLE VII Use Restrictions > Section 5.")  # a whole article
+    assert Amendment.parse("ccrs:Article VII Section 4;Article VII Section 5") == Amendment(
+        "ccrs", ("Article VII Section 4", "Article VII Section 5"))
+    for bad in ("ccrs", "ccrs:", ":Section 4", "ccrs:the pets rule"):
+        with pytest.raises(IngestError, match="--amends"):
+            Amendment.parse(bad)
+
+
+def write(ingestor: Ingestor, text: str, document_id: str, amended: tuple[Amendment, ...] = ()):
+    return ingestor.write([ingestor.prepare_text(parse_markdown(text), document_id=document_id, name=None,
+                                                 document_type="ccr", amends=amended)])
+
+
+def marked(db: Database) -> dict[str, str | None]:
+    with db.connect() as conn:
+        rows = conn.execute("select section_path, metadata ->> 'amended_by' from knowledge_chunks "
+                            "where document_id = 'ccrs' order by chunk_index").fetchall()
+    return {path.rsplit(" > ", 1)[-1]: by for path, by in rows}
+
+
+@pytest.mark.parametrize("amendment_first", [False, True])
+def test_an_amended_section_is_marked_demoted_and_brings_its_amendment(make_database, embedder, tmp_path,
+                                                                       amendment_first):
+    url = make_database("amend")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    pets = (Amendment("ccrs", ("Article VII Section 4",)),)
+    if amendment_first:
+        report = write(ingestor, AMENDMENT, "second-amendment", pets)
+        assert report.amended_chunks == 0 and "not in the knowledge base yet" in report.notes[0]
+        write(ingestor, DECLARATION, "ccrs")
+    else:
+        write(ingestor, DECLARATION, "ccrs")
+        report = write(ingestor, AMENDMENT, "second-amendment", pets)
+        assert report.amended_chunks == 1 and not report.notes
+    assert marked(db) == {"Section 4.": "second-amendment", "Section 5.": None, "Section 14.": None}
+
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    answer = client.post("/webhook/arc-retrieval", json={"query": "Can I keep chickens on my lot?"}).get_json()
+    order = [c["document_id"] for c in answer["chunks"]]
+    old = next(c for c in answer["chunks"] if c["document_id"] == "ccrs" and "poultry" in c["content"])
+    assert old["amended_by"] == "second-amendment"
+    assert order.index("second-amendment") < answer["chunks"].index(old), order
+    assert "Up to four hens" in answer["context"]
+    assert ("this section was amended by Second Amendment to the Declaration [second-amendment]"
+            in answer["context"])
+
+    delete_document(db, "second-amendment")
+    assert set(marked(db).values()) == {None}
+    db.close()
+
+
+def test_the_cli_takes_amends_and_says_when_a_section_matches_nothing(make_database, tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", make_database("amendcli"))
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    (tmp_path / "ccrs.md").write_text(DECLARATION)
+    (tmp_path / "amendment.md").write_text(AMENDMENT)
+    runner = CliRunner()
+    assert runner.invoke(main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr"]).exit_code == 0
+    result = runner.invoke(main, ["ingest", str(tmp_path / "amendment.md"), "--document-type", "ccr",
+                                  "--amends", "ccrs:Article VII Section 4;Article IX Section 2"])
+    assert result.exit_code == 0, result.output
+    assert "marked 1 chunk(s) of amended sections" in result.output
+    assert "no section of it matches" in result.output and "Article IX Section 2" in result.output
+    listed = runner.invoke(main, ["documents", "list"]).output.splitlines()
+    assert next(line for line in listed if line.startswith("ccrs\t")).split("\t")[4] == "amendment"
+    bad = runner.invoke(main, ["ingest", str(tmp_path / "amendment.md"), "--amends", "ccrs"])
+    assert bad.exit_code != 0 and "--amends" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_ingest_webhook_takes_amends(make_database, embedder, tmp_path):
+    url = make_database("amendhook")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    post = lambda body: client.post("/webhook/arc-ingest", json={"document_type": "ccr", **body})  # noqa: E731
+    assert post({"text": DECLARATION, "document_id": "ccrs"}).status_code == 200
+    bad = post({"text": AMENDMENT, "document_id": "second-amendment",
+                "amends": [{"document_id": "ccrs", "sections": ["the pets rule"]}]})
+    assert bad.status_code == 422 and bad.get_json()["field"] == "amends.0.sections", bad.get_json()
+    done = post({"text": AMENDMENT, "document_id": "second-amendment",
+                 "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 4", "Article IX"]}]})
+    body = done.get_json()
+    assert done.status_code == 200 and body["amended_chunks"] == 1, body
+    assert any("Article IX" in note for note in body["notes"])
+    assert marked(db)["Section 4."] == "second-amendment"
+    db.close()
