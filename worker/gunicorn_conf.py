@@ -78,11 +78,21 @@ def on_exit(server) -> None:
 
 
 
+def post_worker_init(worker) -> None:
+    """Ctrl-C (SIGINT) or the master's SIGQUIT is gunicorn's quick stop, which drops what is in
+    flight anyway: leave at once. gunicorn's own handler first shuts its thread pool down, and a
+    signal landing while the main thread held that pool's lock (submitting a request, under
+    load) deadlocked the worker until the master's SIGKILL; unwinding with SystemExit instead
+    crashed it (SIGSEGV, SIGABRT) under onnxruntime's threads. Installed here, after gunicorn's
+    init_signals and before the first request is submitted to that pool."""
+    import signal
+
+    for quick in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(quick, lambda *_: _exit_now(0))
+
+
 def worker_int(worker) -> None:
-    """Ctrl-C (SIGINT) or the master's SIGQUIT: gunicorn's quick stop, which drops what is in
-    flight anyway. Leave at once without closing anything (the operating system closes the
-    sockets): letting its SystemExit unwind the worker crashed it (SIGSEGV, SIGABRT), and waiting
-    on pools with requests still running held it until the master's SIGKILL."""
+    """A quick stop that lands before post_worker_init, while the app loads: leave at once too."""
     _exit_now(0)
 
 
