@@ -43,8 +43,14 @@ update knowledge_chunks set superseded_by = %(superseded_by)s
 where document_id = %(document_id)s and superseded_by is distinct from %(superseded_by)s
 
 -- name: superseding_document
-select superseded_by from knowledge_chunks
-where document_id = %(document_id)s and superseded_by is not null limit 1
+-- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
+-- before this one was ever ingested (its first chunk records "supersedes").
+select coalesce(
+  (select superseded_by from knowledge_chunks
+   where document_id = %(document_id)s and superseded_by is not null limit 1),
+  (select document_id from knowledge_chunks
+   where chunk_index = 0 and metadata ->> 'supersedes' = %(document_id)s and document_id <> %(document_id)s
+   limit 1))
 
 -- name: bm25_seed_avgdl
 select bm25_seed_avgdl(%(sections)s::text[], %(contents)s::text[])

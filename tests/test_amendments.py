@@ -139,3 +139,31 @@ def test_the_ingest_webhook_takes_amends(make_database, embedder, tmp_path):
     assert any("Article IX" in note for note in body["notes"])
     assert marked(db)["Section 4."] == "second-amendment"
     db.close()
+
+
+def test_a_whole_document_supersedes_another_whichever_comes_first(make_database, embedder):
+    db = Database(make_database("supersede"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+
+    def put(document_id: str, supersedes: str | None = None):
+        return ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION), document_id=document_id,
+                                                     name=None, document_type="ccr", supersedes=supersedes)])
+
+    def superseded_by(document_id: str) -> set[str | None]:
+        with db.connect() as conn:
+            return {r[0] for r in conn.execute("select superseded_by from knowledge_chunks where document_id = %s",
+                                               (document_id,)).fetchall()}
+
+    report = put("ccrs-2024", supersedes="ccrs-1982")
+    assert "ccrs-1982, which is not in the knowledge base yet" in report.notes[0]
+    put("ccrs-1982")
+    assert superseded_by("ccrs-1982") == {"ccrs-2024"}
+    put("ccrs-1982")  # re-ingested: still superseded
+    assert superseded_by("ccrs-1982") == {"ccrs-2024"}
+    assert not put("ccrs-2024", supersedes="ccrs-1982").notes
+    delete_document(db, "ccrs-2024")
+    assert superseded_by("ccrs-1982") == {None}
+    put("ccrs-1982")  # the declaration left with the deleted document
+    assert superseded_by("ccrs-1982") == {None}
+    db.close()

@@ -190,8 +190,13 @@ class Ingestor:
                         row_index += 1
             for doc in documents:
                 if doc.supersedes:
-                    conn.execute(sqlfiles.query("mark_superseded"),
-                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id})
+                    marked = conn.execute(sqlfiles.query("mark_superseded"),
+                                          {"document_id": doc.supersedes, "superseded_by": doc.document_id}).rowcount
+                    known = marked or any(d.document_id == doc.supersedes for d in documents) or conn.execute(
+                        sqlfiles.query("document_sections"), {"document_id": doc.supersedes}).fetchone()
+                    if not known:
+                        marks.notes.append(f"{doc.document_id} supersedes {doc.supersedes}, which is not in the "
+                                           "knowledge base yet: it is marked superseded when it is ingested")
             for doc in documents:  # both ways: what this document amends, what amends it
                 for amendment in doc.amends:
                     _mark_amended(conn, amendment, doc.document_id, doc.name, marks)
@@ -214,9 +219,12 @@ class _Marks:
 def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
     # The first chunk records what the document amends, so the mark can be applied when the
     # amended document arrives later (amendments_of in sql/queries.sql).
-    if chunk_index == 0 and doc.amends:
-        return {**doc.metadata, "amends": [a.to_json() for a in doc.amends]}
-    return doc.metadata
+    if chunk_index != 0 or not (doc.amends or doc.supersedes):
+        return doc.metadata
+    extra: dict = {"amends": [a.to_json() for a in doc.amends]} if doc.amends else {}
+    if doc.supersedes:  # likewise for a whole document it supersedes (superseding_document)
+        extra["supersedes"] = doc.supersedes
+    return {**doc.metadata, **extra}
 
 
 def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks) -> None:
