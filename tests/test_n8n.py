@@ -179,10 +179,19 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
         log.close()
 
 
+def _answers_from_the_worker(response: requests.Response) -> bool:
+    """The workflow is registered and relays the worker's answer: n8n's start-up page ("n8n is
+    starting up. Please wait") is a 200 too, and the webhooks 404 for a while after it."""
+    try:
+        return response.status_code == 200 and "status" in response.json()
+    except ValueError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def n8n(n8n_home, worker, chat_model, tmp_path_factory):
     with running_n8n(n8n_home, tmp_path_factory.mktemp("n8n-user"), chat_model, {"ARC_WORKER_URL": worker},
-                     ready=lambda r: r.status_code == 200) as instance:
+                     ready=_answers_from_the_worker) as instance:
         yield instance
 
 
