@@ -8,13 +8,14 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import make_settings
-from worker.amendments import Amendment, amends, section_key
+from worker.amendments import amends, parse_amends, section_key
 from worker.app import create_app
 from worker.cli import main
 from worker.database import Database
 from worker.errors import IngestError
 from worker.ingest import Ingestor
 from worker.knowledge_base import delete_document
+from worker.models import Amendment
 from worker.readers import parse_markdown
 from worker.runtime import Runtime
 
@@ -52,11 +53,11 @@ def test_named_sections_match_whatever_their_numbering():
     assert not amends("Article VII Section 4", "ARTICLE V Architectural Control > Section 4")
     assert amends("Article III Section 3.2", "ARTICLE III Assessments > 3.2 Annual dues")
     assert amends("Article VII", "ARTICLE VII Use Restrictions > Section 5.")  # a whole article
-    assert Amendment.parse("ccrs:Article VII Section 4;Article VII Section 5") == Amendment(
+    assert parse_amends("ccrs:Article VII Section 4;Article VII Section 5") == Amendment(
         "ccrs", ("Article VII Section 4", "Article VII Section 5"))
     for bad in ("ccrs", "ccrs:", ":Section 4", "ccrs:the pets rule"):
         with pytest.raises(IngestError, match="--amends"):
-            Amendment.parse(bad)
+            parse_amends(bad)
 
 
 def write(ingestor: Ingestor, text: str, document_id: str, amended: tuple[Amendment, ...] = ()):

@@ -11,10 +11,11 @@ whichever of the two documents is ingested first, and dropped when the amendment
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from pydantic import ValidationError
 
 from .errors import IngestError
-from .models import ChunkResult
+from .models import Amendment, ChunkResult
 
 _PART = re.compile(r"\b(article|section|chapter|part|exhibit|appendix|schedule|§)\s*"
                    r"([0-9]+(?:\.[0-9]+)*|[ivxlcdm]+\b|[a-z]\b)", re.I)
@@ -22,27 +23,15 @@ _LEADING_NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)*)\.?\s")
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
 
 
-@dataclass(frozen=True)
-class Amendment:
-    """Sections of one document that another amends."""
-
-    document_id: str
-    sections: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, value: str) -> Amendment:
-        """``DOCUMENT_ID:SECTION[;SECTION...]``, as the CLI takes it."""
-        document_id, _, sections = value.partition(":")
-        named = tuple(s.strip() for s in sections.split(";") if s.strip())
-        if not document_id.strip() or not named:
-            raise IngestError(f"--amends: give DOCUMENT_ID:SECTION[;SECTION...], got {value!r}")
-        for section in named:
-            if not section_key(section):
-                raise IngestError(f"--amends: {section!r} names no article or section (e.g. 'Article VII Section 4')")
-        return cls(document_id.strip(), named)
-
-    def to_json(self) -> dict:
-        return {"document_id": self.document_id, "sections": list(self.sections)}
+def parse_amends(value: str) -> Amendment:
+    """``DOCUMENT_ID:SECTION[;SECTION...]``, as the CLI takes it."""
+    document_id, _, sections = value.partition(":")
+    try:
+        return Amendment(document_id.strip(), tuple(s.strip() for s in sections.split(";") if s.strip()))
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise IngestError(f"--amends: {problem['loc'][0]}: {problem['msg']} "
+                          f"(give DOCUMENT_ID:SECTION[;SECTION...], got {value!r})") from None
 
 
 def section_key(text: str) -> tuple[tuple[str, str], ...]:

@@ -134,7 +134,6 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
 
     @app.post(INGEST_ROUTE)
     def ingest() -> Any:
-        from .amendments import Amendment
         from .readers import html_to_markdown, parse_markdown, parse_text
 
         if request.files:
@@ -163,7 +162,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
                                          document_type=req.document_type, is_binding=req.is_binding,
                                          supersedes=req.supersedes, metadata={"source": "webhook"},
-                                         amends=tuple(Amendment(a.document_id, tuple(a.sections)) for a in req.amends))
+                                         amends=tuple(req.amends))
         with admission.slot():
             report = ingestor.write([document])
         retriever.search_cache.clear()

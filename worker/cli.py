@@ -104,8 +104,8 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
            name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool) -> None:
     """Ingest Markdown, text, PDF or a BEIR corpus.jsonl, or a folder with a manifest.json (every
     document it lists, with its id, type and binding); re-ingesting replaces a document."""
+    from .amendments import parse_amends
     from .ingest import Ingestor, ingest_manifest, ingest_paths, ingest_sample_corpus
-    from .amendments import Amendment
     from .manifest import MANIFEST_NAME
     from .ocr import Ocr
 
@@ -127,7 +127,7 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
                                   supersedes=supersedes, name=name, document_id=document_id, progress=progress,
-                                  amends=tuple(Amendment.parse(a) for a in amends))
+                                  amends=tuple(parse_amends(a) for a in amends))
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
                        f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")

@@ -20,13 +20,13 @@ from tqdm import tqdm
 
 from . import bm25, sqlfiles
 from .chunking import Chunk, chunk_blocks
-from .amendments import Amendment, amends
+from .amendments import amends
 from .config import DOCUMENT_TYPES
 from .database import Database
 from .embeddings import Embedder
 from .errors import IngestError
 from .manifest import Manifest, load_manifest
-from .models import DOCUMENT_ID_PATTERN
+from .models import DOCUMENT_ID_PATTERN, Amendment
 from .ocr import Ocr
 from .readers import ParsedDocument, read_beir_corpus, read_path
 from .tokens import TokenCounter, default_counter
@@ -204,8 +204,7 @@ class Ingestor:
                         sqlfiles.query("amendments_of"), {"document_id": doc.document_id}).fetchall():
                     for entry in recorded:
                         if entry.get("document_id") == doc.document_id:
-                            _mark_amended(conn, Amendment(doc.document_id, tuple(entry.get("sections") or ())),
-                                          amending_id, amending_name, marks)
+                            _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks)
         return replaced
 
 
@@ -295,7 +294,7 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
         ingestor.prepare_file(manifest.path_of(entry), document_id=entry.document_id, name=entry.name,
                               document_type=entry.document_type, is_binding=entry.is_binding,
                               supersedes=entry.supersedes,
-                              amends=tuple(Amendment(a.document_id, tuple(a.sections)) for a in entry.amends))
+                              amends=tuple(entry.amends))
         for entry in manifest.documents
     ]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import IngestError
-from .models import AmendedSections, DocumentType
+from .models import Amendment, DocumentType
 
 MANIFEST_NAME = "manifest.json"
 
@@ -31,7 +31,7 @@ class ManifestEntry(BaseModel):
     document_type: DocumentType
     is_binding: bool = True
     supersedes: str | None = None
-    amends: list[AmendedSections] = Field(default_factory=list)
+    amends: list[Amendment] = Field(default_factory=list)
 
 
 class Manifest(BaseModel):

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from .config import DOCUMENT_TYPES
 
@@ -164,23 +165,25 @@ class ErrorResponse(BaseModel):
     request_id: str | None = None
 
 
-class AmendedSections(BaseModel):
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class Amendment:
     """Sections of another document that this one amends ("Article VII Section 4")."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    document_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
-    sections: list[str] = Field(min_length=1, max_length=100)
+    document_id: str = Field(min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN)
+    sections: tuple[str, ...] = Field(min_length=1, max_length=100)
 
     @field_validator("sections")
     @classmethod
-    def _named(cls, sections: list[str]) -> list[str]:
+    def _named(cls, sections: tuple[str, ...]) -> tuple[str, ...]:
         from .amendments import section_key
 
         for section in sections:
             if len(section) > 200 or not section_key(section):
                 raise ValueError(f"{section[:60]!r} names no article or section (e.g. 'Article VII Section 4')")
         return sections
+
+    def to_json(self) -> dict:
+        return {"document_id": self.document_id, "sections": list(self.sections)}
 
 
 class IngestRequest(BaseModel):
@@ -195,7 +198,7 @@ class IngestRequest(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=300)
     is_binding: bool = True
     supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
-    amends: list[AmendedSections] = Field(default_factory=list, max_length=50)
+    amends: list[Amendment] = Field(default_factory=list, max_length=50)
 
     @field_validator("text", "name")
     @classmethod
