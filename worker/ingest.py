@@ -91,11 +91,11 @@ def slugify(text: str) -> str:
 
 class Ingestor:
     def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None,
-                 ocr: Ocr | None = None):
+                 ocr: Ocr = Ocr()):
         self.db = db
         self.embedder = embedder
         self.counter = counter or default_counter()
-        self.ocr = ocr or Ocr()
+        self.ocr = ocr
 
     @property
     def max_chunk_tokens(self) -> int:

@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .chunking import ITEM, Block
@@ -28,8 +28,8 @@ _MIN_PAGE_LETTERS = 20
 _MD_HEADING = re.compile(r"^\s*(#{1,6})\s+(.+?)\s*#*\s*$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
-_ITEM = ITEM
-_TEXT_HEADING_L1 = re.compile(r"^(chapter|article|part|exhibit|appendix|schedule)\b[\s\w.:-]{0,70}$", re.I)
+_HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
+_TEXT_HEADING_L1 = re.compile(rf"^{_HEADING_WORDS}\b[\s\w.:-]{{0,70}}$", re.I)
 _TEXT_HEADING_NUM = re.compile(r"^(?:section\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{0,70}$")
 
 
@@ -41,14 +41,14 @@ class ParsedDocument:
     ocr_seconds: float = 0.0  # wall-clock time reading them
 
 
-def read_path(path: Path, ocr: Ocr | None = None) -> ParsedDocument:
+def read_path(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
     suffix = path.suffix.lower()
     if suffix in (".md", ".markdown"):
         return parse_markdown(_utf8(path))
     if suffix == ".txt":
         return parse_text(_utf8(path))
     if suffix == ".pdf":
-        return parse_pdf(path, ocr or Ocr())
+        return parse_pdf(path, ocr)
     if suffix in (".html", ".htm"):
         return parse_markdown(html_to_markdown(_utf8(path)))
     if suffix == ".docx":
@@ -120,13 +120,11 @@ def parse_markdown(text: str) -> ParsedDocument:
             if level == 1 and title is None:
                 title = name
                 continue  # the document title names the document, not a section
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, name))
+            _enter(stack, level, name)
             continue
         if not line.strip():
             flush()
-        elif _ITEM.match(line):
+        elif ITEM.match(line):
             flush()
             paragraph.append(line.strip())
         else:
@@ -150,7 +148,7 @@ def _utf8(path: Path) -> str:
                          "save it as UTF-8") from None
 
 
-def parse_pdf(path: Path, ocr: Ocr | None = None) -> ParsedDocument:
+def parse_pdf(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
     """The text layer of each page; pages that are images (scans) are read by OCR."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
@@ -165,13 +163,13 @@ def parse_pdf(path: Path, ocr: Ocr | None = None) -> ParsedDocument:
     except (PyPdfError, OSError, KeyError, TypeError, AttributeError) as exc:
         # pypdf raises its own errors and, on damaged files, plain Python ones from its parser
         raise ValueError(f"not a readable PDF ({type(exc).__name__}: {exc})"[:300]) from None
+    if not scanned:
+        return _parse_pages(pages)
     started = time.perf_counter()
-    if scanned:
-        read = {p.number: p.text for p in (ocr or Ocr()).read_pages(path, scanned)}
-        pages = [(n, read.get(n, text)) for n, text in pages]
-    parsed = _parse_pages(pages)
-    return ParsedDocument(parsed.title, parsed.blocks, len(scanned),
-                          time.perf_counter() - started if scanned else 0.0)
+    read = {p.number: p.text for p in ocr.read_pages(path, scanned)}
+    seconds = time.perf_counter() - started
+    parsed = _parse_pages([(n, read.get(n, text)) for n, text in pages])
+    return replace(parsed, ocr_pages=len(scanned), ocr_seconds=seconds)
 
 
 def _has_image(page) -> bool:
@@ -186,7 +184,11 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
     blank line (OCR makes them) stays whole and keeps the page it started on; words hyphenated
     across lines are joined; a short title on the line after a bare "ARTICLE V" joins that heading.
     """
-    furniture = _page_furniture(pages)
+    split: list[tuple[int | None, list[str], set[int]]] = []
+    for page, text in pages:
+        lines = [line.strip() for line in text.splitlines()]
+        split.append((page, lines, _edge_indexes(lines)))
+    furniture = _page_furniture(split)
     stack: list[tuple[int, str]] = []
     blocks: list[Block] = []
     title: str | None = None
@@ -200,11 +202,9 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
             blocks.append(Block(_join_lines(paragraph), tuple(h for _, h in stack), paragraph_page))
             paragraph = []
 
-    for page, text in pages:
+    for page, lines, edges in split:
         if paragraph and _ends_sentence(paragraph[-1]):
             flush()
-        lines = [line.strip() for line in text.splitlines()]
-        edges = _edge_indexes(lines)
         for i, line in enumerate(lines):
             if not line:
                 if paragraph and _ends_sentence(paragraph[-1]):
@@ -220,24 +220,19 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
             level = _text_heading_level(line)
             if level is not None:
                 flush()
-                while stack and stack[-1][0] >= level:
-                    stack.pop()
-                stack.append((level, line))
+                _enter(stack, level, line)
                 title = title or line
                 titled = not _BARE_HEADING.match(line)
                 continue
             titled = True
-            if _ITEM.match(line):
+            if ITEM.match(line):
                 flush()
             if not paragraph and (run_in := _RUN_IN_SECTION.match(line)):
                 # "Section 4. Criteria for Approval. Within ten (10) days ...": a section of its
                 # own, as a heading line would make it (one rule per chunk, not an article's worth)
                 flush()
                 level = run_in.group(1).count(".") + (2 if any(lv == 1 for lv, _ in stack) else 1)
-                while stack and stack[-1][0] >= level:
-                    stack.pop()
-                name = run_in.group(0).strip().rstrip(".")
-                stack.append((level, name))
+                _enter(stack, level, run_in.group(0).strip().rstrip("."))
             if not paragraph:
                 paragraph_page = page
             paragraph.append(line)
@@ -248,7 +243,7 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
 # "Section 4." or "Section 4.2" opening a paragraph, with its run-in title when it has one
 _RUN_IN_SECTION = re.compile(r"^(?:SECTION|[Ss]ection)\s+(\d+(?:\.\d+)*)\.?(?:\s+(?:(?:[A-Z0-9][\w'’/&:,()-]*|of|and|or|for|the|to|"
                              r"on|in|an?|under|by)\s+){0,9}[A-Z0-9][\w'’/&:,()-]*\.(?=\s|$))?")
-_BARE_HEADING = re.compile(r"^(chapter|article|part|exhibit|appendix|schedule)\s+[\w.\"'-]{1,8}$", re.I)
+_BARE_HEADING = re.compile(rf"^{_HEADING_WORDS}\s+[\w.\"'-]{{1,8}}$", re.I)
 _PAGE_NUMBER = re.compile(r"^(?:.*\bpage\s+\S{1,4}(?:\s+of\s+\S{1,4})?|[-\u2013 ]*\d{1,4}[-\u2013 ]*)$", re.I)
 _SENTENCE_END = (".", ":", ";", "?", "!", ".\"", ".\u201d", ".)")
 
@@ -266,7 +261,7 @@ def _ends_sentence(line: str) -> bool:
 
 def _is_title(line: str) -> bool:
     return (len(line.split()) <= 8 and line[0].isupper() and not line.endswith((".", ",", ";", ":"))
-            and not _ITEM.match(line))
+            and not ITEM.match(line))
 
 
 def _join_lines(lines: list[str]) -> str:
@@ -291,17 +286,23 @@ def _furniture_key(line: str) -> str:
     return re.sub(r"\d+", "#", " ".join(line.lower().split()))
 
 
-def _page_furniture(pages: list[tuple[int | None, str]]) -> set[str]:
+def _page_furniture(pages: list[tuple[int | None, list[str], set[int]]]) -> set[str]:
     """Lines at the top or bottom of many pages (numbers aside): running headers and footers."""
     if len(pages) < 2:
         return set()
     seen: dict[str, int] = {}
-    for _, text in pages:
-        lines = [line.strip() for line in text.splitlines()]
-        for key in {_furniture_key(lines[i]) for i in _edge_indexes(lines)}:
+    for _, lines, edges in pages:
+        for key in {_furniture_key(lines[i]) for i in edges}:
             seen[key] = seen.get(key, 0) + 1
     needed = max(2, math.ceil(0.3 * len(pages)))
     return {key for key, count in seen.items() if count >= needed}
+
+
+def _enter(stack: list[tuple[int, str]], level: int, name: str) -> None:
+    """Open a section: headings at its level or deeper are closed first."""
+    while stack and stack[-1][0] >= level:
+        stack.pop()
+    stack.append((level, name))
 
 
 def _text_heading_level(line: str) -> int | None:
@@ -314,7 +315,6 @@ def _text_heading_level(line: str) -> int | None:
     if line.isupper() and len(line.split()) <= 8 and any(c.isalpha() for c in line):
         return 1
     return None
-
 
 
 @dataclass(frozen=True)
