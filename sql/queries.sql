@@ -44,12 +44,13 @@ where document_id = %(document_id)s and superseded_by is distinct from %(superse
 
 -- name: superseding_document
 -- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
--- before this one was ever ingested (its first chunk records "supersedes").
+-- before this one was ever ingested (its first chunk records "supersedes"; indexed: 011).
 select coalesce(
   (select superseded_by from knowledge_chunks
    where document_id = %(document_id)s and superseded_by is not null limit 1),
   (select document_id from knowledge_chunks
-   where chunk_index = 0 and metadata ->> 'supersedes' = %(document_id)s and document_id <> %(document_id)s
+   where chunk_index = 0 and metadata ? 'supersedes' and metadata ->> 'supersedes' = %(document_id)s
+     and document_id <> %(document_id)s
    limit 1))
 
 -- name: bm25_seed_avgdl
@@ -114,10 +115,11 @@ update knowledge_chunks set superseded_by = null where superseded_by = %(documen
 
 -- name: amendments_of
 -- The amendments recorded against a document: each amending document's first chunk carries
--- its "amends" list in metadata, whichever of the two was ingested first.
+-- its "amends" list in metadata, whichever of the two was ingested first (indexed: 011).
 select document_id, document_name, metadata -> 'amends'
 from knowledge_chunks
-where chunk_index = 0 and metadata -> 'amends' @> jsonb_build_array(jsonb_build_object('document_id', %(document_id)s::text))
+where chunk_index = 0 and metadata ? 'amends'
+  and metadata -> 'amends' @> jsonb_build_array(jsonb_build_object('document_id', %(document_id)s::text))
 
 -- name: document_sections
 select id, section_path from knowledge_chunks where document_id = %(document_id)s
