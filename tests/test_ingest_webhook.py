@@ -59,7 +59,8 @@ def test_an_html_page_ingests_with_its_headings_and_tables(secured):
     assert r.status_code == 200, r.get_json()
     assert r.get_json()["document_name"] == "Clubhouse Rules"
     with db.connect() as conn:
-        rows = conn.execute("select section_path, content from knowledge_chunks where document_id = 'clubhouse'").fetchall()
+        rows = conn.execute("select section_path, content from knowledge_chunks"
+                            " where document_id = 'clubhouse'").fetchall()
     assert rows == [("Rental fees", "| Room | Fee |\n| --- | --- |\n| Great hall | $150 |")]
     empty = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
                         json={"text": "<script>x=1</script>", "format": "html", "document_type": "other",

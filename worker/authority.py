@@ -1,7 +1,8 @@
 """How much a source's standing counts: binding documents and design guidelines are favoured,
-superseded ones, and sections another document amended, demoted. One set of multipliers, applied to the first-stage score (so the order
-without an LLM already prefers the CC&Rs to meeting minutes that discuss them) and to the rerank
-score (the spec's binding x1.1, design guidelines x1.05, superseded x0.5), capped at 1.
+superseded ones, and sections another document amended, demoted. One set of multipliers,
+applied to the first-stage score (so the order without an LLM already prefers the CC&Rs to
+meeting minutes that discuss them) and to the rerank score (the spec's binding x1.1, design
+guidelines x1.05, superseded x0.5), capped at 1.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 import time
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -241,8 +241,10 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
 
 
 # "Section 4." or "Section 4.2" opening a paragraph, with its run-in title when it has one
-_RUN_IN_SECTION = re.compile(r"^(?:SECTION|[Ss]ection)\s+(\d+(?:\.\d+)*)\.?(?:\s+(?:(?:[A-Z0-9][\w'’/&:,()-]*|of|and|or|for|the|to|"
-                             r"on|in|an?|under|by)\s+){0,9}[A-Z0-9][\w'’/&:,()-]*\.(?=\s|$))?")
+_RUN_IN_SECTION = re.compile(
+    r"^(?:SECTION|[Ss]ection)\s+(\d+(?:\.\d+)*)\.?"
+    r"(?:\s+(?:(?:[A-Z0-9][\w'’/&:,()-]*|of|and|or|for|the|to|on|in|an?|under|by)\s+){0,9}"
+    r"[A-Z0-9][\w'’/&:,()-]*\.(?=\s|$))?")
 _BARE_HEADING = re.compile(rf"^{_HEADING_WORDS}\s+[\w.\"'-]{{1,8}}$", re.I)
 _PAGE_NUMBER = re.compile(r"^(?:.*\bpage\s+\S{1,4}(?:\s+of\s+\S{1,4})?|[-\u2013 ]*\d{1,4}[-\u2013 ]*)$", re.I)
 _SENTENCE_END = (".", ":", ";", "?", "!", ".\"", ".\u201d", ".)")
