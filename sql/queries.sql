@@ -42,6 +42,11 @@ from stdin
 update knowledge_chunks set superseded_by = %(superseded_by)s
 where document_id = %(document_id)s and superseded_by is distinct from %(superseded_by)s
 
+-- name: stored_documents
+-- Which of these ids name a stored document (one index probe each).
+select wanted.document_id from unnest(%(ids)s::text[]) as wanted(document_id)
+where exists (select 1 from knowledge_chunks k where k.document_id = wanted.document_id)
+
 -- name: superseding_document
 -- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
 -- before this one was ever ingested (its first chunk records "supersedes"; indexed: 011).

@@ -147,24 +147,46 @@ def test_a_whole_document_supersedes_another_whichever_comes_first(make_database
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
 
-    def put(document_id: str, supersedes: str | None = None):
+    def put(document_id: str, **links: str):
         return ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION), document_id=document_id,
-                                                     name=None, document_type="ccr", supersedes=supersedes)])
+                                                     name=None, document_type="ccr", **links)])
 
     def superseded_by(document_id: str) -> set[str | None]:
         with db.connect() as conn:
             return {r[0] for r in conn.execute("select superseded_by from knowledge_chunks where document_id = %s",
                                                (document_id,)).fetchall()}
 
-    report = put("ccrs-2024", supersedes="ccrs-1982")
-    assert "ccrs-1982, which is not in the knowledge base yet" in report.notes[0]
-    put("ccrs-1982")
+    # A mistyped or not-yet-stored id is an error naming the flag, and nothing is stored.
+    with pytest.raises(IngestError, match="supersedes: no document 'ccrs-1982'.*--superseded-by ccrs-2024"):
+        put("ccrs-2024", supersedes="ccrs-1982")
+    assert superseded_by("ccrs-2024") == set()
+    with pytest.raises(IngestError, match="superseded_by: no document 'ccrs-2024'"):
+        put("ccrs-1982", superseded_by="ccrs-2024")
+    assert superseded_by("ccrs-1982") == set()
+
+    # Newer first, then the older one names its successor.
+    put("ccrs-2024")
+    put("ccrs-1982", superseded_by="ccrs-2024")
     assert superseded_by("ccrs-1982") == {"ccrs-2024"}
     put("ccrs-1982")  # re-ingested: still superseded
     assert superseded_by("ccrs-1982") == {"ccrs-2024"}
-    assert not put("ccrs-2024", supersedes="ccrs-1982").notes
     delete_document(db, "ccrs-2024")
     assert superseded_by("ccrs-1982") == {None}
+
+    # Older first, then the newer one names what it replaces.
+    put("ccrs-2024", supersedes="ccrs-1982")
+    assert superseded_by("ccrs-1982") == {"ccrs-2024"}
+    delete_document(db, "ccrs-1982")
+    put("ccrs-1982")  # the newer one still declares it: marked again on its return
+    assert superseded_by("ccrs-1982") == {"ccrs-2024"}
+    delete_document(db, "ccrs-2024")
     put("ccrs-1982")  # the declaration left with the deleted document
     assert superseded_by("ccrs-1982") == {None}
+
+    # In one load (a manifest) the order does not matter.
+    delete_document(db, "ccrs-1982")
+    ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION), document_id=i, name=None,
+                                          document_type="ccr", supersedes=s)
+                    for i, s in (("ccrs-2024", "ccrs-1982"), ("ccrs-1982", None))])
+    assert superseded_by("ccrs-1982") == {"ccrs-2024"}
     db.close()

@@ -78,6 +78,31 @@ def test_deleting_the_newer_version_makes_the_older_current_again(managed):
     assert listed["design-guidelines-2024"]["superseded_by"] is None
 
 
+def test_an_unknown_supersession_id_is_a_clear_error_and_nothing_is_stored(managed, tmp_path, monkeypatch):
+    client, db, _, url = managed
+    refused = client.post("/webhook/arc-ingest", headers=ADMIN, json={
+        "text": "# Fences 2026\n\nFences may be 7 feet tall.", "document_type": "design_guidelines",
+        "document_id": "fences-2026", "supersedes": "design-guidelines-2042"})
+    body = refused.get_json()
+    assert refused.status_code == 422 and body["field"] == "supersedes", body
+    assert "no document 'design-guidelines-2042'" in body["message"]
+    late = client.post("/webhook/arc-ingest", headers=ADMIN, json={
+        "text": "# Fences 2019\n\nFences may be 5 feet tall.", "document_type": "design_guidelines",
+        "document_id": "fences-2019", "superseded_by": "design-guidelines-2024"})
+    assert late.status_code == 200, late.get_json()
+
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    notice = tmp_path / "fences.md"
+    notice.write_text("# Fences 2026\n\nFences may be 7 feet tall.\n")
+    cli = CliRunner().invoke(main, ["ingest", str(notice), "--supersedes", "design-guidelines-2042"])
+    assert cli.exit_code != 0 and "supersedes: no document 'design-guidelines-2042'" in cli.output, cli.output
+    assert "Traceback" not in cli.output
+    listed = {d["document_id"]: d for d in client.get(ROUTE, headers=ADMIN).get_json()["documents"]}
+    assert "fences-2026" not in listed and "fences" not in listed
+    assert listed["fences-2019"]["superseded_by"] == "design-guidelines-2024"
+
+
 def test_the_cli_lists_shows_deletes_and_ingests_under_a_chosen_id(managed, tmp_path, monkeypatch):
     _, db, _, url = managed
     monkeypatch.setenv("DATABASE_URL", url)

@@ -161,7 +161,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
                   else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
         document = ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
                                          document_type=req.document_type, is_binding=req.is_binding,
-                                         supersedes=req.supersedes, metadata={"source": "webhook"},
+                                         supersedes=req.supersedes, superseded_by=req.superseded_by,
+                                         metadata={"source": "webhook"},
                                          amends=tuple(req.amends))
         with admission.slot():
             report = ingestor.write([document])
@@ -202,7 +203,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
             log.warning("database unavailable", extra={"reason": str(exc)})
             response = _error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
         else:
-            response = _error(exc.status, exc.code, str(exc), "document" if isinstance(exc, IngestError) else None)
+            response = _error(exc.status, exc.code, str(exc), exc.field if isinstance(exc, IngestError) else None)
         if exc.retry_after:
             response.headers["Retry-After"] = str(exc.retry_after)
         return response

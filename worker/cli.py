@@ -94,14 +94,16 @@ def db_sql(dim: int) -> None:
 @click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--document-type", type=click.Choice(DOCUMENT_TYPES), default="other", show_default=True)
 @click.option("--binding/--not-binding", default=True, show_default=True)
-@click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older document as superseded by the new one.")
+@click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older, stored document as superseded by the new one.")
+@click.option("--superseded-by", metavar="DOCUMENT_ID",
+              help="Mark the new document as superseded by this newer, stored one (an older document ingested late).")
 @click.option("--name", help="Document name (default: its first heading or file name).")
 @click.option("--document-id", help="The id to store it under (default: from the file name); the same id replaces.")
 @click.option("--amends", "amends", multiple=True, metavar="DOCUMENT_ID:SECTION[;SECTION...]",
               help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).")
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersedes: str | None,
-           name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool) -> None:
+           superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool) -> None:
     """Ingest Markdown, text, PDF or a BEIR corpus.jsonl, or a folder with a manifest.json (every
     document it lists, with its id, type and binding); re-ingesting replaces a document."""
     from .amendments import parse_amends
@@ -126,7 +128,8 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
             report = ingest_manifest(ingestor, folders[0], progress=progress)
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
-                                  supersedes=supersedes, name=name, document_id=document_id, progress=progress,
+                                  supersedes=supersedes, superseded_by=superseded_by, name=name,
+                                  document_id=document_id, progress=progress,
                                   amends=tuple(parse_amends(a) for a in amends))
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "

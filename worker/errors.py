@@ -38,5 +38,11 @@ class EmbeddingError(ArcError):
 
 
 class IngestError(ArcError):
+    """A document that cannot be stored; ``field`` names the input at fault for the JSON error."""
+
     status = 422
     code = "ingest_failed"
+
+    def __init__(self, message: str, field: str = "document"):
+        super().__init__(message)
+        self.field = field

@@ -47,6 +47,7 @@ class DocumentInput:
     chunks: list[Chunk]
     is_binding: bool = True
     supersedes: str | None = None
+    superseded_by: str | None = None
     amends: tuple[Amendment, ...] = ()
     metadata: dict = field(default_factory=dict)
     name_in_context: bool = True  # benchmark records name nothing but themselves
@@ -58,8 +59,8 @@ class DocumentInput:
             raise IngestError(f"document_type must be one of {', '.join(DOCUMENT_TYPES)}")
         if not self.document_id or len(self.document_id) > MAX_DOCUMENT_ID or "\x00" in self.document_id:
             raise IngestError(f"document_id must be 1..{MAX_DOCUMENT_ID} characters")
-        if self.supersedes == self.document_id:
-            raise IngestError("a document cannot supersede itself")
+        if self.document_id in (self.supersedes, self.superseded_by):
+            raise IngestError("a document cannot supersede itself", "supersedes")
         if not self.chunks:
             raise IngestError(f"{self.document_id}: no text found to ingest")
         if any(a.document_id == self.document_id for a in self.amends):
@@ -107,12 +108,13 @@ class Ingestor:
 
     def prepare_text(self, parsed: ParsedDocument, *, document_id: str | None, name: str | None,
                      document_type: str, is_binding: bool = True, supersedes: str | None = None,
-                     amends: tuple[Amendment, ...] = (), fallback_name: str = "document",
+                     superseded_by: str | None = None, amends: tuple[Amendment, ...] = (), fallback_name: str = "document",
                      metadata: dict | None = None) -> DocumentInput:
         name = name or parsed.title or fallback_name
         return DocumentInput(document_id=document_id or slugify(name), name=name,
                              document_type=document_type, chunks=self.chunk(parsed),
-                             is_binding=is_binding, supersedes=supersedes, amends=tuple(amends),
+                             is_binding=is_binding, supersedes=supersedes, superseded_by=superseded_by,
+                             amends=tuple(amends),
                              metadata=metadata or {})
 
     def prepare_file(self, path: Path, **kwargs) -> DocumentInput:
@@ -134,6 +136,7 @@ class Ingestor:
     def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
               *, progress: bool = False, batch_documents: int = 256) -> IngestReport:
         """Embed (unless given) and store documents, each replaced atomically."""
+        self.check_links(documents)  # before the embedding bill
         texts = embedding_texts(documents)
         if embeddings is None:
             embeddings = self.embed(texts, progress=progress)
@@ -157,6 +160,24 @@ class Ingestor:
                             sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
                             marks.chunks, tuple(marks.notes))
 
+    def check_links(self, documents: Sequence[DocumentInput]) -> None:
+        """A document named by --supersedes or --superseded-by must be stored already or come in
+        the same load: a mistyped id is an error, not a mark that never lands."""
+        named = {d.document_id for d in documents}
+        links = [(d, field, other) for d in documents
+                 for field, other in (("supersedes", d.supersedes), ("superseded_by", d.superseded_by))
+                 if other and other not in named]
+        if not links:
+            return
+        with self.db.connect() as conn:
+            stored = {row[0] for row in conn.execute(sqlfiles.query("stored_documents"),
+                                                     {"ids": [other for _, _, other in links]})}
+        for doc, field, other in links:
+            if other not in stored:
+                hint = (f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
+                        if field == "supersedes" else "ingest that document first")
+                raise IngestError(f"{field}: no document {other!r} in the knowledge base ({hint})", field)
+
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
         with tqdm(total=len(texts), desc="embedding", unit="chunk", disable=not progress) as bar:
@@ -172,7 +193,7 @@ class Ingestor:
             for doc in sorted(documents, key=lambda d: d.document_id):  # one lock order: no deadlocks
                 conn.execute(sqlfiles.query("lock_document"), {"document_id": doc.document_id})
                 row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": doc.document_id}).fetchone()
-                superseded[doc.document_id] = row[0] if row else None
+                superseded[doc.document_id] = doc.superseded_by or (row[0] if row else None)
                 replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
             conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
                 "sections": [c.section_path for d in documents for c in d.chunks],
@@ -190,13 +211,8 @@ class Ingestor:
                         row_index += 1
             for doc in documents:
                 if doc.supersedes:
-                    marked = conn.execute(sqlfiles.query("mark_superseded"),
-                                          {"document_id": doc.supersedes, "superseded_by": doc.document_id}).rowcount
-                    known = marked or any(d.document_id == doc.supersedes for d in documents) or conn.execute(
-                        sqlfiles.query("document_sections"), {"document_id": doc.supersedes}).fetchone()
-                    if not known:
-                        marks.notes.append(f"{doc.document_id} supersedes {doc.supersedes}, which is not in the "
-                                           "knowledge base yet: it is marked superseded when it is ingested")
+                    conn.execute(sqlfiles.query("mark_superseded"),
+                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id})
             for doc in documents:  # both ways: what this document amends, what amends it
                 for amendment in doc.amends:
                     _mark_amended(conn, amendment, doc.document_id, doc.name, marks)
@@ -261,6 +277,7 @@ def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
 
 def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: str, is_binding: bool,
                  supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
+                 superseded_by: str | None = None,
                  amends: tuple[Amendment, ...] = (),
                  on_file: Callable[[Path], None] | None = None) -> IngestReport:
     paths = list(paths)
@@ -278,7 +295,8 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
             documents.extend(beir_documents(path))
             continue
         documents.append(ingestor.prepare_file(path, document_type=document_type, is_binding=is_binding,
-                                               supersedes=supersedes, name=name, document_id=document_id,
+                                               supersedes=supersedes, superseded_by=superseded_by, name=name,
+                                               document_id=document_id,
                                                amends=amends))
         if on_file:
             on_file(path)
@@ -293,7 +311,7 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
     return [
         ingestor.prepare_file(manifest.path_of(entry), document_id=entry.document_id, name=entry.name,
                               document_type=entry.document_type, is_binding=entry.is_binding,
-                              supersedes=entry.supersedes,
+                              supersedes=entry.supersedes, superseded_by=entry.superseded_by,
                               amends=tuple(entry.amends))
         for entry in manifest.documents
     ]

@@ -3,7 +3,7 @@
 The format of ``worker/sample_corpus/manifest.json`` (and of the hoa-dev evaluation set)::
 
     {"community": "...", "documents": [{"file", "document_id", "name"?, "document_type",
-                                         "is_binding"?, "supersedes"?,
+                                         "is_binding"?, "supersedes"?, "superseded_by"?,
                                          "amends"?: [{"document_id", "sections": [...]}]}]}
 
 ``file`` is relative to the manifest's folder.
@@ -31,6 +31,7 @@ class ManifestEntry(BaseModel):
     document_type: DocumentType
     is_binding: bool = True
     supersedes: str | None = None
+    superseded_by: str | None = None
     amends: list[Amendment] = Field(default_factory=list)
 
 

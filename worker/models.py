@@ -197,7 +197,10 @@ class IngestRequest(BaseModel):
     document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN)
     name: str | None = Field(default=None, min_length=1, max_length=300)
     is_binding: bool = True
-    supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
+                                   description="An older document, already stored, that this one replaces.")
+    superseded_by: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
+                                      description="A newer document, already stored, that replaces this one.")
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
 
     @field_validator("text", "name")
