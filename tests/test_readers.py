@@ -4,7 +4,7 @@ headers, footers and page numbers stay out of the text, each block keeps the pag
 from __future__ import annotations
 
 from tests.test_cli import make_pdf
-from worker.readers import parse_pdf, parse_text
+from worker.readers import parse_markdown, parse_pdf, parse_text
 
 RULES = [
     ["Maple Court Rules and Regulations", "RULES", "1. Owners must keep their lots free of",
@@ -73,3 +73,10 @@ def test_a_list_split_across_chunks_keeps_its_lead_in():
     last = chunks[-1]
     assert last.content.endswith("may stay.")
     assert all(len(c.embedding_text().split()) <= 90 for c in chunks)
+
+
+def test_html_line_breaks_in_markdown_headings_and_text_are_spaces():
+    parsed = parse_markdown("# Declaration\n\n## ARTICLE V<br>Architectural Control\n\n"
+                            "Send requests to the Association<br/>P.O. Box 2225.\n")
+    assert parsed.blocks[0].section == ("ARTICLE V Architectural Control",)
+    assert parsed.blocks[0].text == "Send requests to the Association P.O. Box 2225."

@@ -25,6 +25,7 @@ _MIN_PAGE_LETTERS = 20
 
 # Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
 # amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
+_HTML_BREAK = re.compile(r"\s*<br\s*/?>\s*", re.I)
 _MD_HEADING = re.compile(r"^\s*(#{1,6})\s+(.+?)\s*#*\s*$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
@@ -110,6 +111,7 @@ def parse_markdown(text: str) -> ParsedDocument:
             table.append(line.strip())
             continue
         flush_table()
+        line = _HTML_BREAK.sub(" ", line)  # "## ARTICLE V<br>Architectural Control": one heading
         if marker := _PAGE_MARKER.match(line):
             flush()
             page = int(marker.group(1))

@@ -31,6 +31,8 @@ SYNONYMS: dict[str, str] = {
     r"permission|permit|sign[- ]off|ok(ay)?": "approval",
     r"colou?rs?|paint(ing)?": "color colour paint",
     r"complain(t|ts)?": "complaint violation",
+    r"(heard|hear|gotten|got|get) back|no (response|reply|answer|decision)|(never|not|nobody|no one) "
+    r"(responded|replied|answered|decided)": "failure approve disapprove deemed approved",
     r"dissolve|disband": "dissolution dissolved",
     r"mow(ing)?|landscap(er|ers|ing)|yard work": "landscaping landscape maintenance",
     r"house|home": "dwelling residence",
