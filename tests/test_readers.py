@@ -4,6 +4,7 @@ headers, footers and page numbers stay out of the text, each block keeps the pag
 from __future__ import annotations
 
 from tests.test_cli import make_pdf
+from worker.chunking import is_table
 from worker.readers import parse_markdown, parse_pdf, parse_text
 
 RULES = [
@@ -80,3 +81,62 @@ def test_html_line_breaks_in_markdown_headings_and_text_are_spaces():
                             "Send requests to the Association<br/>P.O. Box 2225.\n")
     assert parsed.blocks[0].section == ("ARTICLE V Architectural Control",)
     assert parsed.blocks[0].text == "Send requests to the Association P.O. Box 2225."
+
+
+def ruled_table_pdf() -> bytes:
+    """A one-page PDF, written by hand, with text above and below a table drawn with ruling lines."""
+    ops: list[str] = []
+
+    def text(x: float, y: float, s: str) -> None:
+        ops.append(f"BT /F1 11 Tf {x} {y} Td ({s}) Tj ET")
+
+    for i, line in enumerate(["ARTICLE IX ENFORCEMENT", "9.1 Fines", "The Board may levy the following fines:"]):
+        text(72, 720 - 18 * i, line)
+    rows = [["Violation", "First notice", "Repeat"], ["Trash cans left out", "$25", "$50"],
+            ["Unapproved fence", "$100", "$250"], ["Parking on the lawn", "$50", "$100"]]
+    xs, top, height = [72, 272, 392, 512], 660, 20
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            text(xs[c] + 4, top - height * (r + 1) + 6, cell)
+    for r in range(len(rows) + 1):
+        ops.append(f"{xs[0]} {top - height * r} m {xs[-1]} {top - height * r} l S")
+    for x in xs:
+        ops.append(f"{x} {top} m {x} {top - height * len(rows)} l S")
+    text(72, 560, "9.2 Appeals")
+    text(72, 542, "An owner may appeal a fine to the Board within 30 days.")
+    stream = " ".join(ops).encode()
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def test_a_ruled_table_in_a_pdf_is_a_table_block_in_its_place(tmp_path):
+    pdf = tmp_path / "enforcement.pdf"
+    pdf.write_bytes(ruled_table_pdf())
+    blocks = parse_pdf(pdf).blocks
+    tables = [b for b in blocks if is_table(b.text)]
+    assert len(tables) == 1, [b.text for b in blocks]
+    assert tables[0].text.split("\n") == ["| Violation | First notice | Repeat |", "| --- | --- | --- |",
+                                          "| Trash cans left out | $25 | $50 |", "| Unapproved fence | $100 | $250 |",
+                                          "| Parking on the lawn | $50 | $100 |"]
+    assert tables[0].section[-1] == "9.1 Fines" and tables[0].page == 1
+    texts = [b.text for b in blocks]
+    assert texts.index("The Board may levy the following fines:") < texts.index(tables[0].text)
+    assert "An owner may appeal a fine to the Board within 30 days." in texts
+    assert not any("Unapproved fence" in t for t in texts if t is not tables[0].text)
+    # without ruling lines the same text is plain lines: nothing is taken for a table
+    plain = tmp_path / "plain.pdf"
+    plain.write_bytes(make_pdf([["9.1 Fines", "Violation First notice Repeat", "Unapproved fence $100 $250"]]))
+    assert not any(is_table(b.text) for b in parse_pdf(plain).blocks)

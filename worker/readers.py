@@ -4,11 +4,13 @@ Headings become the section path. Markdown uses ``#`` headings; plain text and P
 numbering governing documents are written with ("Chapter 4", "ARTICLE V", "4.2 Fencing",
 "Exhibit A"). Lettered and numbered items ("(F) ...", "3. ...") are blocks of their own, so a
 long section splits between items, never inside one if it can help it. Pages: PDF pages, form
-feeds in text, and ``<!-- page N -->`` markers in Markdown.
+feeds in text, and ``<!-- page N -->`` markers in Markdown. Tables stay tables: Markdown
+pipe rows, and the ruled tables of a PDF page (found by pdfplumber) as such rows.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -19,13 +21,15 @@ from pathlib import Path
 from .chunking import ITEM, Block
 from .ocr import Ocr
 
+log = logging.getLogger("arc.readers")
+
 # A page with fewer letters than this in its text layer, and an image, is a scan (a recording
 # stamp or a page number may be all the text a scanned page carries).
 _MIN_PAGE_LETTERS = 20
 
+_HTML_BREAK = re.compile(r"\s*<br\s*/?>\s*", re.I)
 # Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
 # amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
-_HTML_BREAK = re.compile(r"\s*<br\s*/?>\s*", re.I)
 _MD_HEADING = re.compile(r"^\s*(#{1,6})\s+(.+?)\s*#*\s*$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
@@ -162,9 +166,13 @@ def parse_pdf(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
         pages = [(n, page.extract_text() or "") for n, page in enumerate(reader.pages, start=1)]
         scanned = [n for (n, text), page in zip(pages, reader.pages)
                    if sum(c.isalpha() for c in text) < _MIN_PAGE_LETTERS and _has_image(page)]
+        ruled = [n for n, page in enumerate(reader.pages, start=1) if n not in scanned and _has_rules(page)]
     except (PyPdfError, OSError, KeyError, TypeError, AttributeError) as exc:
         # pypdf raises its own errors and, on damaged files, plain Python ones from its parser
         raise ValueError(f"not a readable PDF ({type(exc).__name__}: {exc})"[:300]) from None
+    if ruled:
+        with_tables = pdf_tables(path, ruled)
+        pages = [(n, with_tables.get(n, text)) for n, text in pages]
     if not scanned:
         return _parse_pages(pages)
     started = time.perf_counter()
@@ -176,6 +184,66 @@ def parse_pdf(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
 
 def _has_image(page) -> bool:
     return len(page.images) > 0  # lists them (forms included) without decoding any
+
+
+_RULE_OPERATOR = re.compile(rb"\s(?:re|l)\s")
+
+
+def _has_rules(page) -> bool:
+    """Whether the page draws lines or rectangles: a ruled table needs them, and only such pages
+    are worth pdfplumber's slower layout analysis."""
+    try:
+        contents = page.get_contents()
+        return bool(contents is not None and _RULE_OPERATOR.search(contents.get_data()))
+    except Exception:  # a damaged content stream: no tables rather than no document
+        return False
+
+
+def pdf_tables(path: Path, numbers: list[int]) -> dict[int, str]:
+    """The text of those pages that hold ruled tables, each table as Markdown rows in its place
+    (pdfplumber finds them from the drawn lines); pages without one are left out."""
+    import pdfplumber
+
+    found: dict[int, str] = {}
+    try:
+        with pdfplumber.open(path) as pdf:
+            for number in numbers:
+                page = pdf.pages[number - 1]
+                tables = sorted((t for t in page.find_tables() if _is_table(t.extract())), key=lambda t: t.bbox[1])
+                if not tables:
+                    continue
+                parts, top = [], 0.0
+                for table in tables:
+                    parts.append(_text_between(page, top, table.bbox[1]))
+                    parts.append(markdown_table(table.extract()))
+                    top = table.bbox[3]
+                parts.append(_text_between(page, top, page.height))
+                found[number] = "\n".join(p for p in parts if p)
+    except Exception as exc:  # pdfminer's errors on odd files: keep pypdf's text for those pages
+        log.info("table detection skipped", extra={"file": path.name, "error_type": type(exc).__name__})
+    return found
+
+
+def _is_table(rows: list[list[str | None]]) -> bool:
+    filled = [[c for c in row if c and c.strip()] for row in rows]
+    return len(rows) >= 2 and max(len(r) for r in rows) >= 2 and sum(len(r) >= 2 for r in filled) >= 2
+
+
+def _text_between(page, top: float, bottom: float) -> str:
+    if bottom - top < 1:
+        return ""
+    return page.crop((0, top, page.width, bottom)).extract_text() or ""
+
+
+def markdown_table(rows: list[list[str | None]]) -> str:
+    """Rows of cells as a Markdown table, the first row its header."""
+    width = max(len(row) for row in rows)
+
+    def cells(row: list[str | None]) -> str:
+        text = [" ".join((c or "").split()).replace("|", "\\|") for c in row] + [""] * (width - len(row))
+        return "| " + " | ".join(text) + " |"
+
+    return "\n".join([cells(rows[0]), "|" + " --- |" * width, *(cells(row) for row in rows[1:])])
 
 
 def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
@@ -198,16 +266,29 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
     paragraph_page: int | None = None
     titled = True  # whether the innermost heading has its title or text under it yet
 
+    table: list[str] = []
+
     def flush() -> None:
         nonlocal paragraph
         if paragraph:
             blocks.append(Block(_join_lines(paragraph), tuple(h for _, h in stack), paragraph_page))
             paragraph = []
 
+    def flush_table(page: int | None) -> None:
+        if table:
+            blocks.append(Block("\n".join(table), tuple(h for _, h in stack), page))
+            table.clear()
+
     for page, lines, edges in split:
         if paragraph and _ends_sentence(paragraph[-1]):
             flush()
         for i, line in enumerate(lines):
+            if _TABLE_ROW.match(line):  # a table's rows (pdf_tables) stay rows
+                if not table:
+                    flush()
+                table.append(line)
+                continue
+            flush_table(page)
             if not line:
                 if paragraph and _ends_sentence(paragraph[-1]):
                     flush()
@@ -238,6 +319,7 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
             if not paragraph:
                 paragraph_page = page
             paragraph.append(line)
+        flush_table(page)
     flush()
     return ParsedDocument(title, blocks)
 
