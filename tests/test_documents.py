@@ -141,12 +141,19 @@ def test_a_folder_with_a_manifest_ingests_every_document_it_lists(managed, tmp_p
         {"document_id": "pool-rules", "file": "pool.md", "name": "Pool Rules", "document_type": "other",
          "is_binding": True},
         {"document_id": "letter-3-elm", "file": "letter.txt", "name": "Letter 3 Elm", "document_type": "response_letter",
-         "is_binding": False}]}))
+         "is_binding": False},
+        # superseded by a document later in the list, and by one already stored
+        {"document_id": "pool-rules-2019", "file": "pool.md", "document_type": "other", "superseded_by": "pool-2026"},
+        {"document_id": "pool-2026", "file": "pool.md", "document_type": "other"},
+        {"document_id": "old-guidelines", "file": "pool.md", "document_type": "other",
+         "superseded_by": "design-guidelines-2024"}]}))
     result = CliRunner().invoke(main, ["ingest", str(folder)])
     assert result.exit_code == 0, result.output
     assert "document id: pool-rules" in result.output and "document id: letter-3-elm" in result.output
     listed = CliRunner().invoke(main, ["documents", "list"]).output
     assert "letter-3-elm\tresponse_letter\tno\t" in listed
+    assert "pool-rules-2019\tother\tyes\tpool-2026\t" in listed, listed
+    assert "old-guidelines\tother\tyes\tdesign-guidelines-2024\t" in listed, listed
     no_manifest = tmp_path / "empty"
     no_manifest.mkdir()
     refused = CliRunner().invoke(main, ["ingest", str(no_manifest)])
