@@ -140,6 +140,7 @@ def test_specks_on_a_scan_do_not_break_its_words(tmp_path, seed):
 
 def test_superscript_ordinals_read_as_quotes_are_restored_and_inches_are_left_alone():
     assert restore_ordinals('due and payable January 15" of each year') == "due and payable January 15th of each year"
+    assert restore_ordinals("The 5' day of May") == "The 5th day of May"
     assert restore_ordinals("on the 1\u201d day of March 2, 3' and 22\u2122 of") == "on the 1st day of March 2, 3' and 22\u2122 of"
     assert restore_ordinals("by May 2\u201d, June 3' and July 11\"") == "by May 2nd, June 3rd and July 11th"
     assert restore_ordinals('a fence 48" high, the 6" of topsoil, may 5" of') == 'a fence 48" high, the 6" of topsoil, may 5" of'

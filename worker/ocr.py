@@ -36,7 +36,7 @@ _MONTHS = ("January|February|March|April|May|June|July|August|September|October|
 # A superscript ordinal ("January 15th", "the 1st day") is read as a quote mark after the digits.
 _SUPERSCRIPT_ORDINAL = re.compile(  # after a month, or before "day": never inches
     rf"\b(?:(?P<month>(?:{_MONTHS})\s+)(?P<date>\d{{1,2}})[{_QUOTES}](?!\w)"
-    rf"|(?P<the>the\s+)(?P<day>\d{{1,2}})[{_QUOTES}](?=\s+day\b))")
+    rf"|(?P<the>[Tt]he\s+)(?P<day>\d{{1,2}})[{_QUOTES}](?=\s+day\b))")
 
 
 class OcrUnavailable(ValueError):
