@@ -164,6 +164,9 @@ def test_a_whole_document_supersedes_another_whichever_comes_first(make_database
         put("ccrs-1982", superseded_by="ccrs-2024")
     assert superseded_by("ccrs-1982") == set()
 
+    with pytest.raises(IngestError, match="superseded_by: a document cannot supersede itself"):
+        put("ccrs-1982", superseded_by="ccrs-1982")
+
     # Newer first, then the older one names its successor.
     put("ccrs-2024")
     put("ccrs-1982", superseded_by="ccrs-2024")

@@ -59,8 +59,9 @@ class DocumentInput:
             raise IngestError(f"document_type must be one of {', '.join(DOCUMENT_TYPES)}")
         if not self.document_id or len(self.document_id) > MAX_DOCUMENT_ID or "\x00" in self.document_id:
             raise IngestError(f"document_id must be 1..{MAX_DOCUMENT_ID} characters")
-        if self.document_id in (self.supersedes, self.superseded_by):
-            raise IngestError("a document cannot supersede itself", "supersedes")
+        for field_name in ("supersedes", "superseded_by"):
+            if getattr(self, field_name) == self.document_id:
+                raise IngestError(f"{field_name}: a document cannot supersede itself", field_name)
         if not self.chunks:
             raise IngestError(f"{self.document_id}: no text found to ingest")
         if any(a.document_id == self.document_id for a in self.amends):
