@@ -9,14 +9,21 @@ from worker.cli import main
 
 def make_pdf(pages: list[list[str]]) -> bytes:
     """A minimal valid PDF with one text line per entry, written by hand (no PDF library needed)."""
-    objects: list[bytes] = []
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
-    font_id = 3 + 2 * len(pages)
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
-    for i, lines in enumerate(pages):
+    streams = []
+    for lines in pages:
         text = " ".join(f"({line}) Tj 0 -18 Td" for line in lines)
-        stream = f"BT /F1 12 Tf 72 720 Td {text} ET".encode()
+        streams.append(f"BT /F1 12 Tf 72 720 Td {text} ET".encode())
+    return pdf_of_streams(streams)
+
+
+def pdf_of_streams(streams: list[bytes]) -> bytes:
+    """A PDF, written by hand, with one page per content stream (Helvetica as /F1)."""
+    objects: list[bytes] = []
+    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(streams)))
+    font_id = 3 + 2 * len(streams)
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(streams)} >>".encode())
+    for i, stream in enumerate(streams):
         objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
                        f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode())
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")

@@ -3,7 +3,7 @@ headers, footers and page numbers stay out of the text, each block keeps the pag
 
 from __future__ import annotations
 
-from tests.test_cli import make_pdf
+from tests.test_cli import make_pdf, pdf_of_streams
 from worker.chunking import is_table
 from worker.readers import parse_markdown, parse_pdf, parse_text
 
@@ -104,22 +104,7 @@ def ruled_table_pdf() -> bytes:
         ops.append(f"{x} {top} m {x} {top - height * len(rows)} l S")
     text(72, 560, "9.2 Appeals")
     text(72, 542, "An owner may appeal a fine to the Board within 30 days.")
-    stream = " ".join(ops).encode()
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-               b"/Resources << /Font << /F1 5 0 R >> >> >>",
-               b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
+    return pdf_of_streams([" ".join(ops).encode()])
 
 
 def test_a_ruled_table_in_a_pdf_is_a_table_block_in_its_place(tmp_path):
