@@ -209,14 +209,15 @@ def pdf_tables(path: Path, numbers: list[int]) -> dict[int, str]:
         with pdfplumber.open(path) as pdf:
             for number in numbers:
                 page = pdf.pages[number - 1]
-                tables = sorted((t for t in page.find_tables() if _is_table(t.extract())), key=lambda t: t.bbox[1])
+                tables = sorted(((t.bbox, rows) for t in page.find_tables() if _holds_a_table(rows := t.extract())),
+                                key=lambda found_table: found_table[0][1])
                 if not tables:
                     continue
                 parts, top = [], 0.0
-                for table in tables:
-                    parts.append(_text_between(page, top, table.bbox[1]))
-                    parts.append(markdown_table(table.extract()))
-                    top = table.bbox[3]
+                for (_, table_top, _, table_bottom), rows in tables:
+                    parts.append(_text_between(page, top, table_top))
+                    parts.append(markdown_table(rows))
+                    top = table_bottom
                 parts.append(_text_between(page, top, page.height))
                 found[number] = "\n".join(p for p in parts if p)
     except Exception as exc:  # pdfminer's errors on odd files: keep pypdf's text for those pages
@@ -224,7 +225,8 @@ def pdf_tables(path: Path, numbers: list[int]) -> dict[int, str]:
     return found
 
 
-def _is_table(rows: list[list[str | None]]) -> bool:
+def _holds_a_table(rows: list[list[str | None]]) -> bool:
+    """At least two rows with two filled cells: a ruled box or a single line is not a table."""
     filled = [[c for c in row if c and c.strip()] for row in rows]
     return len(rows) >= 2 and max(len(r) for r in rows) >= 2 and sum(len(r) >= 2 for r in filled) >= 2
 
