@@ -65,7 +65,7 @@ class DocumentInput:
         if not self.chunks:
             raise IngestError(f"{self.document_id}: no text found to ingest")
         if any(a.document_id == self.document_id for a in self.amends):
-            raise IngestError("a document cannot amend itself")
+            raise IngestError("amends: a document cannot amend itself", "amends")
 
 
 def embedding_texts(documents: Sequence[DocumentInput]) -> list[str]:
@@ -193,8 +193,7 @@ class Ingestor:
             superseded: dict[str, str | None] = {}
             for doc in sorted(documents, key=lambda d: d.document_id):  # one lock order: no deadlocks
                 conn.execute(sqlfiles.query("lock_document"), {"document_id": doc.document_id})
-                row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": doc.document_id}).fetchone()
-                superseded[doc.document_id] = doc.superseded_by or (row[0] if row else None)
+                superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id)
                 replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
             conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
                 "sections": [c.section_path for d in documents for c in d.chunks],
@@ -230,6 +229,11 @@ class _Marks:
     chunks: int = 0
     notes: list[str] = field(default_factory=list)
     done: set[tuple[str, str, str]] = field(default_factory=set)  # (amended_by, document, section)
+
+
+def _superseding_document(conn, document_id: str) -> str | None:
+    row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": document_id}).fetchone()
+    return row[0] if row else None
 
 
 def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
