@@ -124,13 +124,12 @@ class Ocr:
         """The text of the given 1-based pages of ``path``, in order, with the seconds each took."""
         if not self.enabled:
             raise OcrUnavailable(f"page {numbers[0]} has no text and OCR is off (ARC_OCR=false)")
+        from PIL import ImageFilter
         from tqdm import tqdm
 
         engine = Tesseract(self.language)
 
         def read(job: tuple[int, object]) -> PageText:
-            from PIL import ImageFilter
-
             number, image = job
             started = time.perf_counter()
             text = engine.read_image(image.filter(ImageFilter.MedianFilter(DESPECKLE)))
