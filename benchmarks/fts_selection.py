@@ -1,9 +1,9 @@
-"""Which chunks the full-text leg reads when a question matches more than it may read.
+"""Which chunks the full-text leg reads when a question's words hold more postings than it may read.
 
-hybrid_search reads at most ``fts_scan_limit`` (5,000) matching chunks and scores those. A corpus
-of millions of chunks is not needed to see what that choice costs: on a BEIR set the limit is
-lowered until most questions match more chunks than it allows, and the leg alone (no embedding)
-is scored against the judgements at each limit. Unlimited is the exact BM25 ranking.
+hybrid_search reads at most ``fts_scan_limit`` (5,000) postings, each word's best first, and
+scores the best candidates exactly. A corpus of millions of chunks is not needed to see what that
+bound costs: on a BEIR set the limit is lowered until most questions hold more postings than it
+allows, and the leg alone (no embedding) is scored against the judgements at each limit.
 
     python benchmarks/fts_selection.py ../shared/datasets/scifact ../shared/datasets/squad-v1.1-dev \
         --out benchmarks/fts_selection
@@ -37,14 +37,13 @@ def measure(folder: Path, settings: Settings, embedder: CachedEmbedder, data_dir
             for qid, text in sorted(dataset.queries.items()):
                 found = conn.execute(QUERY, {"q": normalize(text)[:2000], "limit": limit}).fetchall()
                 rankings[qid] = list(dict.fromkeys(d for d, _ in found))
-                matches = conn.execute(
-                    "select count(*) from knowledge_chunks where fts @@ "
-                    "(select string_agg(quote_literal(lexeme), ' | ')::tsquery from bm25_query_terms(%s) where df > 0)",
-                    (normalize(text)[:2000],)).fetchone()[0]
-                over += matches > limit
+                postings = conn.execute(
+                    "select coalesce(sum(least(t.df, c.postings_per_lexeme)), 0) from bm25_query_terms(%s) t,"
+                    " bm25_corpus c where c.id and t.df > 0", (normalize(text)[:2000],)).fetchone()[0]
+                over += postings > limit
             summary = summarise(rankings, dataset.qrels)
             rows.append({"dataset": folder.name, "fts_scan_limit": limit,
-                         "questions_matching_more": round(over / len(dataset.queries), 3),
+                         "questions_over_the_limit": round(over / len(dataset.queries), 3),
                          "ndcg@10": round(summary["ndcg@10"], 4), "recall@20": round(summary["recall@20"], 4)})
             print(rows[-1], flush=True)
     return rows
@@ -65,12 +64,15 @@ def main() -> None:
     lines = ["# Full-text leg under its read limit", "",
              "Command: `python benchmarks/fts_selection.py " + " ".join(map(str, args.datasets))
              + f" --out {args.out}`", "",
-             "The full-text leg alone (no embedding); `questions_matching_more`: share of questions whose"
-             " words match more chunks than the limit lets the leg read.", "",
-             "| dataset | fts_scan_limit | questions matching more | nDCG@10 | Recall@20 |", "|---|---|---|---|---|"]
-    lines += [f"| {r['dataset']} | {r['fts_scan_limit']} | {r['questions_matching_more']} | {r['ndcg@10']} |"
+             "The full-text leg alone (no embedding); `questions over the limit`: share of questions whose"
+             " words hold more stored postings than the limit lets the leg read.", "",
+             "| dataset | fts_scan_limit | questions over the limit | nDCG@10 | Recall@20 |", "|---|---|---|---|---|"]
+    lines += [f"| {r['dataset']} | {r['fts_scan_limit']} | {r['questions_over_the_limit']} | {r['ndcg@10']} |"
               f" {r['recall@20']} |" for r in rows]
-    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+    # the earlier designs' tables, below the first "## " heading, survive a re-run
+    md = args.out / "results.md"
+    history = md.read_text().partition("\n## ")[2] if md.exists() else ""
+    md.write_text("\n".join(lines) + "\n" + ("\n## " + history if history else ""))
     print("\n".join(lines))
 
 

@@ -15,19 +15,24 @@
 -- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
 -- expansion_text: extra words for the full-text leg only (synonyms), weighted expansion_weight.
 --
--- Bounded work on common words: lexemes found in more than fts_max_df_ratio of all chunks (and
--- in more than fts_min_df_cutoff chunks) do not select candidates (they still score them). Of
--- the others, the most telling select, as many as fit in fts_scan_limit chunks together, and at
--- most fts_scan_limit matching rows are read; those that pass the filters are scored. Below that
--- many matches (most questions up to ~100k chunks) the leg is exact; above it, the chunks read
--- are those with the question's rarest words (benchmarks/fts_selection/), and a narrow filter
--- leaves the vector leg to find most of its candidates. The function sets its own
--- hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a filtered vector leg still
--- fills match_count rows.
+-- Bounded work at any size: the full-text leg reads each question word's best chunks from the
+-- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
+-- among the words (a rare word's short list whole, the rest split evenly among the common
+-- ones), adds up each chunk's postings read into a partial score, and scores the best
+-- fts_rescore (default 5 x match_count; 20 x under a document-type or binding filter) exactly
+-- from their stored weights. Filters apply to those. Exact while every list the question
+-- touches is read whole (most questions below ~100k chunks); above that, the chunks read are
+-- the best ones of each word, measured against exact BM25 in benchmarks/scale/quality/. The
+-- function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
+-- filtered vector leg still fills match_count rows.
 -- arc: repeatable (only create-or-replace definitions: applied again whenever this file changes)
--- The signature before expansion_text (0.1.0): dropped so named calls stay unambiguous.
+-- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two
+-- parameters): dropped so named calls stay unambiguous.
 drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
                                       text[], boolean, boolean, integer, double precision, integer, integer);
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, double precision, integer, integer,
+                                      text, double precision);
 create or replace function hybrid_search(
   query_text          text,
   query_embedding     vector default null,
@@ -40,11 +45,10 @@ create or replace function hybrid_search(
   binding_only        boolean default false,
   include_superseded  boolean default false,
   ef_search           integer default null,
-  fts_max_df_ratio    double precision default 0.01,
-  fts_min_df_cutoff   integer default 1000,
   fts_scan_limit      integer default 5000,
   expansion_text      text default null,
-  expansion_weight    double precision default 0.5
+  expansion_weight    double precision default 0.5,
+  fts_rescore         integer default null
 )
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,
@@ -56,21 +60,26 @@ returns table (
 language plpgsql
 set search_path = public, extensions
 set statement_timeout = '5s'
--- The cost model does not see that fts and content are TOASTed: left alone it picks a sequential
--- scan (detoasting every row) over the GIN bitmap once a query matches a fifth of the table.
+-- Every read below goes through an index (HNSW, the postings' impact order, primary keys); the
+-- cost model, which does not see that the wide columns are TOASTed, would sometimes scan instead.
 set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare
   qvec        sparsevec;
   idf_mass    double precision;
-  match_query tsquery;
-  n_docs      bigint;
+  read_words  text[];
+  read_weight double precision[];
+  read_count  integer[];
+  rescore     integer;
   vw          double precision := coalesce(vector_weight, 0.7);
   fw          double precision := coalesce(fts_weight, 0.3);
 begin
   if match_count is null or match_count < 1 or match_count > 1000 then
     raise exception 'match_count must be between 1 and 1000' using errcode = '22023';
+  end if;
+  if fts_scan_limit is null or fts_scan_limit < 1 then
+    raise exception 'fts_scan_limit must be at least 1' using errcode = '22023';
   end if;
   if fusion is null or fusion not in ('weighted', 'rrf') then
     raise exception 'fusion must be weighted or rrf' using errcode = '22023';
@@ -88,7 +97,8 @@ begin
     null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
   end;
 
-  select c.n_docs into n_docs from bm25_corpus c where c.id;
+  rescore := least(coalesce(fts_rescore, match_count * case when document_types is not null or binding_only
+                                                              then 20 else 5 end), fts_scan_limit);
 
   -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
   with all_terms as (
@@ -103,23 +113,20 @@ begin
     where e.df > 0 and e.lexeme not in (select lexeme from all_terms)
   ), by_index as (
     select idx, sum(w) as w from terms group by idx
-  ), selective as (
-    select lexeme, df, w from terms where df <= greatest(fts_max_df_ratio * n_docs, fts_min_df_cutoff)
-  ), chosen as (
-    -- The most telling words first (highest weight: rarest, not an expansion), as many as the
-    -- leg may read all the chunks of (their df summed within fts_scan_limit; always the first).
-    -- When a question matches more chunks than that, the chunks read are those holding its
-    -- rarest words, not whichever come first in the heap (which dropped the newest documents).
-    select lexeme from (
-      select lexeme, sum(df) over (order by w desc, lexeme) as reads,
-             row_number() over (order by w desc, lexeme) as n
-      from selective
-    ) r
-    where r.reads <= fts_scan_limit or r.n = 1
-    union all
-    -- every lexeme is common: fall back to the two rarest
-    select lexeme from (select lexeme from terms order by df, lexeme limit 2) r
-     where not exists (select 1 from selective)
+  ), by_df as (
+    -- How many postings each word reads: fts_scan_limit shared out water-filling, rarest first,
+    -- so that a short list is read whole and what it leaves goes to the longer ones.
+    select t.lexeme, t.w, least(t.df, c.postings_per_lexeme) as listed,
+           row_number() over (order by t.df, t.lexeme) as place, count(*) over () as words,
+           coalesce(sum(least(t.df, c.postings_per_lexeme))
+                      over (order by t.df, t.lexeme rows between unbounded preceding and 1 preceding), 0) as before
+    from terms t cross join bm25_corpus c
+    where c.id
+  ), level as (
+    select coalesce((array_agg((fts_scan_limit - before)::double precision / (words - place + 1) order by place)
+                       filter (where listed > (fts_scan_limit - before)::double precision / (words - place + 1)))[1],
+                    'infinity') as share
+    from by_df
   )
   select (select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec
             from by_index),
@@ -127,9 +134,11 @@ begin
          -- whose one matching word is "2019" is not a full match ("who won the world series
          -- in 2019" scored fts 1.0 against governing documents when only found words counted)
          (select sum(idf * qtf) from all_terms),
-         (select string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '\''') || '''', ' | ')::tsquery
-            from chosen)
-    into qvec, idf_mass, match_query;
+         (select array_agg(lexeme order by place) from by_df),
+         (select array_agg(w order by place) from by_df),
+         (select array_agg(greatest(least(listed::double precision, floor(share)), 1)::integer order by place)
+            from by_df, level)
+    into qvec, idf_mass, read_words, read_weight, read_count;
 
   return query
   with vector_leg as (
@@ -147,23 +156,27 @@ begin
       order by c.embedding <=> query_embedding
       limit match_count
     ) v
+  ), fts_candidates as (
+    select p.chunk_id, sum(q.w * p.weight) as partial
+    from unnest(read_words, read_weight, read_count) as q(lexeme, w, n)
+    cross join lateral (
+      select b.chunk_id, b.weight from bm25_postings b
+      where b.lexeme = q.lexeme
+      order by b.weight desc
+      limit q.n
+    ) p
+    group by p.chunk_id
+    order by partial desc, p.chunk_id
+    limit rescore
   ), fts_leg as (
-    select s.id, -(s.bm25 <#> qvec) as score,
-           (row_number() over (order by s.bm25 <#> qvec, s.id))::integer as rank
-    from (
-      -- The filters apply to the rows read, not while reading: reading on until fts_scan_limit
-      -- rows pass a filter that keeps 30% of chunks reads 3x the heap pages (at 1M chunks,
-      -- p95 43 ms warm, over 150 ms cold, against 26 ms unfiltered; benchmarks/scale/).
-      select c.id, c.bm25, c.document_type, c.is_binding, c.superseded_by
-      from knowledge_chunks c
-      where match_query is not null
-        and c.fts @@ match_query
-      limit fts_scan_limit
-    ) s
-    where (document_types is null or s.document_type = any (document_types))
-      and (not binding_only or s.is_binding)
-      and (include_superseded or s.superseded_by is null)
-    order by s.bm25 <#> qvec, s.id
+    select c.id, -(c.bm25 <#> qvec) as score,
+           (row_number() over (order by c.bm25 <#> qvec, c.id))::integer as rank
+    from fts_candidates f
+    join knowledge_chunks c on c.id = f.chunk_id
+    where (document_types is null or c.document_type = any (document_types))
+      and (not binding_only or c.is_binding)
+      and (include_superseded or c.superseded_by is null)
+    order by c.bm25 <#> qvec, c.id
     limit match_count
   ), joined as (
     select coalesce(v.id, f.id) as id,
@@ -198,5 +211,27 @@ begin
   from normalised n
   join knowledge_chunks c on c.id = n.id
   order by 16 desc, 1;
+end
+$$;
+
+-- A new signature is a new function, which PUBLIC may execute: the rights 009 gives, again, so
+-- that an upgrade (this file applied after 009) does not open it to anon.
+do $$
+declare
+  f regprocedure;
+  r text;
+begin
+  for f in select p.oid::regprocedure from pg_proc p
+            where p.pronamespace = 'public'::regnamespace and p.proname = 'hybrid_search' loop
+    execute format('revoke execute on function %s from public', f);
+    foreach r in array array['anon', 'authenticated'] loop
+      if exists (select 1 from pg_roles where rolname = r) then
+        execute format('revoke execute on function %s from %I', f, r);
+      end if;
+    end loop;
+    if exists (select 1 from pg_roles where rolname = 'service_role') then
+      execute format('grant execute on function %s to service_role', f);
+    end if;
+  end loop;
 end
 $$;

@@ -111,3 +111,79 @@ def test_past_its_read_limit_the_full_text_leg_reads_the_rarest_words_chunks(dat
             "vector_weight => 0, fts_weight => 1, fts_scan_limit => 100) order by fts_rank").fetchall()
     db.close()
     assert found and found[0][0] == "pergolas"
+
+
+def test_common_words_alone_still_find_the_best_match_however_new(database_factory, embedder):
+    # Every chunk says "fence"; the newest says little else, so it is the best BM25 match. Reading
+    # 50 chunks in heap order (the leg before impact-ordered postings) never reached it.
+    db = Database(database_factory("bm25_common"))
+    db.migrate(embedder.dim)
+    with db.connect() as conn:
+        conn.execute("""
+            insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, content, token_count)
+            select 'rules', 'Rules', 'other', i,
+                   'Rule ' || i || ': a fence along the rear lot line needs written approval from the committee.', 16
+            from generate_series(0, 299) i""")
+        conn.execute("""
+            insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, content, token_count)
+            values ('fences', 'Fences', 'other', 0, 'Fence. Fence height.', 4)""")
+        conn.commit()
+        found = conn.execute(
+            "select document_id, fts_rank from hybrid_search(query_text => 'fence', match_count => 5, "
+            "vector_weight => 0, fts_weight => 1, fts_scan_limit => 50) order by fts_rank").fetchall()
+    db.close()
+    assert found[0] == ("fences", 1)
+
+
+def assert_postings_exact(conn, per_lexeme: int) -> None:
+    """Each lexeme keeps exactly its postings at or above its floor (all of them without one), no
+    more than ``per_lexeme`` above it, with the weight its chunk was written with."""
+    k1, b, avgdl = conn.execute("select k1, b, avgdl_indexed from bm25_corpus").fetchone()
+    every = {}
+    for chunk, lexeme, tf, dl in conn.execute(
+            "select c.id, t.lexeme, coalesce(array_length(t.positions, 1), 1), c.fts_length "
+            "from knowledge_chunks c, unnest(c.fts) t"):
+        every[(chunk, lexeme)] = tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+    floors = dict(conn.execute("select lexeme, floor from bm25_terms").fetchall())
+    counts = dict(conn.execute("select lexeme, kept from bm25_terms").fetchall())
+    kept = {(c, t): w for c, t, w in conn.execute("select chunk_id, lexeme, weight from bm25_postings")}
+    expected = {key for key, w in every.items() if floors[key[1]] is None or w >= floors[key[1]] - 1e-6}
+    assert set(kept) == expected
+    for key, w in kept.items():
+        assert w == pytest.approx(every[key], rel=1e-6)
+    for lexeme, floor in floors.items():
+        mine = [w for (_, t), w in kept.items() if t == lexeme]
+        assert counts[lexeme] == len(mine)
+        assert sum(w > floor + 1e-6 for w in mine) < per_lexeme if floor is not None else len(mine) <= per_lexeme
+
+
+def test_postings_keep_each_lexemes_best_chunks_through_every_change(database_factory, embedder):
+    import random
+    words = ["fence", "roof", "paint", "shed", "pool", "tree", "deck", "gate"]
+    pick = random.Random(5)
+
+    def text() -> str:
+        return " ".join(pick.choice(words) for _ in range(pick.randint(1, 12)))
+
+    db = Database(database_factory("bm25_postings"))
+    db.migrate(embedder.dim)
+    with db.connect() as conn:
+        conn.execute("update bm25_corpus set avgdl_indexed = 6, postings_per_lexeme = 4")
+        insert = ("insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, content,"
+                  " token_count) values (%s, %s, 'other', %s, %s, 1)")
+        for batch in range(4):  # several statements: lists fill, then floors rise
+            with conn.cursor() as cur:
+                cur.executemany(insert, [(f"d{batch}", "D", i, text()) for i in range(15)])
+            assert_postings_exact(conn, 4)
+        conn.execute("delete from knowledge_chunks where document_id = 'd1'")
+        assert_postings_exact(conn, 4)
+        for cid, in conn.execute("select id from knowledge_chunks where document_id = 'd2'").fetchall():
+            conn.execute("update knowledge_chunks set content = %s where id = %s", (text(), cid))
+        conn.execute("update knowledge_chunks set superseded_by = 'd3' where document_id = 'd0'")
+        assert_postings_exact(conn, 4)
+        assert conn.execute("select bm25_postings_rebuild()").fetchone()[0] > 0
+        assert_postings_exact(conn, 4)
+        conn.execute("truncate knowledge_chunks")
+        assert conn.execute("select count(*) from bm25_postings").fetchone()[0] == 0
+        conn.commit()
+    db.close()

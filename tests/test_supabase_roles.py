@@ -15,7 +15,8 @@ from worker.ingest import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
 from tests.conftest import make_settings
 
-TABLES = ("knowledge_chunks", "bm25_corpus", "bm25_terms", "query_log", "knowledge_base_state", "schema_migrations")
+TABLES = ("knowledge_chunks", "bm25_corpus", "bm25_terms", "bm25_postings", "query_log", "knowledge_base_state",
+          "schema_migrations")
 SETUP_ROLES = """
 do $$ begin
   if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
@@ -83,7 +84,8 @@ def test_every_table_has_row_level_security(supabase_like):
     "select count(*) from knowledge_chunks", "select * from query_log", "delete from knowledge_chunks",
     "truncate knowledge_chunks", "insert into bm25_terms values ('x', 1)", "update bm25_corpus set k1 = 5",
     "select * from hybrid_search('fence height')", "select * from chunk_neighbours(1, 1)",
-    "select knowledge_base_version()", "select * from retrieval_source_mix",
+    "select knowledge_base_version()", "select * from retrieval_source_mix", "select * from bm25_postings",
+    "select bm25_postings_rebuild()",
 ])
 def test_anon_and_authenticated_can_do_nothing(supabase_like, role, sql):
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
