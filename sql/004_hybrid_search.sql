@@ -19,7 +19,7 @@
 -- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
 -- among the words (a rare word's short list whole, the rest split evenly among the common
 -- ones), adds up each chunk's postings read into a partial score, and scores the best
--- fts_rescore (default 5 x match_count; 20 x under a document-type or binding filter) exactly
+-- fts_rescore (default 5 x match_count; 10 x under a document-type or binding filter) exactly
 -- from their stored weights. Filters apply to those. Exact while every list the question
 -- touches is read whole (most questions below ~100k chunks); above that, the chunks read are
 -- the best ones of each word, measured against exact BM25 in benchmarks/scale/quality/. The
@@ -98,7 +98,7 @@ begin
   end;
 
   rescore := least(coalesce(fts_rescore, match_count * case when document_types is not null or binding_only
-                                                              then 20 else 5 end), fts_scan_limit);
+                                                              then 10 else 5 end), fts_scan_limit);
 
   -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
   with all_terms as (
