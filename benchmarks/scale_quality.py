@@ -32,7 +32,8 @@ from worker.evaluation.metrics import summarise
 from worker.preprocess import normalize
 
 QUERY = """select document_id from hybrid_search(query_text => %(q)s, query_embedding => null, match_count => 20,
-           vector_weight => 0, fts_weight => 1, fts_scan_limit => %(limit)s) order by fts_rank"""
+           vector_weight => 0, fts_weight => 1, fts_scan_limit => %(limit)s, fts_rescore => %(rescore)s)
+           order by fts_rank"""
 DEFAULT_LIMIT = 5000  # hybrid_search's own default
 COPY = ("copy knowledge_chunks (document_id, document_name, document_type, section_path, chunk_index, is_binding,"
         " content, token_count) from stdin")
@@ -54,12 +55,12 @@ def distractors(n: int, sentences: list[str], seed: int = 11):
         yield f"distractor-{i}", f"Distractor {i}", "other", "", 0, True, body[:2000], len(body.split())
 
 
-def fts_rankings(conn: psycopg.Connection, queries: dict[str, str],
-                 limit: int = DEFAULT_LIMIT) -> tuple[dict[str, list[str]], list[float]]:
+def fts_rankings(conn: psycopg.Connection, queries: dict[str, str], limit: int = DEFAULT_LIMIT,
+                 rescore: int | None = None) -> tuple[dict[str, list[str]], list[float]]:
     rankings, times = {}, []
     for qid, text in sorted(queries.items()):
         start = time.perf_counter()
-        rows = conn.execute(QUERY, {"q": normalize(text)[:2000], "limit": limit}).fetchall()
+        rows = conn.execute(QUERY, {"q": normalize(text)[:2000], "limit": limit, "rescore": rescore}).fetchall()
         times.append((time.perf_counter() - start) * 1000)
         rankings[qid] = list(dict.fromkeys(r[0] for r in rows))
     return rankings, times
@@ -95,6 +96,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--other-limits", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
                         help="comma-separated fts_scan_limit values also measured among the distractors")
+    parser.add_argument("--other-rescores", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                        help="comma-separated fts_rescore values (chunks scored exactly) also measured")
     args = parser.parse_args()
     squad = load_dataset(args.datasets / "squad-v1.1-dev")
     records = [json.loads(line) for line in squad.corpus_path.open()]
@@ -148,6 +151,11 @@ def main() -> None:
                 rankings, times = fts_rankings(conn, squad.queries, limit)
                 results[f"with {args.distractors:,} distractors: fts leg, fts_scan_limit {limit}"] = {
                     "chunks": total, **_score(rankings, squad), "p95_ms": p95(times)}
+            for rescore in args.other_rescores:
+                rankings, times = fts_rankings(conn, squad.queries, rescore=rescore)
+                results[f"with {args.distractors:,} distractors: fts leg, fts_rescore {rescore}"] = {
+                    "chunks": total, **_score(rankings, squad), "p95_ms": p95(times)}
+                print(results, flush=True)
         print(results, flush=True)
         all_ids = ids + [f"x{i}" for i in range(args.distractors)]
         all_texts = texts + [row[6] for row in distractors(args.distractors, pool)]
@@ -171,7 +179,9 @@ def write(results: dict[str, dict], args) -> None:
     lines = ["# The full-text leg among distractors (SQuAD v1.1 dev half, 5,285 questions)", "",
              f"Command: `python benchmarks/scale_quality.py --datasets {args.datasets} --distractors "
              f"{args.distractors} --out {args.out}"
-             + (f" --other-limits {','.join(map(str, args.other_limits))}" if args.other_limits else "") + "`", "",
+             + (f" --other-limits {','.join(map(str, args.other_limits))}" if args.other_limits else "")
+             + (f" --other-rescores {','.join(map(str, args.other_rescores))}" if args.other_rescores else "") + "`",
+             "",
              "Distractors: 3-5 consecutive sentences of SciFact abstracts each (real text, disjoint from SQuAD). "
              "fts leg: `hybrid_search` without an embedding (the embedding-provider-down path), default "
              "settings (at most 5,000 postings read) unless a row names another fts_scan_limit; p95 is per "
