@@ -19,8 +19,9 @@
 -- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
 -- among the words (a rare word's short list whole, the rest split evenly among the common
 -- ones), adds up each chunk's postings read into a partial score, and scores the best
--- fts_rescore (default 5 x match_count; 10 x under a document-type or binding filter) exactly
--- from their stored weights. Filters apply to those. Exact while every list the question
+-- fts_rescore (1,000) exactly from their stored weights. Filters apply to those. A partial score
+-- misses the common words a long chunk holds too weakly to be among their best: scoring only
+-- the best 100 exactly lost 0.024 nDCG@10 among 1M distractor chunks (benchmarks/scale/quality/). Exact while every list the question
 -- touches is read whole (most questions below ~100k chunks); above that, the chunks read are
 -- the best ones of each word, measured against exact BM25 in benchmarks/scale/quality/. The
 -- function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
@@ -101,8 +102,7 @@ begin
     null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
   end;
 
-  rescore := least(coalesce(fts_rescore, match_count * case when document_types is not null or binding_only
-                                                              then 10 else 5 end), fts_scan_limit);
+  rescore := least(coalesce(fts_rescore, 1000), fts_scan_limit);
 
   -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
   with all_terms as (
