@@ -21,12 +21,12 @@
 -- ones), adds up each chunk's postings read into a partial score, and scores the best
 -- fts_rescore (1,000) exactly from their stored weights. Filters apply to those. A partial score
 -- misses the common words a long chunk holds too weakly to be among their best: scoring only
--- the best 100 exactly lost 0.024 nDCG@10 among 1M distractor chunks (benchmarks/scale/quality/). Exact while every list the question
--- touches is read whole (most questions below ~100k chunks); above that, the chunks read are
--- the best ones of each word, measured against exact BM25 in benchmarks/scale/quality/. The
--- function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
--- filtered vector leg still fills match_count rows.
--- arc: repeatable (only create-or-replace definitions: applied again whenever this file changes)
+-- the best 100 exactly lost 0.024 nDCG@10 among 1M distractor chunks (benchmarks/scale/quality/).
+-- Exact while the question's words hold at most 1,000 chunks and every list is read whole; above
+-- that, the chunks read are each word's best ones. The function sets its own hnsw.ef_search
+-- and, on pgvector >= 0.8, iterative index scans, so a filtered vector leg still fills
+-- match_count rows.
+-- arc: repeatable (function definitions and their rights: applied again whenever this file changes)
 -- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two
 -- parameters): dropped so named calls stay unambiguous.
 drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,

@@ -2,8 +2,8 @@
 
 Migrations (``NNN_name.sql``) are plain files an admin can paste into Supabase unchanged; they are
 written for 1536-dim embeddings and :func:`render` rewrites that one type for other models.
-A migration is applied once, except files marked ``-- arc: repeatable`` (only ``create or replace``
-definitions, such as ``hybrid_search``): those are applied again whenever their text changes, so
+A migration is applied once, except files marked ``-- arc: repeatable`` (function definitions and
+their rights, such as ``hybrid_search``): those are applied again whenever their text changes, so
 an improved function reaches databases made by an earlier release.
 ``queries.sql`` holds the worker's own statements as ``-- name: ...`` blocks (aiosql style).
 """
