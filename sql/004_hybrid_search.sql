@@ -19,10 +19,11 @@
 -- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
 -- among the words (a rare word's short list whole, the rest split evenly among the common
 -- ones), adds up each chunk's postings read into a partial score, and scores the best
--- fts_rescore (1,000) exactly from their stored weights. Filters apply to those. A partial score
+-- fts_rescore (400) exactly from their stored weights. Filters apply to those. A partial score
 -- misses the common words a long chunk holds too weakly to be among their best: scoring only
--- the best 100 exactly lost 0.024 nDCG@10 among 1M distractor chunks (benchmarks/scale/quality/).
--- Exact while the question's words hold at most 1,000 chunks and every list is read whole; above
+-- the best 100 exactly lost 0.024 nDCG@10 among 1M distractor chunks (benchmarks/scale/quality/),
+-- and each chunk scored costs about 5 us (1,000 took the 100k p95 from 14 to 23 ms).
+-- Exact while the question's words hold at most 400 chunks and every list is read whole; above
 -- that, the chunks read are each word's best ones. The function sets its own hnsw.ef_search
 -- and, on pgvector >= 0.8, iterative index scans, so a filtered vector leg still fills
 -- match_count rows.
@@ -102,7 +103,7 @@ begin
     null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
   end;
 
-  rescore := least(coalesce(fts_rescore, 1000), fts_scan_limit);
+  rescore := least(coalesce(fts_rescore, 400), fts_scan_limit);
 
   -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
   with all_terms as (
