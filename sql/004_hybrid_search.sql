@@ -105,7 +105,7 @@ begin
 
   rescore := least(coalesce(fts_rescore, 400), fts_scan_limit);
 
-  -- One pass over the question's lexemes gives both the BM25 query vector and the match query.
+  -- One pass over the question's lexemes gives the BM25 query vector and what the leg reads.
   with all_terms as (
     select * from bm25_query_terms(query_text)
   ), terms as (
