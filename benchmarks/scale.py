@@ -112,7 +112,7 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
                 load = _load(conn, n, sentences, base)
             sizes = conn.execute(
                 "select pg_total_relation_size('knowledge_chunks'), pg_relation_size('knowledge_chunks'),"
-                " pg_relation_size('knowledge_chunks_embedding_hnsw'), pg_relation_size('knowledge_chunks_fts_gin')"
+                " pg_relation_size('knowledge_chunks_embedding_hnsw'), pg_total_relation_size('bm25_postings')"
             ).fetchone()
         for setting in shared_buffers:
             # A restart empties shared_buffers: every setting starts equally cold.
@@ -130,7 +130,7 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
                 "table_total_mb": round(sizes[0] / 2**20, 1),
                 "heap_mb": round(sizes[1] / 2**20, 1),
                 "hnsw_mb": round(sizes[2] / 2**20, 1),
-                "gin_mb": round(sizes[3] / 2**20, 1),
+                "postings_mb": round(sizes[3] / 2**20, 1),
                 **latencies,
                 "hnsw_recall_at_40": recall,
             })
@@ -234,13 +234,13 @@ def write(results: list[dict], out: Path, command: str) -> None:
         analysis = marker + rest
     lines = ["# Knowledge-base scale (2-core machine, embedded Postgres 18 + pgvector 0.8, 384 dims)", "",
              f"Command: `{command}`", "",
-             "| chunks | shared_buffers | ingest chunks/s | HNSW build s | table MB | HNSW MB | GIN MB | hybrid p50/p95/p99 ms |"
+             "| chunks | shared_buffers | ingest chunks/s | HNSW build s | table MB | HNSW MB | postings MB | hybrid p50/p95/p99 ms |"
              " filtered p50/p95/p99 ms | full-text leg alone p50/p95 | vector leg alone p50/p95 | HNSW recall@40 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         h, f = r["hybrid_ms"], r["hybrid_filtered_ms"]
         lines.append(f"| {r['chunks']:,} | {r['shared_buffers']} | {r['ingest_chunks_per_s']:.0f} | {r['hnsw_build_seconds']:.1f} | "
-                     f"{r['table_total_mb']:.0f} | {r['hnsw_mb']:.0f} | {r['gin_mb']:.0f} | "
+                     f"{r['table_total_mb']:.0f} | {r['hnsw_mb']:.0f} | {r.get('postings_mb', float('nan')):.0f} | "
                      f"{h['p50']}/{h['p95']}/{h['p99']} | {f['p50']}/{f['p95']}/{f['p99']} | "
                      f"{r['fts_leg_ms']['p50']}/{r['fts_leg_ms']['p95']} | "
                      f"{r['vector_leg_ms']['p50']}/{r['vector_leg_ms']['p95']} | {r['hnsw_recall_at_40']} |")

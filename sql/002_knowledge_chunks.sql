@@ -46,6 +46,5 @@ alter table knowledge_chunks alter column bm25 set storage main;
 -- a build time of 18 s per 100k; raise ef_construction (or m to 24) for more recall at scale. The query side sets hnsw.ef_search itself (hybrid_search).
 create index if not exists knowledge_chunks_embedding_hnsw
   on knowledge_chunks using hnsw (embedding vector_cosine_ops) with (m = 16, ef_construction = 64);
-create index if not exists knowledge_chunks_fts_gin on knowledge_chunks using gin (fts);
 -- (document_id, chunk_index) is indexed by the unique constraint above.
 create index if not exists knowledge_chunks_document_type on knowledge_chunks (document_type);

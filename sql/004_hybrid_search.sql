@@ -3,7 +3,7 @@
 --
 -- Two legs, each filtered the same way and each bounded to match_count rows:
 --   vector leg  : HNSW cosine search; vector_score = cosine similarity.
---   full-text leg: chunks matching the question's selective lexemes (OR, GIN index), ranked by
+--   full-text leg: chunks holding the question's words (impact-ordered postings, 012), ranked by
 --                  BM25 (003_bm25.sql); fts_score = BM25 divided by the score of an average-length
 --                  chunk holding every query lexeme once (lexemes absent from the corpus
 --                  included), capped at 1, so it is comparable across queries.
