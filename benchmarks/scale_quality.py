@@ -13,6 +13,7 @@ English stopwords and stemmer: the exact Okapi BM25 reference) runs on the same 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import re
@@ -20,6 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import psycopg
 
@@ -98,6 +100,9 @@ def main() -> None:
                         help="comma-separated fts_scan_limit values also measured among the distractors")
     parser.add_argument("--other-rescores", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
                         help="comma-separated fts_rescore values (chunks scored exactly) also measured")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the distractor database in this folder; a later run with the same folder "
+                             "and --distractors only asks the questions again")
     args = parser.parse_args()
     squad = load_dataset(args.datasets / "squad-v1.1-dev")
     records = [json.loads(line) for line in squad.corpus_path.open()]
@@ -106,47 +111,30 @@ def main() -> None:
     pool = sentences_of(args.datasets / "scifact" / "corpus.jsonl")
     data_dir = Settings.from_env().data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
-    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     results: dict[str, dict] = {}
-    try:
-        db = Database(server.start(), statement_timeout_ms=0)
-        db.migrate(384)
-        with psycopg.connect(db.url, autocommit=True) as conn:
-            conn.execute("select bm25_seed_avgdl(%s::text[], %s::text[])", ([""] * len(texts), texts))
-            with conn.cursor().copy(COPY) as copy:
-                for i, (doc_id, text) in enumerate(zip(ids, texts)):
-                    copy.write_row((doc_id, doc_id, "other", "", 0, True, text, len(text.split())))
-            conn.execute("vacuum analyze knowledge_chunks")
-            rankings, times = fts_rankings(conn, squad.queries)
-            results["squad alone: fts leg"] = {"chunks": len(ids), **_score(rankings, squad), "p95_ms": p95(times)}
-            print(results, flush=True)
-        results["squad alone: bm25s"] = {"chunks": len(ids), **_score(bm25s_rankings(ids, texts, squad.queries), squad)}
-        print(results, flush=True)
+    total = len(ids) + args.distractors
+    with _database(data_dir, None) as db, psycopg.connect(db.url, autocommit=True) as conn:
+        _load_squad(conn, ids, texts)
+        rankings, times = fts_rankings(conn, squad.queries)
+        results["squad alone: fts leg"] = {"chunks": len(ids), **_score(rankings, squad), "p95_ms": p95(times)}
+    results["squad alone: bm25s"] = {"chunks": len(ids), **_score(bm25s_rankings(ids, texts, squad.queries), squad)}
+    print(results, flush=True)
 
-        started = time.perf_counter()
+    keep = args.keep / f"distractors-{args.distractors}" if args.keep else None
+    with _database(data_dir, keep) as db:
         with psycopg.connect(db.url, autocommit=True) as conn:
-            # Bulk path, as for an HNSW index: the postings are built once after the load
-            # (bm25_postings_rebuild, the migration's backfill) rather than kept per COPY.
-            conn.execute("alter table knowledge_chunks disable trigger knowledge_chunks_bm25_postings_insert")
-            rows = distractors(args.distractors, pool)
-            for start in range(0, args.distractors, 50_000):
-                with conn.cursor().copy(COPY) as copy:
-                    for row in (next(rows) for _ in range(min(50_000, args.distractors - start))):
-                        copy.write_row(row)
-                print(f"loaded {start + 50_000:,} distractors", flush=True)
-        bm25.refresh(db, seconds=None)
+            loaded = conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == total
+        if loaded:  # --keep on a second run: only the questions are asked again
+            load_minutes = json.loads((keep / "load.json").read_text())["load_minutes"]
+        else:
+            load_minutes = _load_distractors(db, ids, texts, pool, args.distractors)
+            if keep:
+                (keep / "load.json").write_text(json.dumps({"load_minutes": load_minutes}) + "\n")
         with psycopg.connect(db.url, autocommit=True) as conn:
-            conn.execute("alter table knowledge_chunks enable trigger knowledge_chunks_bm25_postings_insert")
-            conn.execute("select bm25_postings_rebuild()")
-        load_minutes = round((time.perf_counter() - started) / 60, 1)
-        with psycopg.connect(db.url, autocommit=True) as conn:
-            conn.execute("vacuum analyze knowledge_chunks")
-            conn.execute("vacuum analyze bm25_postings")  # index-only scans need the visibility map
             rankings, times = fts_rankings(conn, squad.queries)
-            total = len(ids) + args.distractors
             results[f"with {args.distractors:,} distractors: fts leg"] = {
                 "chunks": total, **_score(rankings, squad), "p95_ms": p95(times), "load_minutes": load_minutes}
+            print(results, flush=True)
             for limit in args.other_limits:  # what a smaller read limit would cost (or a larger one gain)
                 rankings, times = fts_rankings(conn, squad.queries, limit)
                 results[f"with {args.distractors:,} distractors: fts leg, fts_scan_limit {limit}"] = {
@@ -156,16 +144,65 @@ def main() -> None:
                 results[f"with {args.distractors:,} distractors: fts leg, fts_rescore {rescore}"] = {
                     "chunks": total, **_score(rankings, squad), "p95_ms": p95(times)}
                 print(results, flush=True)
-        print(results, flush=True)
+    reference = keep / "bm25s.json" if keep else None
+    if reference and reference.exists():  # the same corpus and questions: bm25s answers the same
+        scores = json.loads(reference.read_text())
+    else:
         all_ids = ids + [f"x{i}" for i in range(args.distractors)]
         all_texts = texts + [row[6] for row in distractors(args.distractors, pool)]
-        results[f"with {args.distractors:,} distractors: bm25s"] = {
-            "chunks": total, **_score(bm25s_rankings(all_ids, all_texts, squad.queries), squad)}
+        scores = _score(bm25s_rankings(all_ids, all_texts, squad.queries), squad)
+        if reference:
+            reference.write_text(json.dumps(scores) + "\n")
+    results[f"with {args.distractors:,} distractors: bm25s"] = {"chunks": total, **scores}
+    write(results, args)
+
+
+@contextlib.contextmanager
+def _database(data_dir: Path, keep: Path | None) -> Iterator[Database]:
+    """A migrated embedded database: in ``keep`` (left there, reused by a later run) or temporary."""
+    workdir = keep or Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
+    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
+    try:
+        db = Database(server.start(), statement_timeout_ms=0)
+        db.migrate(384)
+        yield db
         db.close()
     finally:
         server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-    write(results, args)
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _load_squad(conn: psycopg.Connection, ids: list[str], texts: list[str]) -> None:
+    conn.execute("select bm25_seed_avgdl(%s::text[], %s::text[])", ([""] * len(texts), texts))
+    with conn.cursor().copy(COPY) as copy:
+        for doc_id, text in zip(ids, texts):
+            copy.write_row((doc_id, doc_id, "other", "", 0, True, text, len(text.split())))
+    conn.execute("vacuum analyze knowledge_chunks")
+
+
+def _load_distractors(db: Database, ids: list[str], texts: list[str], pool: list[str], n: int) -> float:
+    """SQuAD and then ``n`` distractors; returns the minutes the load took."""
+    started = time.perf_counter()
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        conn.execute("truncate knowledge_chunks")
+        _load_squad(conn, ids, texts)
+        # Bulk path, as for an HNSW index: the postings are built once after the load
+        # (bm25_postings_rebuild, the migration's backfill) rather than kept per COPY.
+        conn.execute("alter table knowledge_chunks disable trigger knowledge_chunks_bm25_postings_insert")
+        rows = distractors(n, pool)
+        for start in range(0, n, 50_000):
+            with conn.cursor().copy(COPY) as copy:
+                for row in (next(rows) for _ in range(min(50_000, n - start))):
+                    copy.write_row(row)
+            print(f"loaded {start + 50_000:,} distractors", flush=True)
+    bm25.refresh(db, seconds=None)
+    with psycopg.connect(db.url, autocommit=True) as conn:
+        conn.execute("alter table knowledge_chunks enable trigger knowledge_chunks_bm25_postings_insert")
+        conn.execute("select bm25_postings_rebuild()")
+        conn.execute("vacuum analyze knowledge_chunks")
+        conn.execute("vacuum analyze bm25_postings")  # index-only scans need the visibility map
+    return round((time.perf_counter() - started) / 60, 1)
 
 
 def _score(rankings: dict[str, list[str]], dataset) -> dict[str, float]:
