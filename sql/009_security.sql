@@ -52,24 +52,15 @@ alter table query_log enable row level security;
 alter table knowledge_base_state enable row level security;
 alter table schema_migrations enable row level security;
 
+select arc_service_role_only('table', t)
+  from unnest(array['knowledge_chunks', 'bm25_corpus', 'bm25_terms', 'query_log', 'knowledge_base_state',
+                    'schema_migrations']) t;
+
 do $$
 declare
   r text;
-  t text;
   f regprocedure;
 begin
-  for t in select unnest(array['knowledge_chunks', 'bm25_corpus', 'bm25_terms', 'query_log',
-                               'knowledge_base_state', 'schema_migrations']) loop
-    execute format('revoke all on table %I from public', t);
-    foreach r in array array['anon', 'authenticated'] loop
-      if exists (select 1 from pg_roles where rolname = r) then
-        execute format('revoke all on table %I from %I', t, r);
-      end if;
-    end loop;
-    if exists (select 1 from pg_roles where rolname = 'service_role') then
-      execute format('grant select, insert, update, delete on table %I to service_role', t);
-    end if;
-  end loop;
   for r in select unnest(array['anon', 'authenticated']) loop
     if exists (select 1 from pg_roles where rolname = r) then
       execute format('revoke all on all sequences in schema public from %I', r);
@@ -88,15 +79,7 @@ begin
                         'bm25_query_terms')
   loop
     execute format('alter function %s set search_path = public, extensions', f);
-    execute format('revoke execute on function %s from public', f);
-    foreach r in array array['anon', 'authenticated'] loop
-      if exists (select 1 from pg_roles where rolname = r) then
-        execute format('revoke execute on function %s from %I', f, r);
-      end if;
-    end loop;
-    if exists (select 1 from pg_roles where rolname = 'service_role') then
-      execute format('grant execute on function %s to service_role', f);
-    end if;
+    perform arc_service_role_only('function', f::text);
   end loop;
 end
 $$;

@@ -121,21 +121,5 @@ end
 $$;
 
 -- The same rights as 009 gives the other functions: the service role only.
-do $$
-declare
-  f text;
-  r text;
-begin
-  foreach f in array array['bm25_refresh_step(integer)', 'bm25_stale_chunks()'] loop
-    execute format('revoke execute on function %s from public', f);
-    foreach r in array array['anon', 'authenticated'] loop
-      if exists (select 1 from pg_roles where rolname = r) then
-        execute format('revoke execute on function %s from %I', f, r);
-      end if;
-    end loop;
-    if exists (select 1 from pg_roles where rolname = 'service_role') then
-      execute format('grant execute on function %s to service_role', f);
-    end if;
-  end loop;
-end
-$$;
+select arc_service_role_only('function', f)
+  from unnest(array['bm25_refresh_step(integer)', 'bm25_stale_chunks()']) f;

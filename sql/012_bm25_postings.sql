@@ -206,33 +206,9 @@ select bm25_postings_rebuild() where exists (select 1 from knowledge_chunks);
 
 -- The rights 009 gives the other BM25 tables and functions: the service role only.
 alter table bm25_postings enable row level security;
-do $$
-declare
-  f text;
-  r text;
-begin
-  execute 'revoke all on table bm25_postings from public';
-  foreach r in array array['anon', 'authenticated'] loop
-    if exists (select 1 from pg_roles where rolname = r) then
-      execute format('revoke all on table bm25_postings from %I', r);
-    end if;
-  end loop;
-  if exists (select 1 from pg_roles where rolname = 'service_role') then
-    execute 'grant select, insert, update, delete on table bm25_postings to service_role';
-  end if;
-  foreach f in array array['bm25_term_weight(integer, integer, double precision, double precision, double precision)',
-                           'bm25_postings_add(bigint[])', 'bm25_postings_remove(bigint[])', 'bm25_postings_rebuild()',
-                           'bm25_postings_on_insert()', 'bm25_postings_on_delete()', 'bm25_postings_on_update()',
-                           'bm25_postings_on_truncate()'] loop
-    execute format('revoke execute on function %s from public', f);
-    foreach r in array array['anon', 'authenticated'] loop
-      if exists (select 1 from pg_roles where rolname = r) then
-        execute format('revoke execute on function %s from %I', f, r);
-      end if;
-    end loop;
-    if exists (select 1 from pg_roles where rolname = 'service_role') then
-      execute format('grant execute on function %s to service_role', f);
-    end if;
-  end loop;
-end
-$$;
+select arc_service_role_only('table', 'bm25_postings');
+select arc_service_role_only('function', f)
+  from unnest(array['bm25_term_weight(integer, integer, double precision, double precision, double precision)',
+                    'bm25_postings_add(bigint[])', 'bm25_postings_remove(bigint[])', 'bm25_postings_rebuild()',
+                    'bm25_postings_on_insert()', 'bm25_postings_on_delete()', 'bm25_postings_on_update()',
+                    'bm25_postings_on_truncate()']) f;
