@@ -76,10 +76,16 @@ def _stop_if_unused(pgdata: Path) -> None:
         return
     try:
         postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        process = psutil.Process(abs(postmaster))
+        # A negative pid is initdb's standalone backend, which exits once initdb (killed with
+        # the signal's exception) closes its input; a server gets Postgres's fast shutdown.
+        if postmaster > 0:
+            process.send_signal(signal.SIGINT)
+        # Wait for it: a caller that removes the folder next would otherwise race its last
+        # writes there and leave the folder behind.
+        process.wait(timeout=30)
+    except (OSError, ValueError, IndexError, psutil.Error):
         return
-    if psutil.pid_exists(postmaster):
-        os.kill(postmaster, signal.SIGINT)  # Postgres's fast shutdown
 
 
 def _forget_dead_handles(pgdata: Path) -> None:
