@@ -187,3 +187,48 @@ def test_postings_keep_each_lexemes_best_chunks_through_every_change(database_fa
         assert conn.execute("select count(*) from bm25_postings").fetchone()[0] == 0
         conn.commit()
     db.close()
+
+
+def test_the_leg_stops_scoring_only_when_no_chunk_read_can_still_win(database_factory, embedder):
+    # The leg scores candidates best bound first and stops once the next bound is below its
+    # match_count-th score. A bound that is too low (a cut list's last weight or a whole list's
+    # floor forgotten) stops it early and loses a better chunk; exact BM25 over every chunk read
+    # says so, whether each list is read whole or only its best three.
+    import random
+    words = ["fence", "roof", "paint", "shed", "pool", "tree", "deck", "gate"]
+    pick = random.Random(9)
+    db = Database(database_factory("bm25_bounds"))
+    db.migrate(embedder.dim)
+    with db.connect() as conn:
+        conn.execute("update bm25_corpus set avgdl_indexed = 60, postings_per_lexeme = 6")
+        with conn.cursor() as cur:  # padded to distinct lengths, so no two weights tie
+            cur.executemany(
+                "insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, content,"
+                " token_count) values (%s, 'D', %s, %s, %s, 1)",
+                [(f"d{i // 50}", pick.choice(["ccr", "other"]), i % 50,
+                  " ".join(pick.choice(words[: pick.randint(2, 8)]) for _ in range(pick.randint(1, 14)))
+                  + " lorem" * i)
+                 for i in range(240)])
+        conn.commit()
+        k1, b, avgdl = conn.execute("select k1, b, avgdl_indexed from bm25_corpus").fetchone()
+        weight = {(c, t): tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)) for c, t, tf, dl in conn.execute(
+            "select c.id, t.lexeme, coalesce(array_length(t.positions, 1), 1), c.fts_length "
+            "from knowledge_chunks c, unnest(c.fts) t")}
+        kind = dict(conn.execute("select id, document_type from knowledge_chunks").fetchall())
+        lists = {}
+        for c, t in conn.execute("select chunk_id, lexeme from bm25_postings order by weight desc"):
+            lists.setdefault(t, []).append(c)
+        assert len(weight) > sum(map(len, lists.values())) and min(map(len, lists.values())) > 3  # lists are cut
+        for trial in range(120):
+            query = " ".join(pick.sample(words, pick.randint(1, 4)))
+            types = pick.choice([None, ["ccr"]])
+            idf = dict(conn.execute("select lexeme, idf from bm25_query_terms(%s)", (query,)).fetchall())
+            per_word = pick.choice([None, 3])
+            read = {c for t in idf for c in lists[t][:per_word] if types is None or kind[c] in types}
+            exact = sorted((sum(idf[t] * weight.get((c, t), 0) for t in idf) for c in read), reverse=True)[:5]
+            found = conn.execute(
+                "select bm25_score from hybrid_search(query_text => %s, match_count => 5, vector_weight => 0,"
+                " fts_weight => 1, document_types => %s, fts_scan_limit => %s) order by fts_rank",
+                (query, types, 3 * len(idf) if per_word else 5000)).fetchall()
+            assert [s for s, in found] == pytest.approx(exact, rel=1e-5), (trial, query, types, per_word)
+    db.close()
