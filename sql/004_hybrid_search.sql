@@ -20,13 +20,15 @@
 -- among the words (a short list whole, the rest split evenly among the longer ones), and adds
 -- up what it read of each chunk (its partial score). Chunks are then scored exactly from their
 -- stored weights, best partial score first, match_count and then twice as many at a time, at
--- most fts_rescore (1,000) of them; filters apply as they are scored. Scoring stops early once
+-- most fts_rescore (400) of them; filters apply as they are scored. Scoring stops early once
 -- no chunk left can reach the match_count-th score: each has an upper bound, what was read of
 -- it plus, for every word it was not read in, the last weight read there (0 when the word's
 -- list is complete and was read whole). On a governing-documents corpus every list is complete,
--- the bounds are the scores, and the leg scores match_count chunks; at 1M chunks it seldom
--- stops early, and 1,000 scored came within 0.002 nDCG@10 of exact BM25 where 400 lost 0.009
--- (benchmarks/scale/quality/). Each chunk scored costs about 5 us.
+-- the bounds are the scores, and the leg scores match_count chunks. At 100k chunks and more it
+-- seldom stops early: among 1M distractors 400 scored came within 0.009 nDCG@10 of exact BM25
+-- and 1,000 within 0.002 (benchmarks/scale/quality/), but each chunk scored costs 5-12 us, and
+-- 1,000 took the full-text leg alone to 17 ms p50 at 100k chunks. Raise fts_rescore for recall
+-- on large corpora that can afford it.
 -- The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
 -- filtered vector leg still fills match_count rows.
 -- arc: repeatable (function definitions and their rights: applied again whenever this file changes)
@@ -116,7 +118,7 @@ begin
     null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
   end;
 
-  rescore := least(coalesce(fts_rescore, 1000), fts_scan_limit);
+  rescore := least(coalesce(fts_rescore, 400), fts_scan_limit);
 
   -- One pass over the question's lexemes gives the BM25 query vector and what the leg reads.
   with all_terms as (
