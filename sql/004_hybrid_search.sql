@@ -86,7 +86,7 @@ declare
   unread_bound    double precision;
   candidate       bigint[];
   candidate_above double precision[];
-  next_at        integer := 1;
+  next_at         integer := 1;
   batch_ids       bigint[];
   batch_scores    double precision[];
   scored_ids      bigint[] := '{}';
@@ -101,6 +101,9 @@ begin
   end if;
   if fts_scan_limit is null or fts_scan_limit < 1 then
     raise exception 'fts_scan_limit must be at least 1' using errcode = '22023';
+  end if;
+  if fts_rescore is not null and fts_rescore < 1 then
+    raise exception 'fts_rescore must be at least 1' using errcode = '22023';
   end if;
   if fusion is null or fusion not in ('weighted', 'rrf') then
     raise exception 'fusion must be weighted or rrf' using errcode = '22023';

@@ -230,3 +230,11 @@ def test_statement_timeout_cancels_a_slow_query(kb):
     with pytest.raises(psycopg.errors.QueryCanceled):
         with slow.connect() as conn:
             conn.execute("select pg_sleep(2)")
+
+
+@pytest.mark.parametrize("argument, value", [("match_count", 0), ("fts_scan_limit", 0), ("fts_rescore", 0),
+                                             ("fusion", "borda")])
+def test_hybrid_search_names_the_argument_it_refuses(kb, argument, value):
+    db, _ = kb
+    with db.connect() as conn, pytest.raises(psycopg.errors.InvalidParameterValue, match=argument):
+        conn.execute(f"select * from hybrid_search(query_text => 'fence', {argument} => %s)", (value,))
