@@ -240,7 +240,7 @@ def write(results: list[dict], out: Path, command: str) -> None:
     for r in results:
         h, f = r["hybrid_ms"], r["hybrid_filtered_ms"]
         lines.append(f"| {r['chunks']:,} | {r['shared_buffers']} | {r['ingest_chunks_per_s']:.0f} | {r['hnsw_build_seconds']:.1f} | "
-                     f"{r['table_total_mb']:.0f} | {r['hnsw_mb']:.0f} | {r.get('postings_mb', float('nan')):.0f} | "
+                     f"{r['table_total_mb']:.0f} | {r['hnsw_mb']:.0f} | {r['postings_mb']:.0f} | "
                      f"{h['p50']}/{h['p95']}/{h['p99']} | {f['p50']}/{f['p95']}/{f['p99']} | "
                      f"{r['fts_leg_ms']['p50']}/{r['fts_leg_ms']['p95']} | "
                      f"{r['vector_leg_ms']['p50']}/{r['vector_leg_ms']['p95']} | {r['hnsw_recall_at_40']} |")

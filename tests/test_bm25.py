@@ -190,8 +190,8 @@ def test_postings_keep_each_lexemes_best_chunks_through_every_change(database_fa
 
 
 def test_the_leg_stops_scoring_only_when_no_chunk_read_can_still_win(database_factory, embedder):
-    # The leg scores candidates best bound first and stops once the next bound is below its
-    # match_count-th score. A bound that is too low (a cut list's last weight or a whole list's
+    # The leg scores candidates best partial score first and stops once no bound left can reach
+    # its match_count-th score. A bound that is too low (a cut list's last weight or a whole list's
     # floor forgotten) stops it early and loses a better chunk; exact BM25 over every chunk read
     # says so, whether each list is read whole or only its best three.
     import random

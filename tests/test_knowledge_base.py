@@ -62,7 +62,6 @@ def test_changed_function_files_reach_an_existing_database(make_database):
     assert db.migrate(384) == []
 
 
-
 def test_the_unread_fts_index_is_gone_fresh_and_after_an_upgrade(make_database):
     # Nothing reads `fts @@` since the full-text leg reads the postings (012); the GIN index only
     # slowed every insert and held memory (338 MB at 1M chunks).
@@ -76,6 +75,7 @@ def test_the_unread_fts_index_is_gone_fresh_and_after_an_upgrade(make_database):
         conn.commit()
     assert db.migrate(384) == ["013_drop_fts_gin"]
     assert rows(db, gin) == [(0,)]
+
 
 def test_db_sql_renders_the_dimension():
     assert "vector(1536)" in sqlfiles.all_migrations_sql(1536)

@@ -92,7 +92,6 @@ def test_anon_and_authenticated_can_do_nothing(supabase_like, role, sql):
         as_role(supabase_like["url"], role, sql)
 
 
-
 def test_anon_and_authenticated_may_execute_none_of_our_functions(supabase_like):
     # Supabase's default privileges give every new function to anon: each one must be taken back.
     with psycopg.connect(supabase_like["url"]) as conn:
@@ -101,6 +100,7 @@ def test_anon_and_authenticated_may_execute_none_of_our_functions(supabase_like)
             "where p.proowner = 'arc_owner'::regrole and has_function_privilege(r, p.oid, 'execute')").fetchall()
         owned = conn.execute("select count(*) from pg_proc where proowner = 'arc_owner'::regrole").fetchone()[0]
     assert owned > 20 and granted == []
+
 
 def test_service_role_searches(supabase_like):
     url = supabase_like["url"]
