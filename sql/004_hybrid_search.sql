@@ -192,22 +192,17 @@ begin
     -- Scored in the order of what was read of them (partial scores), which finds the best
     -- chunks sooner than their bounds do when not all can be scored: nDCG@10 among 1M
     -- distractors 0.830 against 0.821 for bound order with 400 scored (benchmarks/scale/quality/).
-    -- The bound that stops the scoring is the highest among those not yet scored.
     select r.chunk_id, sum(r.w * r.weight) as partial, sum(r.w * r.weight - r.ceiling) as above
     from reads r
     group by r.chunk_id
     order by partial desc, r.chunk_id
     limit rescore
-  ), ordered as (
-    select chunk_id, partial,
-           -- the reverse order's running maximum: a frame from the current row to the end
-           -- is recomputed row by row (2.5 ms for 200 candidates)
-           max(above) over (order by partial, chunk_id desc rows unbounded preceding) as above
-    from bounded
   )
+  -- one sort feeds both arrays (their aggregates share an order)
   select coalesce((select sum(ceiling) from words), 0),
-         (select array_agg(chunk_id order by partial desc, chunk_id) from ordered),
-         (select array_agg(above order by partial desc, chunk_id) from ordered)
+         array_agg(chunk_id order by partial desc, chunk_id),
+         array_agg(above order by partial desc, chunk_id)
+  from bounded
     into unread_bound, candidate, candidate_above;
 
   -- Score them exactly (their stored weights) in that order until no bound left can reach the
@@ -215,7 +210,10 @@ begin
   -- corpus when that score also beats unread_bound. Filters apply here, so a filtered leg stops
   -- at its own match_count-th score.
   while next_at <= coalesce(cardinality(candidate), 0) loop
-    exit when kth_score is not null and unread_bound + candidate_above[next_at] < kth_score;
+    -- the highest bound among those not yet scored, taken only when there is a score to beat
+    -- (a window over the candidates for every row cost more than these few looks)
+    exit when kth_score is not null
+              and unread_bound + (select max(a) from unnest(candidate_above[next_at:]) a) < kth_score;
     select coalesce(array_agg(c.id), '{}'), coalesce(array_agg(-(c.bm25 <#> qvec)), '{}')
       into batch_ids, batch_scores
       from knowledge_chunks c
