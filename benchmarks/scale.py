@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from worker import bm25
 from worker.database import Database
 from worker.embedded import EmbeddedPostgres
 from worker.preprocess import normalize
@@ -110,6 +111,7 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
                 load = {k: previous[k] for k in LOAD_KEYS}
             else:
                 load = _load(conn, n, sentences, base)
+                bm25.vacuum(Database(url))
             sizes = conn.execute(
                 "select pg_total_relation_size('knowledge_chunks'), pg_relation_size('knowledge_chunks'),"
                 " pg_relation_size('knowledge_chunks_embedding_hnsw'), pg_total_relation_size('bm25_postings')"
@@ -219,7 +221,6 @@ def _load(conn: psycopg.Connection, n: int, sentences: list[list[str]], base: np
     conn.execute("create index knowledge_chunks_embedding_hnsw on knowledge_chunks "
                  "using hnsw (embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
     index_seconds = time.perf_counter() - start
-    conn.execute("vacuum analyze knowledge_chunks")
     return {"ingest_chunks_per_s": round(n / load_seconds, 1), "load_seconds": round(load_seconds, 1),
             "hnsw_build_seconds": round(index_seconds, 1)}
 

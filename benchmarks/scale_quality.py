@@ -200,8 +200,7 @@ def _load_distractors(db: Database, ids: list[str], texts: list[str], pool: list
     with psycopg.connect(db.url, autocommit=True) as conn:
         conn.execute("alter table knowledge_chunks enable trigger knowledge_chunks_bm25_postings_insert")
         conn.execute("select bm25_postings_rebuild()")
-        conn.execute("vacuum analyze knowledge_chunks")
-        conn.execute("vacuum analyze bm25_postings")  # index-only scans need the visibility map
+    bm25.vacuum(db)
     return round((time.perf_counter() - started) / 60, 1)
 
 

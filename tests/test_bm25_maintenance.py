@@ -9,11 +9,13 @@ import time
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from tests.conftest import make_settings
 from tests.test_bm25 import assert_statistics_exact
 from worker import bm25
 from worker.app import create_app
+from worker.cli import main
 from worker.database import Database
 from worker.ingest import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
@@ -137,3 +139,26 @@ def test_a_step_rewrites_at_most_what_it_is_given(make_database, embedder, rows)
         assert conn.execute("select bm25_refresh_step(%s)", (rows,)).fetchone()[0] == rows
         assert conn.execute("select bm25_stale_chunks()").fetchone()[0] == 3000 - rows
     db.close()
+
+
+def test_db_maintain_leaves_the_postings_readable_from_their_index_alone(make_database, embedder, tmp_path,
+                                                                         monkeypatch):
+    url = make_database("bm25_vacuum")
+    Database(url).migrate(embedder.dim)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("alter table bm25_postings set (autovacuum_enabled = false)")
+    bulk_load(url, 0, 6_000)  # "fenc" is in every chunk: its list's floor rises, postings go
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+
+    result = CliRunner().invoke(main, ["db", "maintain"])
+
+    assert result.exit_code == 0, result.output
+    with psycopg.connect(url) as conn:
+        conn.execute("set enable_seqscan = off; set enable_bitmapscan = off")  # the plan hybrid_search gets
+        plan = conn.execute("explain (analyze, format json) select chunk_id from bm25_postings "
+                            "where lexeme = 'fenc' order by weight desc limit 500").fetchone()[0]
+    scan = plan[0]["Plan"]["Plans"][0]
+    assert scan["Node Type"] == "Index Only Scan" and scan["Actual Rows"] == 500
+    # without a vacuum every entry read is checked against the heap, as after any large load
+    assert scan["Heap Fetches"] == 0

@@ -59,3 +59,17 @@ def refresh(db: Database, *, seconds: float | None = STEP_SECONDS, step_rows: in
     if rewritten or opened:
         log.info("bm25 refresh", extra={"opened_generation": opened, "rewritten": rewritten, "stale": stale})
     return RefreshReport(opened, rewritten, stale)
+
+
+def vacuum(db: Database) -> None:
+    """Vacuum and analyze the chunks and their postings, as after a large load or refresh.
+
+    A load churns the postings (a list's floor rises and its lowest postings go): until a vacuum
+    marks their pages all-visible, every posting the full-text leg reads from the impact index is
+    checked against the table's heap as well, until autovacuum happens to come by.
+    """
+    with db.connect() as conn:
+        conn.autocommit = True
+        conn.execute("set statement_timeout = 0")  # minutes at a million chunks; never a search's budget
+        for table in ("knowledge_chunks", "bm25_postings"):
+            conn.execute(f"vacuum (analyze) {table}")

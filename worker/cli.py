@@ -66,18 +66,23 @@ def db_init() -> None:
 @db.command("maintain")
 @click.option("--force", is_flag=True, help="Rewrite every chunk's BM25 weights (after changing k1 or b).")
 def db_maintain(force: bool) -> None:
-    """Bring every chunk's BM25 weights up to date (ingestion does a bounded part of this)."""
+    """Bring every chunk's BM25 weights up to date (ingestion does a bounded part of this), then
+    vacuum the chunks and their postings (run it after a large load)."""
     from . import bm25
 
     settings = _settings()
     runtime = _runtime(settings)
     try:
         report = bm25.refresh(runtime.db, seconds=None, force=force)
+        if report.stale < 0:
+            raise click.ClickException("the BM25 refresh stopped on a database error; run it again")
+        click.echo(f"rewrote BM25 weights of {report.rewritten} chunks; {report.stale} left")
+        bm25.vacuum(runtime.db)
+        click.echo("vacuumed knowledge_chunks and bm25_postings")
+    except psycopg.Error as exc:
+        raise click.ClickException(f"vacuum failed: {exc.diag.message_primary or type(exc).__name__}") from None
     finally:
         runtime.close()
-    if report.stale < 0:
-        raise click.ClickException("the BM25 refresh stopped on a database error; run it again")
-    click.echo(f"rewrote BM25 weights of {report.rewritten} chunks; {report.stale} left")
 
 
 @db.command("sql")

@@ -154,12 +154,7 @@ def loaded_database(dataset: BeirDataset, embedder: CachedEmbedder, data_dir: Pa
         corpus_vectors = cached_corpus_embeddings(dataset, texts, embedder, data_dir / "cache", ingestor)
         ingestor.write(documents, corpus_vectors, progress=True, batch_documents=1000)
         bm25.refresh(db, seconds=None)
-        with db.connect() as conn:
-            conn.autocommit = True
-            conn.execute("vacuum analyze knowledge_chunks")
-            # The load churned the postings (floors rising): without a vacuum their index-only
-            # scans visit the heap for every entry, as they would until autovacuum came by.
-            conn.execute("vacuum analyze bm25_postings")
+        bm25.vacuum(db)  # what `arc-retrieval db maintain` does after a large load
         try:
             yield db, ids, texts, corpus_vectors
         finally:
