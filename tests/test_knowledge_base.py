@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from worker import sqlfiles
-from worker.chunking import Block, chunk_blocks
+from worker.chunking import chunk_blocks
 from worker.config import ConfigError, Settings
 from worker.database import Database
 from worker.errors import SchemaMismatch

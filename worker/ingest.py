@@ -165,19 +165,19 @@ class Ingestor:
         """A document named by --supersedes or --superseded-by must be stored already or come in
         the same load: a mistyped id is an error, not a mark that never lands."""
         named = {d.document_id for d in documents}
-        links = [(d, field, other) for d in documents
-                 for field, other in (("supersedes", d.supersedes), ("superseded_by", d.superseded_by))
+        links = [(d, link, other) for d in documents
+                 for link, other in (("supersedes", d.supersedes), ("superseded_by", d.superseded_by))
                  if other and other not in named]
         if not links:
             return
         with self.db.connect() as conn:
             stored = {row[0] for row in conn.execute(sqlfiles.query("stored_documents"),
                                                      {"ids": [other for _, _, other in links]})}
-        for doc, field, other in links:
+        for doc, link, other in links:
             if other not in stored:
                 hint = (f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
-                        if field == "supersedes" else "ingest that document first")
-                raise IngestError(f"{field}: no document {other!r} in the knowledge base ({hint})", field)
+                        if link == "supersedes" else "ingest that document first")
+                raise IngestError(f"{link}: no document {other!r} in the knowledge base ({hint})", link)
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
