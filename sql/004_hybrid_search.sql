@@ -198,7 +198,7 @@ begin
     order by partial desc, r.chunk_id
     limit rescore
   )
-  -- one sort feeds both arrays (their aggregates share an order)
+  -- both arrays in the same order (Postgres 16 and later sort once for the two)
   select coalesce((select sum(ceiling) from words), 0),
          array_agg(chunk_id order by partial desc, chunk_id),
          array_agg(above order by partial desc, chunk_id)

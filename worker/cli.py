@@ -77,10 +77,11 @@ def db_maintain(force: bool) -> None:
         if report.stale < 0:
             raise click.ClickException("the BM25 refresh stopped on a database error; run it again")
         click.echo(f"rewrote BM25 weights of {report.rewritten} chunks; {report.stale} left")
-        bm25.vacuum(runtime.db)
+        try:
+            bm25.vacuum(runtime.db)
+        except psycopg.Error as exc:
+            raise click.ClickException(f"vacuum failed: {exc.diag.message_primary or type(exc).__name__}") from None
         click.echo("vacuumed knowledge_chunks and bm25_postings")
-    except psycopg.Error as exc:
-        raise click.ClickException(f"vacuum failed: {exc.diag.message_primary or type(exc).__name__}") from None
     finally:
         runtime.close()
 
