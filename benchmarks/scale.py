@@ -102,7 +102,8 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
     results = []
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            Database(url, statement_timeout_ms=0).migrate(384)
+            db = Database(url, statement_timeout_ms=0)
+            db.migrate(384)
             if _loaded(conn, n):
                 # --keep on a second run: the corpus is already there; only the queries are re-measured
                 if previous is None:
@@ -111,7 +112,7 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
                 load = {k: previous[k] for k in LOAD_KEYS}
             else:
                 load = _load(conn, n, sentences, base)
-                bm25.vacuum(Database(url))
+                bm25.vacuum(db)
             sizes = conn.execute(
                 "select pg_total_relation_size('knowledge_chunks'), pg_relation_size('knowledge_chunks'),"
                 " pg_relation_size('knowledge_chunks_embedding_hnsw'), pg_total_relation_size('bm25_postings')"

@@ -160,14 +160,14 @@ begin
          -- whose one matching word is "2019" is not a full match ("who won the world series
          -- in 2019" scored fts 1.0 against governing documents when only found words counted)
          (select sum(idf * qtf) from all_terms),
-         (select array_agg(lexeme order by place) from by_length),
-         (select array_agg(w order by place) from by_length),
-         (select array_agg(greatest(least(listed::double precision, floor(share)), 1)::integer order by place)
-            from by_length, level),
-         -- a list read whole bounds the chunks it does not hold by its floor (0: it holds them all)
-         (select array_agg(case when listed <= share then coalesce(floor, 0) end order by place)
-            from by_length, level)
-    into qvec, idf_mass, read_words, read_weight, read_count, read_floor;
+         r.words, r.weights, r.counts, r.floors
+    into qvec, idf_mass, read_words, read_weight, read_count, read_floor
+    from (select array_agg(lexeme order by place) as words,
+                 array_agg(w order by place) as weights,
+                 array_agg(greatest(least(listed::double precision, floor(share)), 1)::integer order by place) as counts,
+                 -- a list read whole bounds the chunks it does not hold by its floor (0: it holds them all)
+                 array_agg(case when listed <= share then coalesce(floor, 0) end order by place) as floors
+          from by_length, level) r;
 
   -- The candidates: every chunk read, with the most its BM25 score can be. A chunk missing from
   -- a word's list holds that word at most as strongly as the last posting read there (or below

@@ -64,9 +64,9 @@ def refresh(db: Database, *, seconds: float | None = STEP_SECONDS, step_rows: in
 def vacuum(db: Database) -> None:
     """Vacuum and analyze the chunks and their postings, as after a large load or refresh.
 
-    A load churns the postings (a list's floor rises and its lowest postings go): until a vacuum
-    marks their pages all-visible, every posting the full-text leg reads from the impact index is
-    checked against the table's heap as well, until autovacuum happens to come by.
+    A load churns the postings (a list's floor rises and its lowest postings go): until a vacuum,
+    this one or autovacuum's whenever it comes by, marks their pages all-visible, every posting
+    the full-text leg reads from the impact index is checked against the table's heap as well.
     """
     with db.connect() as conn:
         conn.autocommit = True
