@@ -6,19 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import Blueprint, current_app, g, jsonify
+from flask import Blueprint, g, jsonify
 
 from . import knowledge_base
 from .models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
 from .responses import error as _error
+from .services import services
 
 DOCUMENTS_ROUTE = "/webhook/arc-documents"
 
 documents = Blueprint("documents", __name__, url_prefix=DOCUMENTS_ROUTE)
-
-
-def _arc() -> dict[str, Any]:
-    return current_app.extensions["arc"]
 
 
 def _checked(document_id: str) -> Any | None:
@@ -33,7 +30,7 @@ def _unknown(document_id: str) -> Any:
 
 @documents.get("")
 def list_documents() -> Any:
-    runtime = _arc()["runtime"]
+    runtime = services().runtime
     runtime.ensure_schema()
     found = knowledge_base.list_documents(runtime.db)
     return jsonify(DocumentList(documents=found, request_id=g.request_id).model_dump(mode="json"))
@@ -43,7 +40,7 @@ def list_documents() -> Any:
 def show_document(document_id: str) -> Any:
     if (bad := _checked(document_id)) is not None:
         return bad
-    runtime = _arc()["runtime"]
+    runtime = services().runtime
     runtime.ensure_schema()
     try:
         summary, chunks = knowledge_base.document_chunks(runtime.db, document_id)
@@ -56,13 +53,13 @@ def show_document(document_id: str) -> Any:
 def delete_document(document_id: str) -> Any:
     if (bad := _checked(document_id)) is not None:
         return bad
-    arc = _arc()
-    arc["runtime"].ensure_schema()
+    arc = services()
+    arc.runtime.ensure_schema()
     try:
-        with arc["admission"].slot():
-            deleted = knowledge_base.delete_document(arc["runtime"].db, document_id)
+        with arc.admission.slot():
+            deleted = knowledge_base.delete_document(arc.runtime.db, document_id)
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
-    arc["retriever"].search_cache.clear()
+    arc.retriever.search_cache.clear()
     return jsonify(DeleteResponse(status="deleted", document_id=document_id, deleted_chunks=deleted,
                                   request_id=g.request_id).model_dump(mode="json"))

@@ -9,6 +9,7 @@ class ArcError(Exception):
     status = 500
     code = "internal_error"
     retry_after: int | None = None  # seconds, sent as Retry-After
+    field: str | None = None  # the input at fault, named in the JSON error
 
 
 class DatabaseUnavailable(ArcError):
@@ -35,6 +36,17 @@ class SchemaMismatch(ArcError):
 class EmbeddingError(ArcError):
     status = 503
     code = "embedding_failed"
+
+
+class InvalidInput(ArcError):
+    """A request the models could not catch (a form upload's file, say)."""
+
+    status = 422
+    code = "invalid_input"
+
+    def __init__(self, message: str, field: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
 
 
 class IngestError(ArcError):

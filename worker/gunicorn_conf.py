@@ -112,8 +112,8 @@ def worker_exit(server, worker) -> None:
     arc = getattr(app, "extensions", {}).get("arc") if app is not None else None
     try:
         if arc:
-            arc["retriever"].close()
-            arc["runtime"].db.close(timeout=1.0)
+            arc.retriever.close()
+            arc.runtime.db.close(timeout=1.0)
     except Exception:  # noqa: BLE001 - nothing may keep the process from leaving
         pass
     _exit_now(code)

@@ -1,14 +1,22 @@
-"""The one JSON error shape every route answers with (``ErrorResponse``)."""
+"""The one JSON error shape every route answers with (``ErrorResponse``), and the handlers
+that turn every exception into it."""
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
-from flask import g, jsonify
+import psycopg
+from flask import Flask, g, jsonify
 from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
 
+from .admission import Overloaded
+from .errors import ArcError, DatabaseUnavailable
 from .models import ErrorResponse
+
+log = logging.getLogger("arc.app")
 
 
 def error(status: int, code: str, message: str, field: str | None = None) -> Any:
@@ -30,3 +38,44 @@ def validation_error(exc: ValidationError) -> Any:
     first = exc.errors()[0]
     field = ".".join(str(p) for p in first["loc"]) or "body"
     return error(422, "invalid_input", f"{field}: {first['msg']}", field)
+
+
+def arc_error(exc: ArcError) -> Any:
+    if isinstance(exc, DatabaseUnavailable):
+        log.warning("database unavailable", extra={"reason": str(exc)})
+        response = error(exc.status, exc.code, "the knowledge base is temporarily unavailable; retry shortly")
+    else:
+        response = error(exc.status, exc.code, str(exc), exc.field)
+    if exc.retry_after:
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def overloaded(exc: Overloaded) -> Any:
+    return refused(f"the worker is at capacity ({exc}); retry after the Retry-After delay", exc.retry_after)
+
+
+def database_dropped(exc: psycopg.OperationalError) -> Any:
+    # The connection broke mid-request (restart, failover): retryable, not a bug.
+    return arc_error(DatabaseUnavailable(type(exc).__name__))
+
+
+def http_error(exc: HTTPException) -> Any:
+    code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+            415: "unsupported_media_type"}.get(exc.code or 500, "http_error")
+    field = "body" if exc.code in (400, 413, 415) else None
+    return error(exc.code or 500, code, exc.description or code, field)
+
+
+def unexpected(exc: Exception) -> Any:
+    # Logged with its type only: a stack trace can carry document text or secrets.
+    log.error("unexpected error", extra={"error_type": type(exc).__name__})
+    return error(500, "internal_error", "the worker failed to answer; the error was logged")
+
+
+def register_error_handlers(app: Flask) -> None:
+    app.register_error_handler(ArcError, arc_error)
+    app.register_error_handler(Overloaded, overloaded)
+    app.register_error_handler(psycopg.OperationalError, database_dropped)
+    app.register_error_handler(HTTPException, http_error)
+    app.register_error_handler(Exception, unexpected)

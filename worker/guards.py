@@ -1,0 +1,52 @@
+"""What runs around every request: its id, authentication and rate limits before, its metrics
+after. Routes outside ``Services.tokens`` (health, metrics, the OpenAPI document) are open."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from flask import Response, g, request
+
+from .responses import error, refused
+from .security import client_key, token_matches
+from .services import services
+
+
+def _protected_route(path: str, tokens: dict[str, str | None]) -> str | None:
+    for route in tokens:
+        if path == route or path.startswith(route + "/"):
+            return route
+    return None
+
+
+def before_request() -> Any:
+    incoming = request.headers.get("X-Request-ID", "")
+    g.request_id = incoming[:100] if incoming and incoming.isprintable() else uuid.uuid4().hex
+    g.started = time.perf_counter()
+    arc = services()
+    route = _protected_route(request.path, arc.tokens)
+    if route is None:
+        return None
+    address = request.remote_addr or "unknown"
+    if wait := arc.auth_guard.blocked(address):
+        return refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
+    expected = arc.tokens[route]
+    presented = request.headers.get(arc.runtime.settings.auth_header)
+    if not token_matches(expected, presented):
+        arc.auth_guard.failed(address)
+        return error(401, "unauthorized", "unauthorized")
+    if wait := arc.limiter.acquire(client_key(presented if expected else None, address)):
+        return refused("too many requests; retry after the Retry-After delay", wait)
+    return None
+
+
+def after_request(response: Response) -> Response:
+    response.headers["X-Request-ID"] = g.get("request_id", "")
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    metrics = services().metrics
+    metrics.requests.labels(route, str(response.status_code)).inc()
+    if "started" in g:
+        metrics.latency.labels(route).observe(time.perf_counter() - g.started)
+    return response

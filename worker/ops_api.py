@@ -1,0 +1,42 @@
+"""Routes for operators and orchestrators, open without a token: liveness, readiness,
+Prometheus metrics and the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from .openapi import openapi_document
+from .services import services
+
+ops = Blueprint("ops", __name__)
+
+
+@ops.get("/healthz")
+def healthz() -> Any:
+    return jsonify({"status": "ok"})
+
+
+@ops.get("/readyz")
+def readyz() -> Any:
+    runtime = services().runtime
+    db_ok = runtime.db.ping()
+    if db_ok:
+        try:
+            runtime.ensure_schema()
+        except Exception:  # a schema error is also "not ready"; it is logged by ensure_schema
+            db_ok = False
+    body = {"status": "ready" if db_ok else "not_ready", "database": db_ok,
+            "embedding_model": runtime.embedder.model}
+    return jsonify(body), 200 if db_ok else 503
+
+
+@ops.get("/metrics")
+def prometheus() -> Any:
+    return Response(services().metrics.render(), mimetype="text/plain; version=0.0.4")
+
+
+@ops.get("/openapi.json")
+def openapi() -> Any:
+    return jsonify(openapi_document())

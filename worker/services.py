@@ -1,0 +1,33 @@
+"""What the routes share: built once by ``create_app`` and found through ``current_app``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import current_app
+
+from .admission import Admission
+from .ingest import Ingestor
+from .metrics import Metrics
+from .pipeline import Retriever
+from .querylog import QueryLog
+from .runtime import Runtime
+from .security import FailedAuthGuard, RateLimiter
+
+
+@dataclass
+class Services:
+    runtime: Runtime
+    retriever: Retriever
+    ingestor: Ingestor
+    query_log: QueryLog
+    metrics: Metrics
+    admission: Admission
+    limiter: RateLimiter
+    auth_guard: FailedAuthGuard
+    # the token each protected route prefix asks for (None: that route is open)
+    tokens: dict[str, str | None]
+
+
+def services() -> Services:
+    return current_app.extensions["arc"]
