@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import psycopg
 import pytest
 
 from worker import sqlfiles
 from worker.chunking import chunk_blocks
-from worker.config import ConfigError, Settings
+from worker.config import DOCUMENT_TYPES, ConfigError, Settings
 from worker.database import Database
 from worker.errors import SchemaMismatch
 from worker.ingest import Ingestor, ingest_sample_corpus
@@ -75,6 +77,14 @@ def test_the_unread_fts_index_is_gone_fresh_and_after_an_upgrade(make_database):
         conn.commit()
     assert db.migrate(384) == ["013_drop_fts_gin"]
     assert rows(db, gin) == [(0,)]
+
+
+def test_the_table_accepts_exactly_the_document_types_the_worker_knows(kb):
+    db, _ = kb
+    (check,) = rows(db, "select pg_get_constraintdef(oid) from pg_constraint"
+                        " where conrelid = 'knowledge_chunks'::regclass and contype = 'c'"
+                        " and pg_get_constraintdef(oid) like '%document_type%'")
+    assert set(re.findall(r"'([a-z_]+)'", check[0])) == set(DOCUMENT_TYPES)
 
 
 def test_db_sql_renders_the_dimension():

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-DOCUMENT_TYPES = ("design_guidelines", "ccr", "response_letter", "application_form", "other")
+# The one list of document types (sql/002 checks the same five; tests/test_knowledge_base.py
+# keeps the two in step).
+DocumentType = Literal["design_guidelines", "ccr", "response_letter", "application_form", "other"]
+DOCUMENT_TYPES: tuple[str, ...] = get_args(DocumentType)
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384

@@ -8,10 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from .config import DOCUMENT_TYPES
+from .config import DOCUMENT_TYPES, DocumentType
 
 DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
-DocumentType = Literal["design_guidelines", "ccr", "response_letter", "application_form", "other"]
 Status = Literal["success", "low_confidence", "no_results"]
 
 MAX_QUERY_CHARS = 2000
