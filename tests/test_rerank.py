@@ -14,7 +14,8 @@ from worker.app import create_app
 from worker.models import ChunkResult
 from worker.pipeline import Retriever
 from worker.authority import Adjustments
-from worker.rerank import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, LLMReranker, parse_scores
+from worker.rerank import LLMReranker
+from worker.rerank_prompt import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, parse_scores
 from worker.runtime import Runtime
 from worker.search import PostgresBackend
 
