@@ -3,6 +3,7 @@ embedding model, over the sample corpus."""
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -179,6 +180,17 @@ def test_health_ready_openapi_and_request_id(client):
     response = client.post(ROUTE, json={"query": "fence height"}, headers={"X-Request-ID": "n8n-exec-42"})
     assert response.headers["X-Request-ID"] == "n8n-exec-42"
     assert response.get_json()["request_id"] == "n8n-exec-42"
+
+
+def test_every_route_the_app_serves_is_in_its_openapi_document(app, client):
+    documented = client.get("/openapi.json").get_json()["paths"]
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
+        assert path in documented, f"{rule.rule} is served but not documented"
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            assert method.lower() in documented[path], f"{method} {rule.rule} is served but not documented"
 
 
 def test_answers_are_logged_for_monitoring(client, sample_runtime):

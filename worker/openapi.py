@@ -8,13 +8,34 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from . import __version__
-from .models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, RetrievalRequest, RetrievalResponse
+from .config import DOCUMENT_TYPES
+from .models import (DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, IngestRequest,
+                     IngestResponse, RetrievalRequest, RetrievalResponse)
+
+# A form upload: the file, and IngestRequest's other fields as form fields (strings).
+_UPLOAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["file", "document_type"],
+    "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "UTF-8 Markdown, text or HTML; .txt is read as text and .html/.htm as HTML "
+                                "unless `format` says otherwise"},
+        "document_type": {"enum": list(DOCUMENT_TYPES)},
+        "format": {"enum": ["markdown", "text", "html"]},
+        "document_id": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
+        "name": {"type": "string", "pattern": r"\S", "maxLength": 300},
+        "is_binding": {"type": "string", "description": "1, true, yes or on for true; anything else false"},
+        "supersedes": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
+        "superseded_by": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
+    },
+}
 
 
 @cache
 def openapi_document() -> dict[str, Any]:
     _, schema = models_json_schema(
         [(RetrievalRequest, "validation"), (RetrievalResponse, "serialization"), (ErrorResponse, "serialization"),
+         (IngestRequest, "validation"), (IngestResponse, "serialization"),
          (DocumentList, "serialization"), (DocumentDetail, "serialization"), (DeleteResponse, "serialization")],
         ref_template="#/components/schemas/{model}")
     components = schema.get("$defs", {})
@@ -52,6 +73,26 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/webhook/arc-ingest": {
+                "post": {
+                    "operationId": "ingestDocument",
+                    "summary": "Store a document, chunked and embedded, replacing the one with the same "
+                               "document_id (ingest token)",
+                    "requestBody": {"required": True, "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/IngestRequest"}},
+                        "multipart/form-data": {"schema": _UPLOAD_SCHEMA}}},
+                    "responses": {
+                        "200": ok("Stored", "IngestResponse"),
+                        "400": error("Malformed JSON"),
+                        "401": error("Missing or wrong token"),
+                        "413": error("Body too large"),
+                        "415": error("Neither JSON nor a form upload"),
+                        "422": error("A field is invalid, or the document cannot be stored; `field` names it"),
+                        "429": error("Rate limited; see Retry-After"),
+                        "503": error("Database unavailable, or the embedding provider calls are full; see Retry-After"),
+                    },
+                }
+            },
             "/webhook/arc-documents": {
                 "get": {
                     "operationId": "listDocuments",
@@ -84,6 +125,11 @@ def openapi_document() -> dict[str, Any]:
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Process up"}}}},
             "/readyz": {"get": {"operationId": "readyz", "responses": {
                 "200": {"description": "Ready"}, "503": {"description": "Database unreachable"}}}},
+            "/metrics": {"get": {"operationId": "metrics", "summary": "Prometheus metrics", "responses": {
+                "200": {"description": "The Prometheus text format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "responses": {
+                "200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
         },
         "components": {"schemas": components},
     }
