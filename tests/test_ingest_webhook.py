@@ -80,6 +80,22 @@ def test_ingest_validation(secured, body, field):
     assert r.status_code == 422 and r.get_json()["field"] == field
 
 
+def test_a_form_upload_without_its_file_or_in_another_encoding_names_what_to_send(secured):
+    client, _ = secured
+    headers = {"X-ARC-Token": "ingest-secret"}
+    no_file = client.post("/webhook/arc-ingest", headers=headers, data={"document_type": "other"},
+                          content_type="multipart/form-data")
+    assert no_file.status_code == 422 and no_file.get_json()["field"] == "file", no_file.get_json()
+    misnamed = client.post("/webhook/arc-ingest", headers=headers, content_type="multipart/form-data",
+                           data={"document_type": "other", "upload": (io.BytesIO(NOTICE.encode()), "pool.md")})
+    assert misnamed.status_code == 422 and misnamed.get_json()["field"] == "file"
+    latin1 = client.post("/webhook/arc-ingest", headers=headers, content_type="multipart/form-data",
+                         data={"document_type": "other", "file": (io.BytesIO("Café".encode("latin-1")), "c.md")})
+    assert latin1.status_code == 422 and "UTF-8" in latin1.get_json()["message"]
+    plain = client.post("/webhook/arc-ingest", headers=headers, data=NOTICE, content_type="text/markdown")
+    assert plain.status_code == 415 and "form upload" in plain.get_json()["message"], plain.get_json()
+
+
 def test_tokens_are_required_and_separate(secured):
     client, _ = secured
     assert client.post("/webhook/arc-retrieval", json={"query": "pool"}).status_code == 401

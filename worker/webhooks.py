@@ -38,7 +38,11 @@ def retrieve() -> Any:
 
 @webhooks.post(INGEST_ROUTE)
 def ingest() -> Any:
-    payload = _uploaded_document() if request.files else unwrap(json_body())
+    if request.mimetype == "multipart/form-data":
+        payload = _uploaded_document()
+    else:
+        payload = unwrap(json_body("send the document as JSON (Content-Type: application/json) or as a form "
+                                   "upload (multipart/form-data, the file in a field named file)"))
     try:
         req = IngestRequest.model_validate(payload)
     except ValidationError as exc:
@@ -78,9 +82,9 @@ def _uploaded_document() -> dict[str, Any]:
     return {**fields, "text": text}
 
 
-def json_body() -> dict[str, Any]:
+def json_body(not_json: str = "send the request as JSON (Content-Type: application/json)") -> dict[str, Any]:
     if not request.is_json:
-        raise UnsupportedMediaType("send the request as JSON (Content-Type: application/json)")
+        raise UnsupportedMediaType(not_json)
     payload = request.get_json(silent=True)
     if payload is None:
         raise BadRequest("the body is not valid JSON")
