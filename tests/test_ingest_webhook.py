@@ -7,6 +7,9 @@ import io
 import pytest
 
 from tests.conftest import make_settings
+from tests.test_cli import make_pdf
+from tests.test_formats import word_document
+from tests.test_ocr import SCANNED_LINES, needs_tesseract, scanned_page
 from worker.app import create_app
 from worker.database import Database
 from worker.runtime import Runtime
@@ -94,6 +97,70 @@ def test_a_form_upload_without_its_file_or_in_another_encoding_names_what_to_sen
     assert latin1.status_code == 422 and "UTF-8" in latin1.get_json()["message"]
     plain = client.post("/webhook/arc-ingest", headers=headers, data=NOTICE, content_type="text/markdown")
     assert plain.status_code == 415 and "form upload" in plain.get_json()["message"], plain.get_json()
+
+
+def upload(client, name: str, content: bytes, **fields):
+    return client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                       content_type="multipart/form-data",
+                       data={"document_type": "other", **fields, "file": (io.BytesIO(content), name)})
+
+
+def stored(db, document_id: str) -> list[tuple]:
+    with db.connect() as conn:
+        return conn.execute("select section_path, page_number, content, metadata->>'source_file'"
+                            " from knowledge_chunks where document_id = %s order by chunk_index",
+                            (document_id,)).fetchall()
+
+
+def test_pdf_and_word_files_upload_as_the_cli_reads_them(secured, tmp_path):
+    client, db = secured
+    pdf = make_pdf([["ARTICLE 3 PETS", "3.1 Dogs must be leashed in common areas."],
+                    ["ARTICLE 4 PARKING", "4.1 Boats may not be parked on the street overnight."]])
+    r = upload(client, "Pet and Parking Rules.pdf", pdf)
+    assert r.status_code == 200, r.get_json()
+    # the id comes from the file name, as on the command line: an edited file replaces its old self
+    assert r.get_json()["document_id"] == "pet-and-parking-rules"
+    rows = stored(db, "pet-and-parking-rules")
+    assert {row[3] for row in rows} == {"Pet and Parking Rules.pdf"}
+    assert any(page == 2 and "Boats" in content for _, page, content, _ in rows), rows
+    path = tmp_path / "guidelines.docx"
+    word_document(path)
+    r = upload(client, "guidelines.docx", path.read_bytes(), document_id="pinecrest-dg", is_binding="true")
+    assert r.status_code == 200, r.get_json()
+    assert any(content.startswith("| Zone | Maximum fence height |") for _, _, content, _ in stored(db, "pinecrest-dg"))
+    broken = upload(client, "broken.docx", b"PK\x03\x04 this is not really a zip")
+    assert broken.status_code == 422 and broken.get_json()["field"] == "file", broken.get_json()
+    assert "Word" in broken.get_json()["message"]
+    assert stored(db, "broken") == []
+
+
+@needs_tesseract
+def test_a_scanned_pdf_upload_is_read_by_ocr(secured):
+    client, db = secured
+    r = upload(client, "animals.pdf", scanned_page(SCANNED_LINES), document_type="ccr")
+    assert r.status_code == 200, r.get_json()
+    assert any("poultry" in content for _, _, content, _ in stored(db, "animals"))
+
+
+def test_uploads_have_their_own_size_limit(make_database, embedder, tmp_path):
+    url = make_database("ing-limits")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    settings = make_settings(tmp_path, url, max_body_bytes=4096, max_upload_bytes=100_000)
+    client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
+    try:
+        notice = NOTICE + "\n".join(f"Rule {i}: guests must sign in at the front desk." for i in range(200))
+        assert 4096 < len(notice) < 100_000
+        r = client.post("/webhook/arc-ingest", content_type="multipart/form-data",
+                        data={"document_type": "other", "file": (io.BytesIO(notice.encode()), "pool.md")})
+        assert r.status_code == 200, r.get_json()
+        big = client.post("/webhook/arc-ingest", content_type="multipart/form-data",
+                          data={"document_type": "other", "file": (io.BytesIO(b"x" * 200_000), "big.md")})
+        assert big.status_code == 413 and big.get_json()["field"] == "body"
+        question = client.post("/webhook/arc-retrieval", json={"query": "pool " * 1000})
+        assert question.status_code == 413  # the question's limit stays the small one
+    finally:
+        db.close()
 
 
 def test_tokens_are_required_and_separate(secured):

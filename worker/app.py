@@ -17,6 +17,7 @@ from .documents_api import DOCUMENTS_ROUTE, documents
 from .ingest import Ingestor
 from .metrics import Metrics, cache_families, pool_families
 from .models import RetrievalResponse
+from .ocr import Ocr
 from .ops_api import ops
 from .pipeline import ContextPolicy, Retriever, Thresholds
 from .querylog import QueryLog
@@ -61,7 +62,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     retriever = retriever or build_retriever(runtime)
     admin_token = settings.ingest_token or settings.api_token
     arc = Services(
-        runtime=runtime, retriever=retriever, ingestor=Ingestor(runtime.db, runtime.embedder),
+        runtime=runtime, retriever=retriever,
+        ingestor=Ingestor(runtime.db, runtime.embedder, ocr=Ocr(settings.ocr, settings.ocr_language)),
         query_log=QueryLog(runtime.db), metrics=Metrics(),
         admission=Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout),
         limiter=RateLimiter(settings.rate_limit), auth_guard=FailedAuthGuard(settings.auth_failures_per_minute),

@@ -60,6 +60,7 @@ ENV_VARS: dict[str, str] = {
     "ARC_MAX_QUEUE": "max_queue",
     "ARC_QUEUE_TIMEOUT": "queue_timeout",
     "ARC_MAX_BODY_BYTES": "max_body_bytes",
+    "ARC_MAX_UPLOAD_BYTES": "max_upload_bytes",
     "ARC_NO_RESULTS_BELOW": "no_results_below",
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
     "ARC_MIN_RELEVANCE": "min_relevance",
@@ -117,6 +118,8 @@ class Settings(BaseModel):
     max_queue: int = Field(16, ge=0, le=10000)      # requests waiting for a slot per process
     queue_timeout: float = Field(10.0, gt=0, le=300)
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # the ingest webhook's own limit: a PDF of scanned pages runs to tens of MB
+    max_upload_bytes: int = Field(50_000_000, ge=1024)
 
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5

@@ -118,19 +118,23 @@ class Ingestor:
                              amends=tuple(amends),
                              metadata=metadata or {})
 
-    def prepare_file(self, path: Path, **kwargs) -> DocumentInput:
+    def prepare_file(self, path: Path, *, source_name: str | None = None, metadata: dict | None = None,
+                     **kwargs) -> DocumentInput:
+        """``source_name``: the file's own name when ``path`` is a copy of it (an upload)."""
+        shown = source_name or path.name
         try:
             parsed = read_path(path, self.ocr)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise IngestError(f"{path.name}: {exc}") from exc
+            raise IngestError(f"{shown}: {exc}", "file") from exc
+        stem = Path(shown).stem
         # The file name gives a stable id: re-ingesting an edited file replaces it even if its title changed.
         if not kwargs.get("document_id"):
-            kwargs["document_id"] = slugify(path.stem)
+            kwargs["document_id"] = slugify(stem)
         kwargs.setdefault("name", None)
-        metadata: dict = {"source_file": path.name}
+        metadata = {**(metadata or {}), "source_file": shown}
         if parsed.ocr_pages:
             metadata["ocr_pages"] = parsed.ocr_pages
-        document = self.prepare_text(parsed, fallback_name=path.stem, metadata=metadata, **kwargs)
+        document = self.prepare_text(parsed, fallback_name=stem, metadata=metadata, **kwargs)
         document.ocr_pages, document.ocr_seconds = parsed.ocr_pages, parsed.ocr_seconds
         return document
 

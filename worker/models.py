@@ -185,13 +185,11 @@ class Amendment:
         return {"document_id": self.document_id, "sections": list(self.sections)}
 
 
-class IngestRequest(BaseModel):
-    """``POST /webhook/arc-ingest``: a document as text (JSON) or as a file (multipart)."""
+class IngestFields(BaseModel):
+    """What describes a document, however it comes: JSON (:class:`IngestRequest`) or a form upload."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    text: str = Field(min_length=1, max_length=5_000_000)
-    format: Literal["markdown", "text", "html"] = "markdown"
     document_type: DocumentType
     document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN)
     name: str | None = Field(default=None, min_length=1, max_length=300)
@@ -202,12 +200,34 @@ class IngestRequest(BaseModel):
                                       description="A newer document, already stored, that replaces this one.")
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
 
-    @field_validator("text", "name")
+    @field_validator("name")
     @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        if value is not None and "\x00" in value:
-            raise ValueError("must not contain NUL characters")
-        return value
+    def _no_nul_in_name(cls, value: str | None) -> str | None:
+        return _no_nul(value)
+
+    def document_args(self) -> dict[str, Any]:
+        """The keyword arguments of ``Ingestor.prepare_text`` and ``prepare_file``."""
+        return {"document_id": self.document_id, "name": self.name, "document_type": self.document_type,
+                "is_binding": self.is_binding, "supersedes": self.supersedes,
+                "superseded_by": self.superseded_by, "amends": tuple(self.amends)}
+
+
+class IngestRequest(IngestFields):
+    """``POST /webhook/arc-ingest`` as JSON: the document's text and what describes it."""
+
+    text: str = Field(min_length=1, max_length=5_000_000)
+    format: Literal["markdown", "text", "html"] = "markdown"
+
+    @field_validator("text")
+    @classmethod
+    def _no_nul_in_text(cls, value: str) -> str:
+        return _no_nul(value)
+
+
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
 
 
 class IngestResponse(BaseModel):

@@ -18,8 +18,9 @@ _UPLOAD_SCHEMA: dict[str, Any] = {
     "required": ["file", "document_type"],
     "properties": {
         "file": {"type": "string", "format": "binary",
-                 "description": "UTF-8 Markdown, text or HTML; .txt is read as text and .html/.htm as HTML "
-                                "unless `format` says otherwise"},
+                 "description": "The document, read by its name's suffix as the command line reads a file: "
+                                ".md, .txt, .html/.htm (UTF-8), .pdf (scanned pages by OCR) or .docx; "
+                                "`format` names a text upload's kind instead"},
         "document_type": {"enum": list(DOCUMENT_TYPES)},
         "format": {"enum": ["markdown", "text", "html"]},
         "document_id": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},

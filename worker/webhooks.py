@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path, PurePath
 from typing import Any
 
 from flask import Blueprint, g, jsonify, request
@@ -10,7 +12,8 @@ from pydantic import ValidationError
 from werkzeug.exceptions import BadRequest, UnsupportedMediaType
 
 from .errors import InvalidInput
-from .models import IngestRequest, IngestResponse, RetrievalRequest, unwrap
+from .ingest import DocumentInput, Ingestor
+from .models import IngestFields, IngestRequest, IngestResponse, RetrievalRequest, unwrap
 from .readers import html_to_markdown, parse_markdown, parse_text
 from .responses import validation_error
 from .services import services
@@ -38,23 +41,21 @@ def retrieve() -> Any:
 
 @webhooks.post(INGEST_ROUTE)
 def ingest() -> Any:
-    if request.mimetype == "multipart/form-data":
-        payload = _uploaded_document()
-    else:
-        payload = unwrap(json_body("send the document as JSON (Content-Type: application/json) or as a form "
-                                   "upload (multipart/form-data, the file in a field named file)"))
+    arc = services()
+    request.max_content_length = arc.runtime.settings.max_upload_bytes
     try:
-        req = IngestRequest.model_validate(payload)
+        if request.mimetype == "multipart/form-data":
+            document = _uploaded_document(arc.ingestor)
+        else:
+            req = IngestRequest.model_validate(unwrap(json_body(
+                "send the document as JSON (Content-Type: application/json) or as a form upload "
+                "(multipart/form-data, the file in a field named file)")))
+            parsed = (parse_text(req.text) if req.format == "text"
+                      else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
+            document = arc.ingestor.prepare_text(parsed, metadata={"source": "webhook"}, **req.document_args())
     except ValidationError as exc:
         return validation_error(exc)
-    arc = services()
     arc.runtime.ensure_schema()
-    parsed = (parse_text(req.text) if req.format == "text"
-              else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
-    document = arc.ingestor.prepare_text(parsed, document_id=req.document_id, name=req.name,
-                                         document_type=req.document_type, is_binding=req.is_binding,
-                                         supersedes=req.supersedes, superseded_by=req.superseded_by,
-                                         metadata={"source": "webhook"}, amends=tuple(req.amends))
     with arc.admission.slot():
         report = arc.ingestor.write([document])
     arc.retriever.search_cache.clear()
@@ -65,21 +66,36 @@ def ingest() -> Any:
                                   request_id=g.request_id).model_dump(mode="json"))
 
 
-def _uploaded_document() -> dict[str, Any]:
-    """A form upload as an ingest payload: its fields and the file's text."""
+# What a form upload's `format` field names, as the file-name suffix the readers go by.
+FORMAT_SUFFIX = {"markdown": ".md", "text": ".txt", "html": ".html"}
+BINARY_SUFFIXES = (".pdf", ".docx")
+
+
+def _uploaded_document(ingestor: Ingestor) -> DocumentInput:
+    """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
+    PDF with OCR for scanned pages, Word), described by the form's other fields."""
     upload = request.files.get("file")
     if upload is None:
         raise InvalidInput("send the document in a form field named file", "file")
-    try:
-        text = upload.read().decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput("must be UTF-8 text or Markdown", "file") from None
     fields: dict[str, Any] = dict(request.form.items())
     if "is_binding" in fields:
         fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
-    suffix = (upload.filename or "").lower().rpartition(".")[2]
-    fields.setdefault("format", {"txt": "text", "html": "html", "htm": "html"}.get(suffix, "markdown"))
-    return {**fields, "text": text}
+    named = fields.pop("format", None)
+    if named is not None and named not in FORMAT_SUFFIX:
+        raise InvalidInput(f"one of {', '.join(FORMAT_SUFFIX)}", "format")
+    # its own name only, whatever path a browser sent with it
+    filename = PurePath((upload.filename or "").replace("\\", "/")).name[:255] or "document"
+    suffix = PurePath(filename).suffix.lower()
+    if named is not None and suffix in BINARY_SUFFIXES:
+        raise InvalidInput(f"applies to text uploads; a {suffix} file is read as what it is", "format")
+    if named is not None or not suffix:
+        suffix = FORMAT_SUFFIX[named or "markdown"]
+    described = IngestFields.model_validate(fields)
+    with tempfile.TemporaryDirectory(prefix="arc-upload-") as folder:
+        copy = Path(folder) / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
+        upload.save(copy)
+        return ingestor.prepare_file(copy, source_name=filename, metadata={"source": "webhook"},
+                                     **described.document_args())
 
 
 def json_body(not_json: str = "send the request as JSON (Content-Type: application/json)") -> dict[str, Any]:
