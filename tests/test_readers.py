@@ -54,6 +54,13 @@ def test_hyphenated_words_join_and_article_titles_join_their_heading():
     assert block.text.endswith("Architectural Control Committee.")
 
 
+def test_a_text_document_is_named_by_a_heading_that_can_name_it():
+    scanned = parse_text("OF\nHERONWOOD ESTATES HOMEOWNERS ASSOCIATION\nThe name of the corporation is Heronwood.\n")
+    assert scanned.title == "HERONWOOD ESTATES HOMEOWNERS ASSOCIATION"
+    assert parse_text("ARTICLE I\nName\nThe name of the corporation is Heronwood.\n").title is None
+    assert parse_text("BY-LAWS\nARTICLE I\nName\nThe name is Heronwood.\n").title == "BY-LAWS"
+
+
 def test_a_list_split_across_chunks_keeps_its_lead_in():
     from worker.chunking import chunk_blocks
     from worker.readers import parse_markdown

@@ -306,7 +306,8 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
             if level is not None:
                 flush()
                 _enter(stack, level, line)
-                title = title or line
+                if title is None and _names_a_document(line):
+                    title = line
                 titled = not _BARE_HEADING.match(line)
                 continue
             titled = True
@@ -341,6 +342,13 @@ def _title_case(text: str) -> bool:
     first line, wrapped) is not."""
     words = [w for w in re.findall(r"[A-Za-z][\w'’-]*", text) if len(w) > 3]
     return len(text.split()) <= 8 and sum(w[0].isupper() for w in words) * 2 >= len(words)
+
+
+def _names_a_document(heading: str) -> bool:
+    """A heading that can be the document's name: not a scanned title's stray word ("OF" between
+    "ARTICLES" and "INCORPORATION") nor a numbered part ("ARTICLE I"), which name no document."""
+    return (re.search(r"[A-Za-z]{4}", heading) is not None and not _TEXT_HEADING_L1.match(heading)
+            and not _TEXT_HEADING_NUM.match(heading))
 
 
 def _ends_sentence(line: str) -> bool:
