@@ -77,7 +77,8 @@ def _uploaded_document(ingestor: Ingestor) -> DocumentInput:
     upload = request.files.get("file")
     if upload is None:
         raise InvalidInput("send the document in a form field named file", "file")
-    fields: dict[str, Any] = dict(request.form.items())
+    # an empty field is one not filled in (forms, and n8n's ingest workflow, send every field)
+    fields: dict[str, Any] = {key: value for key, value in request.form.items() if value.strip()}
     if "is_binding" in fields:
         fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
     named = fields.pop("format", None)
