@@ -235,6 +235,21 @@ def test_ingest_through_n8n_then_retrieve(n8n):
     assert r.json()["chunks"][0]["document_id"] == "holiday-lighting"
 
 
+def test_a_pdf_uploaded_through_n8n_is_ingested_then_found(n8n):
+    from tests.test_cli import make_pdf
+
+    pdf = make_pdf([["ARTICLE 5 GARAGE SALES", "5.1 Garage sales are allowed on the first Saturday of each month."]])
+    r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                      files={"file": ("garage-sales.pdf", pdf, "application/pdf")},
+                      data={"document_type": "other", "is_binding": "false"}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert r.json()["document_id"] == "garage-sales" and r.json()["chunks"] == 1, r.text
+    r = requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
+                      json={"query": "When are garage sales allowed?"}, timeout=60)
+    top = r.json()["chunks"][0]
+    assert top["document_id"] == "garage-sales" and top["is_binding"] is False, top
+
+
 def test_the_ingest_workflow_deletes_a_document(n8n):
     doc = "# Pool Hours\n\nThe pool opens at 8 am.\n"
     r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
