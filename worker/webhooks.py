@@ -47,12 +47,7 @@ def ingest() -> Any:
         if request.mimetype == "multipart/form-data":
             document = _uploaded_document(arc.ingestor)
         else:
-            req = IngestRequest.model_validate(unwrap(json_body(
-                "send the document as JSON (Content-Type: application/json) or as a form upload "
-                "(multipart/form-data, the file in a field named file)")))
-            parsed = (parse_text(req.text) if req.format == "text"
-                      else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
-            document = arc.ingestor.prepare_text(parsed, metadata={"source": "webhook"}, **req.document_args())
+            document = _posted_document(arc.ingestor)
     except ValidationError as exc:
         return validation_error(exc)
     arc.runtime.ensure_schema()
@@ -64,6 +59,16 @@ def ingest() -> Any:
                                   replaced_chunks=report.replaced_chunks,
                                   amended_chunks=report.amended_chunks, notes=list(report.notes),
                                   request_id=g.request_id).model_dump(mode="json"))
+
+
+def _posted_document(ingestor: Ingestor) -> DocumentInput:
+    """A document sent as JSON: its text and what describes it."""
+    req = IngestRequest.model_validate(unwrap(json_body(
+        "send the document as JSON (Content-Type: application/json) or as a form upload "
+        "(multipart/form-data, the file in a field named file)")))
+    parsed = (parse_text(req.text) if req.format == "text"
+              else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
+    return ingestor.prepare_text(parsed, metadata={"source": "webhook"}, **req.document_args())
 
 
 # What a form upload's `format` field names, as the file-name suffix the readers go by.
