@@ -3,6 +3,8 @@ its own (row groups repeat the header) and reads as a table in the [SOURCE n] bl
 
 from __future__ import annotations
 
+import zipfile
+
 import docx
 import pytest
 
@@ -79,3 +81,17 @@ def test_a_broken_word_file_is_a_clear_error(tmp_path):
     path.write_bytes(b"PK\x03\x04 this is not really a zip")
     with pytest.raises(ValueError, match="not a readable Word"):
         read_path(path)
+
+
+def test_a_word_file_that_unpacks_to_gigabytes_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "bomb.docx"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        with archive.open("word/document.xml", "w", force_zip64=True) as member:
+            block = bytes(1 << 20)
+            for _ in range(400):  # 400 MB of zeros, a few hundred KB packed
+                member.write(block)
+    assert path.stat().st_size < 2_000_000
+    with pytest.raises(ValueError, match="unpacks to 419 MB"):
+        read_path(path)
+

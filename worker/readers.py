@@ -27,6 +27,10 @@ log = logging.getLogger("arc.readers")
 # stamp or a page number may be all the text a scanned page carries).
 _MIN_PAGE_LETTERS = 20
 
+# What a .docx may unpack to: its text and images, read whole into memory (a 500-page
+# declaration is a few MB; a zip bomb is gigabytes).
+MAX_DOCX_UNPACKED_BYTES = 300_000_000
+
 _HTML_BREAK = re.compile(r"\s*<br\s*/?>\s*", re.I)
 # Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
 # amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
@@ -82,6 +86,11 @@ def docx_to_markdown(path: Path) -> str:
     import mammoth
 
     try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(member.file_size for member in archive.infolist())
+        if unpacked > MAX_DOCX_UNPACKED_BYTES:
+            raise ValueError(f"a Word file that unpacks to {unpacked / 1e6:.0f} MB (at most "
+                             f"{MAX_DOCX_UNPACKED_BYTES / 1e6:.0f} MB): split it, or ingest its text")
         with path.open("rb") as fh:
             html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh").value
     except (zipfile.BadZipFile, KeyError) as exc:
