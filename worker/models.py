@@ -12,6 +12,7 @@ from .config import DOCUMENT_TYPES, DocumentType
 
 DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 Status = Literal["success", "low_confidence", "no_results"]
+TextFormat = Literal["markdown", "text", "html"]  # how a document sent as text is read
 
 MAX_QUERY_CHARS = 2000
 
@@ -216,7 +217,7 @@ class IngestRequest(IngestFields):
     """``POST /webhook/arc-ingest`` as JSON: the document's text and what describes it."""
 
     text: str = Field(min_length=1, max_length=5_000_000)
-    format: Literal["markdown", "text", "html"] = "markdown"
+    format: TextFormat = "markdown"
 
     @field_validator("text")
     @classmethod

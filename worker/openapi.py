@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, get_args
 
 from pydantic.json_schema import models_json_schema
 
 from . import __version__
 from .config import DOCUMENT_TYPES
 from .models import (DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, IngestRequest,
-                     IngestResponse, RetrievalRequest, RetrievalResponse)
+                     IngestResponse, RetrievalRequest, RetrievalResponse, TextFormat)
 
 # A form upload: the file, and IngestRequest's other fields as form fields (strings).
 _UPLOAD_SCHEMA: dict[str, Any] = {
@@ -22,7 +22,7 @@ _UPLOAD_SCHEMA: dict[str, Any] = {
                                 ".md, .txt, .html/.htm (UTF-8), .pdf (scanned pages by OCR) or .docx; "
                                 "`format` names a text upload's kind instead"},
         "document_type": {"enum": list(DOCUMENT_TYPES)},
-        "format": {"enum": ["markdown", "text", "html"]},
+        "format": {"enum": list(get_args(TextFormat))},
         "document_id": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
         "name": {"type": "string", "pattern": r"\S", "maxLength": 300},
         "is_binding": {"type": "string", "description": "1, true, yes or on for true; anything else false"},

@@ -13,7 +13,7 @@ from werkzeug.exceptions import BadRequest, UnsupportedMediaType
 
 from .errors import InvalidInput
 from .ingest import DocumentInput, Ingestor
-from .models import IngestFields, IngestRequest, IngestResponse, RetrievalRequest, unwrap
+from .models import IngestFields, IngestRequest, IngestResponse, RetrievalRequest, TextFormat, unwrap
 from .readers import html_to_markdown, parse_markdown, parse_text
 from .responses import validation_error
 from .services import services
@@ -72,7 +72,7 @@ def _posted_document(ingestor: Ingestor) -> DocumentInput:
 
 
 # What a form upload's `format` field names, as the file-name suffix the readers go by.
-FORMAT_SUFFIX = {"markdown": ".md", "text": ".txt", "html": ".html"}
+FORMAT_SUFFIX: dict[TextFormat, str] = {"markdown": ".md", "text": ".txt", "html": ".html"}
 BINARY_SUFFIXES = (".pdf", ".docx")
 
 
