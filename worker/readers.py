@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .chunking import ITEM, Block
+from .models import TextFormat
 from .ocr import Ocr
 
 log = logging.getLogger("arc.readers")
@@ -50,20 +51,28 @@ class ParsedDocument:
     ocr_seconds: float = 0.0  # wall-clock time reading them
 
 
+# The text files the readers know, by suffix (PDF and Word are read by their own readers).
+TEXT_SUFFIXES: dict[str, TextFormat] = {".md": "markdown", ".markdown": "markdown", ".txt": "text",
+                                        ".html": "html", ".htm": "html"}
+
+
 def read_path(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
     suffix = path.suffix.lower()
-    if suffix in (".md", ".markdown"):
-        return parse_markdown(_utf8(path))
-    if suffix == ".txt":
-        return parse_text(_utf8(path))
+    if suffix in TEXT_SUFFIXES:
+        return parse_formatted(_utf8(path), TEXT_SUFFIXES[suffix])
     if suffix == ".pdf":
         return parse_pdf(path, ocr)
-    if suffix in (".html", ".htm"):
-        return parse_markdown(html_to_markdown(_utf8(path)))
     if suffix == ".docx":
         return parse_markdown(docx_to_markdown(path))
     raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html "
                      "or a BEIR corpus.jsonl")
+
+
+def parse_formatted(text: str, format: TextFormat) -> ParsedDocument:
+    """Text in a format a caller names (a file's suffix, the ingest webhook's `format`)."""
+    if format == "text":
+        return parse_text(text)
+    return parse_markdown(html_to_markdown(text) if format == "html" else text)
 
 
 def html_to_markdown(html: str) -> str:

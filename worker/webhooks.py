@@ -14,7 +14,7 @@ from werkzeug.exceptions import BadRequest, UnsupportedMediaType
 from .errors import InvalidInput
 from .ingest import DocumentInput, Ingestor
 from .models import IngestFields, IngestRequest, IngestResponse, RetrievalRequest, TextFormat, unwrap
-from .readers import html_to_markdown, parse_markdown, parse_text
+from .readers import parse_formatted
 from .responses import validation_error
 from .services import services
 
@@ -66,9 +66,7 @@ def _posted_document(ingestor: Ingestor) -> DocumentInput:
     req = IngestRequest.model_validate(unwrap(json_body(
         "send the document as JSON (Content-Type: application/json) or as a form upload "
         "(multipart/form-data, the file in a field named file)")))
-    parsed = (parse_text(req.text) if req.format == "text"
-              else parse_markdown(html_to_markdown(req.text) if req.format == "html" else req.text))
-    return ingestor.prepare_text(parsed, metadata={"source": "webhook"}, **req.document_args())
+    return ingestor.prepare_text(parse_formatted(req.text, req.format), metadata={"source": "webhook"}, **req.document_args())
 
 
 # What a form upload's `format` field names, as the file-name suffix the readers go by.
