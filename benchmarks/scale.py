@@ -91,6 +91,10 @@ MODES = {  # name -> (uses the question text, uses the vector, document_types)
     "vector_leg_ms": (False, True, None),
 }
 ANALYSIS = "## What bounds it"
+# A fixed statement (hashing and sorting in memory), best of five: the same code has measured
+# 1.5-2x apart on this project's machines from one day to the next, and this number says which
+# kind of machine a row had, independently of the knowledge base.
+REFERENCE = "select count(distinct md5(g::text)) from generate_series(1, 200000) g"
 SEARCH = "select id, vector_rank from hybrid_search(%s, %s::vector, 40, 0.4, 0.6, 'weighted', 60, %s::text[])"
 
 
@@ -124,6 +128,7 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
             server.stop()
             url = server.start()
             with psycopg.connect(url, autocommit=True) as conn:
+                reference = _reference_ms(conn)
                 latencies, recall = _measure(conn, queries, query_vectors, n_queries, n_warmup)
             results.append({
                 "chunks": n,
@@ -136,12 +141,22 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
                 "postings_mb": round(sizes[3] / 2**20, 1),
                 **latencies,
                 "hnsw_recall_at_40": recall,
+                "reference_ms": reference,
             })
         return results
     finally:
         server.stop()
         if not keep:
             shutil.rmtree(workdir / f"pg-{n}", ignore_errors=True)
+
+
+def _reference_ms(conn: psycopg.Connection) -> float:
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        conn.execute(REFERENCE).fetchone()
+        timings.append((time.perf_counter() - start) * 1000)
+    return round(min(timings), 1)
 
 
 def _measure(conn: psycopg.Connection, queries: list[str], query_vectors: np.ndarray,
@@ -237,20 +252,22 @@ def write(results: list[dict], out: Path, command: str) -> None:
     lines = ["# Knowledge-base scale (2-core machine, embedded Postgres 18 + pgvector 0.8, 384 dims)", "",
              f"Command: `{command}`", "",
              "| chunks | shared_buffers | ingest chunks/s | HNSW build s | table MB | HNSW MB | postings MB | hybrid p50/p95/p99 ms |"
-             " filtered p50/p95/p99 ms | full-text leg alone p50/p95 | vector leg alone p50/p95 | HNSW recall@40 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             " filtered p50/p95/p99 ms | full-text leg alone p50/p95 | vector leg alone p50/p95 | HNSW recall@40 | reference ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         h, f = r["hybrid_ms"], r["hybrid_filtered_ms"]
         lines.append(f"| {r['chunks']:,} | {r['shared_buffers']} | {r['ingest_chunks_per_s']:.0f} | {r['hnsw_build_seconds']:.1f} | "
                      f"{r['table_total_mb']:.0f} | {r['hnsw_mb']:.0f} | {r['postings_mb']:.0f} | "
                      f"{h['p50']}/{h['p95']}/{h['p99']} | {f['p50']}/{f['p95']}/{f['p99']} | "
                      f"{r['fts_leg_ms']['p50']}/{r['fts_leg_ms']['p95']} | "
-                     f"{r['vector_leg_ms']['p50']}/{r['vector_leg_ms']['p95']} | {r['hnsw_recall_at_40']} |")
+                     f"{r['vector_leg_ms']['p50']}/{r['vector_leg_ms']['p95']} | {r['hnsw_recall_at_40']} | "
+                     f"{r.get('reference_ms', '-')} |")
     lines += ["", "Ingest excludes model time (vectors are precomputed) and includes the BM25 triggers; the HNSW "
               "index is built after the load. Filtered: `document_types = ['response_letter']` (about 30% of "
               "rows). Recall@40: the vector leg at the function's ef_search (120 for 40 candidates) against exact search. "
               "Each latency column times its own questions after a warm-up with other questions; shared_buffers "
-              "is set per row and the server restarted (cold) before its warm-up.", ""]
+              "is set per row and the server restarted (cold) before its warm-up. Reference: a fixed "
+              "statement timed on the same server (`REFERENCE` in scale.py), to compare machines.", ""]
     (out / "results.md").write_text("\n".join(lines) + ("\n" + analysis if analysis else ""))
     import matplotlib
 
