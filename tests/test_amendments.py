@@ -4,6 +4,8 @@ document is ingested first; deleting the amendment makes the section current aga
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from click.testing import CliRunner
 
@@ -139,6 +141,18 @@ def test_the_ingest_webhook_takes_amends(make_database, embedder, tmp_path):
     assert done.status_code == 200 and body["amended_chunks"] == 1, body
     assert any("Article IX" in note for note in body["notes"])
     assert marked(db)["Section 4."] == "second-amendment"
+    # an amendment usually comes as a file (a scanned PDF): a form upload takes amends as JSON text
+    upload = lambda amends: client.post(  # noqa: E731
+        "/webhook/arc-ingest", content_type="multipart/form-data",
+        data={"document_type": "ccr", "document_id": "third-amendment", "amends": amends,
+              "file": (io.BytesIO(AMENDMENT.replace("second", "third").encode()), "third.md")})
+    for bad, field in (("ccrs:Article VII Section 4", "amends"), ('{"document_id": "ccrs"}', "amends"),
+                       ('[{"document_id": "ccrs", "sections": ["the pets rule"]}]', "amends.0.sections")):
+        refused = upload(bad)
+        assert refused.status_code == 422 and refused.get_json()["field"] == field, (bad, refused.get_json())
+    uploaded = upload('[{"document_id": "ccrs", "sections": ["Article VII Section 4"]}]')
+    assert uploaded.status_code == 200 and uploaded.get_json()["amended_chunks"] == 1, uploaded.get_json()
+    assert marked(db)["Section 4."] == "third-amendment"
     db.close()
 
 

@@ -248,6 +248,14 @@ def test_a_pdf_uploaded_through_n8n_is_ingested_then_found(n8n):
                       json={"query": "When are garage sales allowed?"}, timeout=60)
     top = r.json()["chunks"][0]
     assert top["document_id"] == "garage-sales" and top["is_binding"] is False, top
+    # an amendment comes as a file too, naming what it amends
+    amendment = make_pdf([["FIRST AMENDMENT", "Article 5 is amended: garage sales are allowed on any Saturday."]])
+    r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                      files={"file": ("first-amendment.pdf", amendment, "application/pdf")},
+                      data={"document_type": "other",
+                            "amends": json.dumps([{"document_id": "garage-sales", "sections": ["Article 5"]}])},
+                      timeout=120)
+    assert r.status_code == 200 and r.json()["amended_chunks"] == 1, r.text
 
 
 def test_the_ingest_workflow_deletes_a_document(n8n):

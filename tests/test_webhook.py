@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from worker.app import create_app
 from worker.embeddings import CachedEmbedder, OpenAIEmbedder
+from worker.models import IngestFields
 from worker.pipeline import Retriever
 from worker.runtime import Runtime
 from worker.search import PostgresBackend
@@ -191,6 +192,9 @@ def test_every_route_the_app_serves_is_in_its_openapi_document(app, client):
         assert path in documented, f"{rule.rule} is served but not documented"
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             assert method.lower() in documented[path], f"{method} {rule.rule} is served but not documented"
+    # a form upload takes every field the JSON body describes a document with
+    form = documented["/webhook/arc-ingest"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert set(IngestFields.model_fields) | {"file", "format"} == set(form["properties"])
 
 
 def test_answers_are_logged_for_monitoring(client, sample_runtime):

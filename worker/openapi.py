@@ -8,28 +8,33 @@ from typing import Any, get_args
 from pydantic.json_schema import models_json_schema
 
 from . import __version__
-from .config import DOCUMENT_TYPES
-from .models import (DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, IngestRequest,
-                     IngestResponse, RetrievalRequest, RetrievalResponse, TextFormat)
+from .models import (DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, IngestFields,
+                     IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, TextFormat)
 
-# A form upload: the file, and IngestRequest's other fields as form fields (strings).
-_UPLOAD_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["file", "document_type"],
-    "properties": {
+REF = "#/components/schemas/{model}"
+
+
+def _upload_schema() -> dict[str, Any]:
+    """A form upload: the file, and what describes it (IngestFields) as form fields, which are text."""
+    described = IngestFields.model_json_schema(ref_template=REF)
+    properties: dict[str, Any] = {
         "file": {"type": "string", "format": "binary",
                  "description": "The document, read by its name's suffix as the command line reads a file: "
                                 ".md, .txt, .html/.htm (UTF-8), .pdf (scanned pages by OCR) or .docx; "
                                 "`format` names a text upload's kind instead"},
-        "document_type": {"enum": list(DOCUMENT_TYPES)},
         "format": {"enum": list(get_args(TextFormat))},
-        "document_id": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
-        "name": {"type": "string", "pattern": r"\S", "maxLength": 300},
-        "is_binding": {"type": "string", "description": "1, true, yes or on for true; anything else false"},
-        "supersedes": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
-        "superseded_by": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "minLength": 1, "maxLength": 200},
-    },
-}
+    }
+    for name, spec in described["properties"].items():
+        # an optional field's text branch (an empty field is one left unset)
+        text = next((s for s in spec.get("anyOf", [spec]) if s.get("type") != "null"), spec)
+        properties[name] = {key: value for key, value in {**spec, **text}.items()
+                            if key not in ("anyOf", "title", "default")}
+    properties["is_binding"] = {"type": "string", "description": "1, true, yes or on for true; anything else false"}
+    properties["amends"] = {"type": "string", "contentMediaType": "application/json",
+                            "contentSchema": described["properties"]["amends"],
+                            "description": 'The JSON body\'s list as JSON text: '
+                                           '[{"document_id": "ccrs", "sections": ["Article VII Section 4"]}]'}
+    return {"type": "object", "required": ["file", *described["required"]], "properties": properties}
 
 
 @cache
@@ -38,7 +43,7 @@ def openapi_document() -> dict[str, Any]:
         [(RetrievalRequest, "validation"), (RetrievalResponse, "serialization"), (ErrorResponse, "serialization"),
          (IngestRequest, "validation"), (IngestResponse, "serialization"),
          (DocumentList, "serialization"), (DocumentDetail, "serialization"), (DeleteResponse, "serialization")],
-        ref_template="#/components/schemas/{model}")
+        ref_template=REF)
     components = schema.get("$defs", {})
 
     def ok(description: str, model: str) -> dict[str, Any]:
@@ -81,7 +86,7 @@ def openapi_document() -> dict[str, Any]:
                                "document_id (ingest token)",
                     "requestBody": {"required": True, "content": {
                         "application/json": {"schema": {"$ref": "#/components/schemas/IngestRequest"}},
-                        "multipart/form-data": {"schema": _UPLOAD_SCHEMA}}},
+                        "multipart/form-data": {"schema": _upload_schema()}}},
                     "responses": {
                         "200": ok("Stored", "IngestResponse"),
                         "400": error("Malformed JSON"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path, PurePath
 from typing import Any
@@ -84,6 +85,12 @@ def _uploaded_document(ingestor: Ingestor) -> DocumentInput:
     fields: dict[str, Any] = {key: value for key, value in request.form.items() if value.strip()}
     if "is_binding" in fields:
         fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
+    if "amends" in fields:  # a list: as the JSON body has it, written out as JSON text
+        try:
+            fields["amends"] = json.loads(fields["amends"])
+        except ValueError:
+            raise InvalidInput('JSON text: [{"document_id": "...", "sections": ["Article VII Section 4"]}]',
+                               "amends") from None
     named = fields.pop("format", None)
     if named is not None and named not in FORMAT_SUFFIX:
         raise InvalidInput(f"one of {', '.join(FORMAT_SUFFIX)}", "format")
