@@ -67,7 +67,8 @@ def _posted_document(ingestor: Ingestor) -> DocumentInput:
     req = IngestRequest.model_validate(unwrap(json_body(
         "send the document as JSON (Content-Type: application/json) or as a form upload "
         "(multipart/form-data, the file in a field named file)")))
-    return ingestor.prepare_text(parse_formatted(req.text, req.format), metadata={"source": "webhook"}, **req.document_args())
+    return ingestor.prepare_text(parse_formatted(req.text, req.format), metadata={"source": "webhook"},
+                                 **req.document_args())
 
 
 # What a form upload's `format` field names, as the file-name suffix the readers go by.
