@@ -19,7 +19,7 @@
 -- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
 -- among the words (a short list whole, the rest split evenly among the longer ones), and adds
 -- up what it read of each chunk (its partial score). Chunks are then scored exactly from their
--- stored weights, best partial score first, match_count and then twice as many at a time, at
+-- stored weights, best partial score first, match_count and then all the others at once, at
 -- most fts_rescore (400) of them; filters apply as they are scored. Scoring stops early once
 -- no chunk left can reach the match_count-th score: each has an upper bound, what was read of
 -- it plus, for every word it was not read in, the last weight read there (0 when the word's
@@ -227,7 +227,9 @@ begin
       select s into kth_score from unnest(scored) s order by s desc offset match_count - 1 limit 1;
     end if;
     next_at := next_at + rescore_step;
-    rescore_step := 2 * rescore_step;  -- a leg that did not stop soon seldom stops: fewer, larger reads
+    -- a leg that did not stop after its first match_count seldom stops later (100k chunks: 350
+    -- of 400 scored on average): one read for the rest, not more statements (0.2 ms at 100k)
+    rescore_step := rescore;
   end loop;
   -- what the pruning saved (set client_min_messages = debug to see it)
   raise debug 'hybrid_search fts leg: % candidates, % scored, % passed the filters', coalesce(cardinality(candidate), 0),
@@ -235,9 +237,10 @@ begin
 
   return query
   with vector_leg as (
-    select v.id, v.score, (row_number() over (order by v.distance))::integer as rank
+    -- the distance once: each evaluation reads the chunk's TOASTed embedding again
+    select v.id, 1 - v.distance as score, (row_number() over (order by v.distance))::integer as rank
     from (
-      select c.id, c.embedding <=> query_embedding as distance, 1 - (c.embedding <=> query_embedding) as score
+      select c.id, c.embedding <=> query_embedding as distance
       from knowledge_chunks c
       where query_embedding is not null
         -- an expression, not the bare column: at 1M chunks the planner otherwise reads every
