@@ -26,7 +26,7 @@
 -- list is complete and was read whole). On a governing-documents corpus every list is complete,
 -- the bounds are the scores, and the leg scores match_count chunks. At 100k chunks and more it
 -- seldom stops early: among 1M distractors 400 scored came within 0.009 nDCG@10 of exact BM25
--- and 1,000 within 0.002 (benchmarks/scale/quality/), but each chunk scored costs 5-12 us, and
+-- and 1,000 within 0.002 (benchmarks/scale/quality/), but each chunk scored costs 3-12 us, and
 -- 1,000 took the full-text leg alone to 17 ms p50 at 100k chunks. Raise fts_rescore for recall
 -- on large corpora that can afford it.
 -- The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
