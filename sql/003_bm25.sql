@@ -91,8 +91,8 @@ create trigger knowledge_chunks_bm25_weights
   before insert or update of section_path, content on knowledge_chunks
   for each row execute function bm25_chunk_weights();
 
--- Statement triggers: keep N, df and total length exact. Lexemes are upserted in sorted order so
--- that concurrent loads take row locks in the same order (no deadlocks).
+-- Statement triggers: keep N, df and total length exact. Lexemes are upserted in sorted order;
+-- that alone did not prevent deadlocks across statements, and 014 takes the corpus row first.
 create or replace function bm25_stats_add(delta integer, rows_changed bigint, length_changed bigint)
 returns void
 language sql

@@ -26,8 +26,12 @@ where a.attrelid = to_regclass('knowledge_chunks') and a.attname = 'embedding' a
 -- name: ping
 select 1
 
--- name: lock_document
-select pg_advisory_xact_lock(hashtext('arc-retrieval:document:' || %(document_id)s))
+-- name: lock_writes
+-- Taken first, holding nothing else, by every transaction of ours that writes knowledge_chunks.
+-- Each write holds the BM25 corpus row until commit (014), so writers queued there anyway; a
+-- writer that waited for a per-document lock, or for another document's rows (supersession and
+-- amendment marks), while holding that row could deadlock with one holding what it waited for.
+select pg_advisory_xact_lock(hashtext('arc-retrieval:writes'))
 
 -- name: delete_document
 delete from knowledge_chunks where document_id = %(document_id)s

@@ -128,6 +128,71 @@ def test_refresh_steps_alongside_reingests_and_deletes_never_deadlock(make_datab
     db.close()
 
 
+CHUNK = """
+insert into knowledge_chunks (document_id, document_name, document_type, section_path, chunk_index,
+                              is_binding, content, token_count)
+values (%s, %s, 'other', '', 0, true, %s, 1)
+"""
+WORDS = {"p": "Apricot trees.", "q": "Zucchini beds.", "r": "Zucchini rows."}
+
+
+def wait_until_blocked(watcher: psycopg.Connection, pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = watcher.execute("select wait_event_type from pg_stat_activity where pid = %s", (pid,)).fetchone()
+        if row and row[0] == "Lock":
+            return
+        time.sleep(0.02)
+    raise AssertionError("the second writer never waited for the first")
+
+
+@pytest.mark.parametrize("write", ["insert", "delete"])
+def test_writers_sharing_words_in_crossed_order_do_not_deadlock(make_database, embedder, write):
+    """A holds a word and writes another that B took while waiting for A: the statistics
+    triggers once locked words before the corpus row every writer updates, so B held "zucchini"
+    while waiting for A's corpus row, and A's second statement then waited for B's "zucchini"."""
+    url = make_database(f"bm25_lock_order_{write}")
+    Database(url).migrate(embedder.dim)
+    with psycopg.connect(url) as conn:
+        conn.execute(CHUNK, ("seed", "Seed", " ".join(WORDS.values())))  # every word already counted
+        if write == "delete":
+            for doc, text in WORDS.items():
+                conn.execute(CHUNK, (doc, doc, text))
+
+    def run(conn: psycopg.Connection, doc: str) -> None:
+        if write == "insert":
+            conn.execute(CHUNK, (doc, doc, WORDS[doc]))
+        else:
+            conn.execute("delete from knowledge_chunks where document_id = %s", (doc,))
+
+    errors: list[BaseException] = []
+    with psycopg.connect(url) as a, psycopg.connect(url) as b, psycopg.connect(url, autocommit=True) as watcher:
+        run(a, "p")
+
+        def second_writer() -> None:
+            try:
+                run(b, "q")
+                b.commit()
+            except psycopg.Error as exc:
+                errors.append(exc)
+                b.rollback()
+
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+        wait_until_blocked(watcher, b.info.backend_pid)
+        try:
+            run(a, "r")
+            a.commit()
+        except psycopg.Error as exc:
+            errors.append(exc)
+            a.rollback()
+        thread.join(timeout=30)
+    assert not errors, errors
+    db = Database(url)
+    assert_statistics_exact(db)
+    db.close()
+
+
 @pytest.mark.parametrize("rows", [1, 2000])
 def test_a_step_rewrites_at_most_what_it_is_given(make_database, embedder, rows):
     url = make_database(f"bm25_step_{rows}")

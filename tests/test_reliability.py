@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import psycopg
@@ -17,6 +18,7 @@ import pytest
 
 from tests.conftest import make_settings
 from tests.openai_standin import OpenAIStandin
+from worker import sqlfiles
 from worker.app import create_app
 from worker.chunking import Chunk
 from worker.database import Database
@@ -221,4 +223,46 @@ def test_concurrent_ingests_of_one_document_end_with_one_version(make_database):
         name = conn.execute("select min(document_name) from knowledge_chunks").fetchone()[0]
         indexes = conn.execute("select count(distinct chunk_index) from knowledge_chunks").fetchone()[0]
     assert names == 1 and count == indexes == 200 + 37 * int(name.split("v")[1])
+    db.close()
+
+
+def test_a_load_waits_for_another_writer_while_holding_nothing(make_database):
+    """Another writer deletes doc-b and marks doc-a's rows (as a delete releases the documents it
+    superseded) while a load of doc-a and doc-b starts. The load once took a per-document lock,
+    deleted doc-a (holding the BM25 corpus row) and then waited for doc-b's lock: the other
+    writer's delete waited for that corpus row, a deadlock. Now every writer takes one write lock
+    before anything else."""
+    url = make_database("lockorder")
+    db = Database(url)
+    db.migrate(384)
+    ingestor = Ingestor(db, FastEmbedder())
+    pair = [replace(document("v1", 3), document_id=name) for name in ("doc-a", "doc-b")]
+    ingestor.write(pair)
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            ingestor.write([replace(d, name=f"{d.document_id} v2") for d in pair])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with psycopg.connect(url) as other, psycopg.connect(url, autocommit=True) as watcher:
+        other.execute(sqlfiles.query("lock_writes"))
+        other.execute("delete from knowledge_chunks where document_id = 'doc-b'")
+        thread = threading.Thread(target=load)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not watcher.execute("select count(*) from pg_stat_activity where wait_event = 'advisory'"
+                                  ).fetchone()[0]:
+            assert time.monotonic() < deadline, "the load never waited for the other writer"
+            time.sleep(0.02)
+        try:
+            other.execute("update knowledge_chunks set superseded_by = null where document_id = 'doc-a'")
+            other.commit()
+        except psycopg.Error as exc:
+            errors.append(exc)
+        thread.join(timeout=30)
+    assert not errors, errors
+    with db.connect() as conn:
+        assert conn.execute("select count(*), min(document_name) from knowledge_chunks").fetchone() == (6, "doc-a v2")
     db.close()

@@ -1,6 +1,6 @@
 """Ingestion: files -> chunks -> embeddings -> knowledge_chunks.
 
-Each document is replaced atomically: one transaction takes a per-document advisory lock,
+Each document is replaced atomically: one transaction takes the knowledge base's write lock,
 deletes the old chunks and COPYs the new ones, so a crash midway leaves the previous version and
 two concurrent ingests of one document end with exactly one version. Embeddings are computed
 before the transaction opens, so it stays short.
@@ -194,9 +194,9 @@ class Ingestor:
     def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks) -> int:
         replaced = 0
         with conn.transaction():
+            conn.execute(sqlfiles.query("lock_writes"))
             superseded: dict[str, str | None] = {}
-            for doc in sorted(documents, key=lambda d: d.document_id):  # one lock order: no deadlocks
-                conn.execute(sqlfiles.query("lock_document"), {"document_id": doc.document_id})
+            for doc in documents:
                 superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id)
                 replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
             conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
