@@ -166,26 +166,21 @@ def test_writers_sharing_words_in_crossed_order_do_not_deadlock(make_database, e
             conn.execute("delete from knowledge_chunks where document_id = %s", (doc,))
 
     errors: list[BaseException] = []
-    with psycopg.connect(url) as a, psycopg.connect(url) as b, psycopg.connect(url, autocommit=True) as watcher:
-        run(a, "p")
 
-        def second_writer() -> None:
-            try:
-                run(b, "q")
-                b.commit()
-            except psycopg.Error as exc:
-                errors.append(exc)
-                b.rollback()
-
-        thread = threading.Thread(target=second_writer)
-        thread.start()
-        wait_until_blocked(watcher, b.info.backend_pid)
+    def finish(conn: psycopg.Connection, doc: str) -> None:
         try:
-            run(a, "r")
-            a.commit()
+            run(conn, doc)
+            conn.commit()
         except psycopg.Error as exc:
             errors.append(exc)
-            a.rollback()
+            conn.rollback()
+
+    with psycopg.connect(url) as a, psycopg.connect(url) as b, psycopg.connect(url, autocommit=True) as watcher:
+        run(a, "p")
+        thread = threading.Thread(target=finish, args=(b, "q"))
+        thread.start()
+        wait_until_blocked(watcher, b.info.backend_pid)
+        finish(a, "r")
         thread.join(timeout=30)
     assert not errors, errors
     db = Database(url)
