@@ -13,8 +13,8 @@
 -- A refresh step (010) and a supersession mark change no text: the update trigger returns before
 -- taking anything, so they never queue behind writers here.
 --
--- Words whose count reaches zero are deleted by key (003 scanned the whole of bm25_terms after
--- every delete).
+-- Words whose count reaches zero are deleted by key, as the decrement returns them (003 scanned
+-- the whole of bm25_terms after every delete).
 
 create or replace function bm25_stats_on_insert() returns trigger
 language plpgsql
@@ -37,10 +37,13 @@ declare
   words text[];
 begin
   perform bm25_stats_add(-1, (select count(*) from old_rows), (select coalesce(sum(fts_length), 0) from old_rows));
-  select array_agg(distinct t.lexeme) into words from old_rows o, unnest(o.fts) t;
-  update bm25_terms d set df = d.df - g.n
-    from (select t.lexeme, count(*) as n from old_rows o, unnest(o.fts) t group by t.lexeme) g
-   where d.lexeme = g.lexeme;
+  with decremented as (
+    update bm25_terms d set df = d.df - g.n
+      from (select t.lexeme, count(*) as n from old_rows o, unnest(o.fts) t group by t.lexeme) g
+     where d.lexeme = g.lexeme
+    returning d.lexeme, d.df
+  )
+  select array_agg(lexeme) into words from decremented where df <= 0;
   delete from bm25_terms where lexeme = any (words) and df <= 0;
   return null;
 end
@@ -64,14 +67,16 @@ begin
   end if;
   perform bm25_stats_add(1, 0, (select coalesce(sum(n.fts_length - o.fts_length), 0)
                                   from old_rows o join new_rows n on n.id = o.id));
-  select array_agg(distinct t.lexeme) into words
-    from old_rows o join new_rows n on n.id = o.id, unnest(o.fts) t
-   where o.fts is distinct from n.fts;
-  update bm25_terms d set df = d.df - g.n
-    from (select t.lexeme, count(*) as n
-            from old_rows o join new_rows n on n.id = o.id, unnest(o.fts) t
-           where o.fts is distinct from n.fts group by t.lexeme) g
-   where d.lexeme = g.lexeme;
+  with decremented as (
+    update bm25_terms d set df = d.df - g.n
+      from (select t.lexeme, count(*) as n
+              from old_rows o join new_rows n on n.id = o.id, unnest(o.fts) t
+             where o.fts is distinct from n.fts group by t.lexeme) g
+     where d.lexeme = g.lexeme
+    returning d.lexeme, d.df
+  )
+  select array_agg(lexeme) into words from decremented where df <= 0;
+  -- a word the new text has again is counted back up before the delete looks at it
   insert into bm25_terms (lexeme, df)
     select t.lexeme, count(*)
       from old_rows o join new_rows n on n.id = o.id, unnest(n.fts) t
