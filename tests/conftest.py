@@ -4,6 +4,7 @@ test module that needs one, the real local embedding model, and the Flask app ov
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,6 +106,17 @@ def make_database(pg_server):
 @pytest.fixture(scope="session")
 def embedder() -> CachedEmbedder:
     return CachedEmbedder(LocalEmbedder())
+
+
+def wait_until_waiting(watcher: psycopg.Connection, *, pid: int | None = None, event: str | None = None) -> None:
+    """Until a backend (``pid``, or any) waits for a lock (of kind ``event``, such as 'advisory')."""
+    deadline = time.monotonic() + 10
+    while not watcher.execute(
+            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+            "and (%(pid)s::int is null or pid = %(pid)s) and (%(event)s::text is null or wait_event = %(event)s)",
+            {"pid": pid, "event": event}).fetchone()[0]:
+        assert time.monotonic() < deadline, f"no backend waited for a lock (pid {pid}, event {event}) within 10 s"
+        time.sleep(0.02)
 
 
 def make_settings(tmp: Path, database_url: str, **overrides) -> Settings:

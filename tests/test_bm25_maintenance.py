@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import make_settings
+from tests.conftest import make_settings, wait_until_waiting
 from tests.test_bm25 import assert_statistics_exact
 from worker import bm25
 from worker.app import create_app
@@ -136,16 +136,6 @@ values (%s, %s, 'other', '', 0, true, %s, 1)
 WORDS = {"p": "Apricot trees.", "q": "Zucchini beds.", "r": "Zucchini rows."}
 
 
-def wait_until_blocked(watcher: psycopg.Connection, pid: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        row = watcher.execute("select wait_event_type from pg_stat_activity where pid = %s", (pid,)).fetchone()
-        if row and row[0] == "Lock":
-            return
-        time.sleep(0.02)
-    raise AssertionError("the second writer never waited for the first")
-
-
 @pytest.mark.parametrize("write", ["insert", "delete"])
 def test_writers_sharing_words_in_crossed_order_do_not_deadlock(make_database, embedder, write):
     """A holds a word and writes another that B took while waiting for A: the statistics
@@ -179,7 +169,7 @@ def test_writers_sharing_words_in_crossed_order_do_not_deadlock(make_database, e
         run(a, "p")
         thread = threading.Thread(target=finish, args=(b, "q"))
         thread.start()
-        wait_until_blocked(watcher, b.info.backend_pid)
+        wait_until_waiting(watcher, pid=b.info.backend_pid)
         finish(a, "r")
         thread.join(timeout=30)
     assert not errors, errors

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from tests.conftest import make_settings
+from tests.conftest import make_settings, wait_until_waiting
 from tests.openai_standin import OpenAIStandin
 from worker import sqlfiles
 from worker.app import create_app
@@ -251,11 +251,7 @@ def test_a_load_waits_for_another_writer_while_holding_nothing(make_database):
         other.execute("delete from knowledge_chunks where document_id = 'doc-b'")
         thread = threading.Thread(target=load)
         thread.start()
-        deadline = time.monotonic() + 10
-        while not watcher.execute("select count(*) from pg_stat_activity where wait_event = 'advisory'"
-                                  ).fetchone()[0]:
-            assert time.monotonic() < deadline, "the load never waited for the other writer"
-            time.sleep(0.02)
+        wait_until_waiting(watcher, event="advisory")  # the load, for the other writer
         try:
             other.execute("update knowledge_chunks set superseded_by = null where document_id = 'doc-a'")
             other.commit()
