@@ -10,7 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     WEB_CONCURRENCY=2
 
 RUN useradd --create-home --uid 10001 arc && mkdir -p /data && chown arc /data
-# Tesseract reads scanned PDF pages at ingestion (worker/ocr.py).
+# Tesseract reads scanned PDF pages at ingestion (worker/ingest/ocr.py).
 RUN apt-get update && apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng && \
     rm -rf /var/lib/apt/lists/*
 WORKDIR /app
@@ -34,4 +34,4 @@ VOLUME ["/data"]
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
 # Listening on 0.0.0.0 requires ARC_API_TOKEN (or ARC_AUTH_DISABLED=true behind an authenticating proxy).
-CMD ["gunicorn", "--config", "python:worker.gunicorn_conf", "worker.app:create_app()"]
+CMD ["gunicorn", "--config", "python:worker.serve.gunicorn_conf", "worker.serve.app:create_app()"]

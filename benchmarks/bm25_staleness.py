@@ -17,8 +17,8 @@ from worker.embeddings import CachedEmbedder, build_embedder
 from worker.evaluation.dataset import load_dataset
 from worker.evaluation.harness import cached_query_embeddings, loaded_database, run_database_mode
 from worker.evaluation.metrics import summarise
-from worker.pipeline import Retriever
-from worker.search import PostgresBackend, SearchCache
+from worker.retrieve.pipeline import Retriever
+from worker.retrieve.search import PostgresBackend, SearchCache
 
 FACTORS = (1.0, 0.95, 1.05, 0.8, 1.25, 0.5, 2.0)
 

@@ -20,7 +20,7 @@ from worker.embeddings import CachedEmbedder, build_embedder
 from worker.evaluation.dataset import load_dataset
 from worker.evaluation.harness import loaded_database
 from worker.evaluation.metrics import summarise
-from worker.preprocess import normalize
+from worker.retrieve.preprocess import normalize
 
 LIMITS = (1_000_000, 5000, 1000, 300, 100)
 QUERY = """select document_id, fts_rank from hybrid_search(query_text => %(q)s, query_embedding => null,

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import QUESTIONS, free_port, percentile, start_worker, stop_worker  # noqa: E402
 
-from worker.embedded import EmbeddedPostgres  # noqa: E402
+from worker.store.embedded import EmbeddedPostgres  # noqa: E402
 
 
 def main() -> None:

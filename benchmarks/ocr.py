@@ -39,9 +39,9 @@ from rapidfuzz.distance import Levenshtein
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from worker import ocr  # noqa: E402
+from worker.ingest import ocr  # noqa: E402
 from worker.evaluation.answers import normalise_for_match  # noqa: E402
-from worker.readers import _parse_pages  # noqa: E402
+from worker.ingest.readers import _parse_pages  # noqa: E402
 
 DEFAULT_SCANS = ROOT.parent / "shared" / "datasets" / "hoa-dev" / "heronwood" / "documents" / "scanned"
 

@@ -2,7 +2,7 @@
 
 Runs every question of each dataset once through the real pipeline (``default`` configuration),
 keeps each question's candidate list as the SQL returned it, then re-orders those lists with
-:func:`worker.pipeline.first_stage_order` under each setting of ``RANK_RELEVANCE_SHARE`` and with
+:func:`worker.retrieve.pipeline.first_stage_order` under each setting of ``RANK_RELEVANCE_SHARE`` and with
 the authority multipliers on or off. Reported per setting: nDCG@10 on BEIR sets; on an answer
 set (hoa-dev layout) the share of answerable questions whose first chunk holds an evidence phrase
 (close to "evidence in SOURCE 1", which also merges neighbouring chunks), the lowest answerable
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from worker import pipeline
-from worker.authority import Adjustments
+from worker.retrieve import pipeline
+from worker.retrieve.authority import Adjustments
 from worker.config import Settings
 from worker.embeddings import CachedEmbedder, build_embedder
 from worker.evaluation import answer_harness, harness

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from worker import bm25
-from worker.database import Database
-from worker.embedded import EmbeddedPostgres
-from worker.preprocess import normalize
-from worker.search import _vector_literal
+from worker.store import bm25
+from worker.store.database import Database
+from worker.store.embedded import EmbeddedPostgres
+from worker.retrieve.preprocess import normalize
+from worker.retrieve.search import _vector_literal
 
 DOC_TYPES = ["design_guidelines", "ccr", "response_letter", "application_form", "other"]
 TYPE_WEIGHTS = [0.35, 0.15, 0.3, 0.05, 0.15]

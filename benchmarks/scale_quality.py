@@ -25,13 +25,13 @@ from typing import Iterator
 
 import psycopg
 
-from worker import bm25
+from worker.store import bm25
 from worker.config import Settings
-from worker.database import Database
-from worker.embedded import EmbeddedPostgres
+from worker.store.database import Database
+from worker.store.embedded import EmbeddedPostgres
 from worker.evaluation.dataset import load_dataset
 from worker.evaluation.metrics import summarise
-from worker.preprocess import normalize
+from worker.retrieve.preprocess import normalize
 
 QUERY = """select document_id from hybrid_search(query_text => %(q)s, query_embedding => null, match_count => 20,
            vector_weight => 0, fts_weight => 1, fts_scan_limit => %(limit)s, fts_rescore => %(rescore)s)

@@ -25,7 +25,7 @@ from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
 from worker.evaluation.answer_harness import ARC, N8N, evaluate_answers  # noqa: E402
 from worker.evaluation.answers import (AnswerDataset, load_answer_dataset, normalise_for_match,  # noqa: E402
                                       summarise)
-from worker.readers import read_path  # noqa: E402
+from worker.ingest.readers import read_path  # noqa: E402
 
 GOLD = "heronwood-ccrs"
 SOURCES = {"transcription (Markdown)": "documents/covenants-conditions-and-restrictions.md",

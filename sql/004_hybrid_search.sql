@@ -129,7 +129,7 @@ begin
   ), terms as (
     select t.lexeme, t.idx, t.df, t.idf * t.qtf as w from all_terms t where t.df > 0
     union all
-    -- the documents' words for the question's (worker/vocabulary.py): they find and score
+    -- the documents' words for the question's (worker/retrieve/vocabulary.py): they find and score
     -- chunks at expansion_weight, and do not count in the normaliser below
     select e.lexeme, e.idx, e.df, e.idf * e.qtf * coalesce(expansion_weight, 0.5)
     from bm25_query_terms(expansion_text) e

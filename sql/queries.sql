@@ -1,4 +1,4 @@
--- The worker's own statements, loaded by name (worker/sqlfiles.py). Parameters are named
+-- The worker's own statements, loaded by name (worker/store/sqlfiles.py). Parameters are named
 -- (%(name)s) and always bound, never formatted into the text.
 
 -- name: create_migrations_table

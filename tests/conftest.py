@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 from worker.config import Settings
-from worker.database import Database
-from worker.embedded import EmbeddedPostgres
+from worker.store.database import Database
+from worker.store.embedded import EmbeddedPostgres
 from worker.embeddings import CachedEmbedder, LocalEmbedder
-from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
 
 
@@ -139,7 +139,7 @@ def sample_runtime(make_database, embedder, tmp_path_factory) -> Iterator[Runtim
 
 @pytest.fixture(scope="module")
 def app(sample_runtime):
-    from worker.app import create_app
+    from worker.serve.app import create_app
 
     return create_app(runtime=sample_runtime)
 

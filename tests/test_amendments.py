@@ -10,15 +10,16 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import make_settings
-from worker.amendments import amends, parse_amends, section_key
-from worker.app import create_app
+from worker.ingest.amendments import parse_amends
+from worker.sections import amends, section_key
+from worker.serve.app import create_app
 from worker.cli import main
-from worker.database import Database
+from worker.store.database import Database
 from worker.errors import IngestError
-from worker.ingest import Ingestor
-from worker.knowledge_base import delete_document
+from worker.ingest.ingestor import Ingestor
+from worker.store.knowledge_base import delete_document
 from worker.models import Amendment
-from worker.readers import parse_markdown
+from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 
 DECLARATION = """# Declaration of Covenants

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from worker.app import create_app
-from worker.context import assemble
-from worker.database import Database
+from worker.serve.app import create_app
+from worker.retrieve.context import assemble
+from worker.store.database import Database
 from worker.evaluation.answers import evidence_found, load_questions
-from worker.ingest import SAMPLE_DIR, Ingestor, ingest_manifest
-from worker.manifest import load_manifest
+from worker.ingest.ingestor import SAMPLE_DIR, Ingestor, ingest_manifest
+from worker.ingest.manifest import load_manifest
 from worker.models import ChunkResult
-from worker.pipeline import first_stage_order
-from worker.readers import parse_markdown
+from worker.retrieve.pipeline import first_stage_order
+from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 from worker.tokens import default_counter
 from tests.conftest import make_settings

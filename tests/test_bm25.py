@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from worker import bm25
-from worker.database import Database
-from worker.ingest import Ingestor, ingest_sample_corpus
-from worker.search import PostgresBackend, SearchParams
+from worker.store import bm25
+from worker.store.database import Database
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.retrieve.search import PostgresBackend, SearchParams
 
 
 def assert_statistics_exact(db: Database) -> None:

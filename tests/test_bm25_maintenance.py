@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from tests.conftest import make_settings, wait_until_waiting
 from tests.test_bm25 import assert_statistics_exact
-from worker import bm25
-from worker.app import create_app
+from worker.store import bm25
+from worker.serve.app import create_app
 from worker.cli import main
-from worker.database import Database
-from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.store.database import Database
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
 
 BULK_INSERT = """

@@ -8,11 +8,11 @@ from click.testing import CliRunner
 
 from tests.conftest import make_settings
 from tests.test_bm25 import assert_statistics_exact
-from worker.app import create_app
+from worker.serve.app import create_app
 from worker.cli import main
-from worker.database import Database
-from worker.ingest import Ingestor, ingest_sample_corpus
-from worker.readers import parse_markdown
+from worker.store.database import Database
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 
 ADMIN = {"X-ARC-Token": "admin"}

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from worker.cli import main
-from worker.ingest import SAMPLE_DIR
+from worker.ingest.ingestor import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 

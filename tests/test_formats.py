@@ -8,8 +8,8 @@ import zipfile
 import docx
 import pytest
 
-from worker.chunking import chunk_blocks, is_table
-from worker.readers import parse_markdown, read_path
+from worker.ingest.chunking import chunk_blocks, is_table
+from worker.ingest.readers import parse_markdown, read_path
 
 RATES = [("Zone", "Maximum fence height"), ("Front yard", "4 feet"), ("Side yard", "6 feet"),
          ("Back yard", "6 feet"), ("Corner lot, street side", "3 feet")]

@@ -10,10 +10,10 @@ from tests.conftest import make_settings
 from tests.test_cli import make_pdf
 from tests.test_formats import word_document
 from tests.test_ocr import SCANNED_LINES, needs_tesseract, scanned_page
-from worker.app import create_app
-from worker.database import Database
+from worker.serve.app import create_app
+from worker.store.database import Database
 from worker.runtime import Runtime
-from worker.security import RateLimiter, check_exposure, token_matches
+from worker.serve.security import RateLimiter, check_exposure, token_matches
 
 
 @pytest.fixture(scope="module")

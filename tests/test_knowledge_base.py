@@ -8,14 +8,14 @@ import numpy as np
 import psycopg
 import pytest
 
-from worker import sqlfiles
-from worker.chunking import chunk_blocks
+from worker.store import sqlfiles
+from worker.ingest.chunking import chunk_blocks
 from worker.config import DOCUMENT_TYPES, ConfigError, Settings
-from worker.database import Database
+from worker.store.database import Database
 from worker.errors import SchemaMismatch
-from worker.ingest import Ingestor, ingest_sample_corpus
-from worker.readers import parse_markdown, parse_text
-from worker.search import PostgresBackend, SearchParams
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.ingest.readers import parse_markdown, parse_text
+from worker.retrieve.search import PostgresBackend, SearchParams
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from pypdf import PdfReader, PdfWriter
 
 from tests.test_cli import make_pdf
 from worker.cli import main
-from worker.ocr import Ocr, OcrUnavailable, packaged_models, render_pages, restore_ordinals
-from worker.readers import parse_pdf
+from worker.ingest.ocr import Ocr, OcrUnavailable, packaged_models, render_pages, restore_ordinals
+from worker.ingest.readers import parse_pdf
 
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
                                      reason="Tesseract not installed (make test installs it as root)")

@@ -4,8 +4,8 @@ headers, footers and page numbers stay out of the text, each block keeps the pag
 from __future__ import annotations
 
 from tests.test_cli import make_pdf, pdf_of_streams
-from worker.chunking import is_table
-from worker.readers import parse_markdown, parse_pdf, parse_text
+from worker.ingest.chunking import is_table
+from worker.ingest.readers import parse_markdown, parse_pdf, parse_text
 
 RULES = [
     ["Maple Court Rules and Regulations", "RULES", "1. Owners must keep their lots free of",
@@ -62,8 +62,8 @@ def test_a_text_document_is_named_by_a_heading_that_can_name_it():
 
 
 def test_a_list_split_across_chunks_keeps_its_lead_in():
-    from worker.chunking import chunk_blocks
-    from worker.readers import parse_markdown
+    from worker.ingest.chunking import chunk_blocks
+    from worker.ingest.readers import parse_markdown
 
     items = "\n\n".join(f"({letter}) " + f"{kind} fences anywhere on a lot, whatever their height or colour. " * 3
                         for letter, kind in zip("ABCDEF", ["Chain link", "Barbed wire", "Electric", "Razor wire",

@@ -18,16 +18,16 @@ import pytest
 
 from tests.conftest import make_settings, wait_until_waiting
 from tests.openai_standin import OpenAIStandin
-from worker import sqlfiles
-from worker.app import create_app
-from worker.chunking import Chunk
-from worker.database import Database
-from worker.embedded import EmbeddedPostgres
+from worker.store import sqlfiles
+from worker.serve.app import create_app
+from worker.ingest.chunking import Chunk
+from worker.store.database import Database
+from worker.store.embedded import EmbeddedPostgres
 from worker.embeddings import CachedEmbedder, OpenAIEmbedder
-from worker.ingest import DocumentInput, Ingestor
-from worker.pipeline import Retriever
+from worker.ingest.ingestor import DocumentInput, Ingestor
+from worker.retrieve.pipeline import Retriever
 from worker.runtime import Runtime, open_runtime
-from worker.search import PostgresBackend
+from worker.retrieve.search import PostgresBackend
 
 ROUTE = "/webhook/arc-retrieval"
 
@@ -152,8 +152,8 @@ def document(version: str, chunks: int) -> DocumentInput:
 KILL_SCRIPT = textwrap.dedent("""
     import sys
     from tests.test_reliability import FastEmbedder, document
-    from worker.database import Database
-    from worker.ingest import Ingestor
+    from worker.store.database import Database
+    from worker.ingest.ingestor import Ingestor
     Ingestor(Database(sys.argv[1], statement_timeout_ms=600000), FastEmbedder()).write(
         [document("v2", 30000)], batch_documents=1)
 """)

@@ -10,14 +10,14 @@ import openai
 import pytest
 
 from tests.openai_standin import OpenAIStandin
-from worker.app import create_app
+from worker.serve.app import create_app
 from worker.models import ChunkResult
-from worker.pipeline import Retriever
-from worker.authority import Adjustments
-from worker.rerank import LLMReranker
-from worker.rerank_prompt import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, parse_scores
+from worker.retrieve.pipeline import Retriever
+from worker.retrieve.authority import Adjustments
+from worker.retrieve.rerank import LLMReranker
+from worker.retrieve.rerank_prompt import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, parse_scores
 from worker.runtime import Runtime
-from worker.search import PostgresBackend
+from worker.retrieve.search import PostgresBackend
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
     "serve": [sys.executable, "-m", "worker.cli", "serve"],
-    "gunicorn": [sys.executable, "-m", "gunicorn", "-c", "python:worker.gunicorn_conf", "worker.app:create_app()"],
+    "gunicorn": [sys.executable, "-m", "gunicorn", "-c", "python:worker.serve.gunicorn_conf", "worker.serve.app:create_app()"],
 }
 CRASH_SIGNS = ("SIGSEGV", "SIGABRT", "SIGKILL", "terminate called", "Traceback", "Segmentation fault")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from worker.app import create_app
-from worker.database import Database
-from worker.ingest import Ingestor, ingest_sample_corpus
+from worker.serve.app import create_app
+from worker.store.database import Database
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
 from tests.conftest import make_settings
 

@@ -1,8 +1,8 @@
-"""The full-text leg's homeowner-to-document vocabulary (worker/vocabulary.py)."""
+"""The full-text leg's homeowner-to-document vocabulary (worker/retrieve/vocabulary.py)."""
 
 from __future__ import annotations
 
-from worker.vocabulary import expand
+from worker.retrieve.vocabulary import expand
 
 
 def test_an_unanswered_request_asks_for_the_deemed_approved_clause():

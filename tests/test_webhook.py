@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.app import create_app
+from worker.serve.app import create_app
 from worker.embeddings import CachedEmbedder, OpenAIEmbedder
 from worker.models import IngestFields
-from worker.pipeline import Retriever
+from worker.retrieve.pipeline import Retriever
 from worker.runtime import Runtime
-from worker.search import PostgresBackend
+from worker.retrieve.search import PostgresBackend
 from worker.tokens import default_counter
 
 ROUTE = "/webhook/arc-retrieval"

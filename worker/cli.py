@@ -21,8 +21,8 @@ def _settings() -> Settings:
 
 
 def _runtime(settings: Settings, *, migrate: bool = True):
-    from .embedded import exit_on_signals
     from .runtime import open_runtime
+    from .store.embedded import exit_on_signals
 
     exit_on_signals()
     try:
@@ -68,7 +68,7 @@ def db_init() -> None:
 def db_maintain(force: bool) -> None:
     """Bring every chunk's BM25 weights up to date (ingestion does a bounded part of this), then
     vacuum the chunks and their postings (run it after a large load)."""
-    from . import bm25
+    from .store import bm25
 
     settings = _settings()
     runtime = _runtime(settings)
@@ -91,7 +91,7 @@ def db_maintain(force: bool) -> None:
               help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).")
 def db_sql(dim: int) -> None:
     """Print every migration in order, ready to paste into Supabase's SQL editor."""
-    from .sqlfiles import all_migrations_sql
+    from .store.sqlfiles import all_migrations_sql
 
     click.echo(all_migrations_sql(dim))
 
@@ -112,10 +112,15 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
            superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool) -> None:
     """Ingest Markdown, text, PDF or a BEIR corpus.jsonl, or a folder with a manifest.json (every
     document it lists, with its id, type and binding); re-ingesting replaces a document."""
-    from .amendments import parse_amends
-    from .ingest import Ingestor, ingest_manifest, ingest_paths, ingest_sample_corpus
-    from .manifest import MANIFEST_NAME
-    from .ocr import Ocr
+    from .ingest.amendments import parse_amends
+    from .ingest.ingestor import (
+        Ingestor,
+        ingest_manifest,
+        ingest_paths,
+        ingest_sample_corpus,
+    )
+    from .ingest.manifest import MANIFEST_NAME
+    from .ingest.ocr import Ocr
 
     if not paths and not sample:
         raise click.UsageError("give PATHS or --sample")
@@ -163,7 +168,7 @@ def documents() -> None:
 @documents.command("list")
 def documents_list() -> None:
     """Every document: id, type, binding, superseded or amended by, chunks, pages, ingested at, source file."""
-    from .knowledge_base import list_documents
+    from .store.knowledge_base import list_documents
 
     runtime = _runtime(_settings())
     try:
@@ -185,7 +190,7 @@ def documents_list() -> None:
 @click.argument("document_id")
 def documents_show(document_id: str) -> None:
     """One document's chunks, in order."""
-    from .knowledge_base import UnknownDocument, document_chunks
+    from .store.knowledge_base import UnknownDocument, document_chunks
 
     runtime = _runtime(_settings())
     try:
@@ -204,7 +209,7 @@ def documents_show(document_id: str) -> None:
 @click.argument("document_id")
 def documents_delete(document_id: str) -> None:
     """Delete a document with its chunks and BM25 statistics (documents it superseded are current again)."""
-    from .knowledge_base import UnknownDocument, delete_document
+    from .store.knowledge_base import UnknownDocument, delete_document
 
     runtime = _runtime(_settings())
     try:
@@ -221,8 +226,8 @@ def documents_delete(document_id: str) -> None:
 @click.option("--rerank/--no-rerank", default=None)
 def ask(query: str, rerank: bool | None) -> None:
     """Run one question through the pipeline and print the JSON answer."""
-    from .app import build_retriever
     from .models import RetrievalRequest
+    from .serve.app import build_retriever
 
     runtime = _runtime(_settings())
     try:
@@ -248,18 +253,18 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
     questions.jsonl beside community folders with a manifest.json each (what the agent receives,
     next to the n8n-default and hybrid top-5 anchors).
     """
-    from .app import build_reranker
     from .embeddings import CachedEmbedder, build_embedder
     from .evaluation.answers import is_answer_dataset
     from .evaluation.dataset import load_dataset
     from .evaluation.harness import ALL_MODES, evaluate, write_report
+    from .serve.app import build_reranker
 
     command = "arc-retrieval eval " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "arc-retrieval eval"
     if is_answer_dataset(dataset_dir):
         _eval_answers(dataset_dir, out, command)
         return
 
-    from .embedded import exit_on_signals
+    from .store.embedded import exit_on_signals
 
     exit_on_signals()  # a stopped run still stops its database and removes its folder
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
@@ -291,7 +296,7 @@ def _eval_answers(dataset_dir: Path, out: Path, command: str) -> None:
         dataset = load_answer_dataset(dataset_dir)
     except (ValueError, KeyError) as exc:
         raise click.ClickException(f"{dataset_dir}: {exc}") from None
-    from .embedded import exit_on_signals
+    from .store.embedded import exit_on_signals
 
     exit_on_signals()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
@@ -319,8 +324,8 @@ def serve(host: str | None, port: int | None, workers: int | None, load_sample: 
     if host is not None or port is not None:
         default_host, _, default_port = (os.environ.get("ARC_BIND") or "127.0.0.1:8080").rpartition(":")
         bind = f"{host or default_host}:{port or default_port}"
-    from . import gunicorn_conf  # noqa: F401  checks ARC_BIND, WEB_CONCURRENCY, ARC_THREADS before gunicorn reads them
-    from .server import run
+    from .serve import gunicorn_conf  # noqa: F401  checks ARC_BIND, WEB_CONCURRENCY, ARC_THREADS before gunicorn reads them
+    from .serve.server import run
 
     run(bind=bind, workers=workers, load_sample=load_sample)
 

@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # The one list of document types (sql/002 checks the same five; tests/test_knowledge_base.py
 # keeps the two in step).

@@ -1,4 +1,4 @@
-"""Embedding stage: text -> unit-length vectors.
+"""Stage 2, and ingestion's embedding step: text -> unit-length vectors.
 
 Two providers behind one protocol: the offline local model (all-MiniLM-L6-v2, int8 ONNX, no
 PyTorch) and OpenAI's embeddings API (OpenAI, Azure OpenAI, or any compatible ``base_url``).

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from .config import DOCUMENT_TYPES, DocumentType
+from .sections import section_key
 
 DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 Status = Literal["success", "low_confidence", "no_results"]
@@ -175,8 +176,6 @@ class Amendment:
     @field_validator("sections")
     @classmethod
     def _named(cls, sections: tuple[str, ...]) -> tuple[str, ...]:
-        from .amendments import section_key
-
         for section in sections:
             if len(section) > 200 or not section_key(section):
                 raise ValueError(f"{section[:60]!r} names no article or section (e.g. 'Article VII Section 4')")

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-
 import threading
+from dataclasses import dataclass
 
 import psycopg
 
 from .config import Settings
-from .database import Database
-from .embedded import EmbeddedPostgres
 from .embeddings import CachedEmbedder, build_embedder
 from .errors import DatabaseUnavailable
+from .store.database import Database
+from .store.embedded import EmbeddedPostgres
 
 log = logging.getLogger("arc.runtime")
 

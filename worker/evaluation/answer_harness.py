@@ -22,15 +22,22 @@ import psycopg
 from tqdm import tqdm
 
 from ..config import Settings
-from ..database import Database
-from ..embedded import EmbeddedPostgres
 from ..embeddings import CachedEmbedder
-from ..ingest import Ingestor, embedding_texts, manifest_documents
-from ..manifest import load_manifest
+from ..ingest.ingestor import Ingestor, embedding_texts, manifest_documents
+from ..ingest.manifest import load_manifest
 from ..runtime import Runtime
+from ..store.database import Database
+from ..store.embedded import EmbeddedPostgres
 from ..tokens import default_counter
 from . import anchors
-from .answers import AnswerDataset, Outcome, Question, breakdown, split_sources, summarise
+from .answers import (
+    AnswerDataset,
+    Outcome,
+    Question,
+    breakdown,
+    split_sources,
+    summarise,
+)
 
 ARC = "arc-retrieval"
 N8N = "n8n default"
@@ -125,7 +132,7 @@ def _new_database(server_url: str, community: str) -> str:
 
 
 def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
-    from ..app import create_app
+    from ..serve.app import create_app
 
     # The webhook exactly as configured, on this community's database; the rate limit is for
     # callers, not for an evaluation that asks 70 questions in a row.
@@ -134,7 +141,7 @@ def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
 
 
 def _ask_worker(client, settings: Settings, question: Question) -> Outcome:
-    from ..app import RETRIEVAL_ROUTE
+    from ..serve.app import RETRIEVAL_ROUTE
 
     headers = {settings.auth_header: settings.api_token} if settings.api_token else {}
     start = time.perf_counter()

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..manifest import MANIFEST_NAME
+from ..ingest.manifest import MANIFEST_NAME
 from .metrics import percentile
 
 KINDS = ("answerable", "unanswerable", "off_topic")

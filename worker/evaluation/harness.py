@@ -1,5 +1,5 @@
 """``arc-retrieval eval``: ingest a BEIR corpus into a fresh embedded database, run every query
-through :meth:`worker.pipeline.Retriever.answer` (the webhook's code path) in each mode, and
+through :meth:`worker.retrieve.pipeline.Retriever.answer` (the webhook's code path) in each mode, and
 report nDCG@10, Recall@5/20, MRR@10 and latency, next to two references computed outside the
 database: ``bm25s`` (k1 0.9, b 0.4, English stopwords and stemming) and exact ``dense`` search.
 """
@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from .. import bm25
-from ..database import Database
-from ..embedded import EmbeddedPostgres
 from ..embeddings import CachedEmbedder
-from ..ingest import Ingestor, beir_documents, embedding_texts
+from ..ingest.ingestor import Ingestor, beir_documents, embedding_texts
 from ..models import RetrievalRequest, Weights
-from ..pipeline import Retriever
-from ..preprocess import normalize
-from ..rerank import Reranker
-from ..search import PostgresBackend, SearchCache
+from ..retrieve.pipeline import Retriever
+from ..retrieve.preprocess import normalize
+from ..retrieve.rerank import Reranker
+from ..retrieve.search import PostgresBackend, SearchCache
+from ..store import bm25
+from ..store.database import Database
+from ..store.embedded import EmbeddedPostgres
 from .dataset import BeirDataset
 from .metrics import percentile, recall_at_k, summarise
 

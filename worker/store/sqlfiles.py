@@ -23,8 +23,8 @@ REPEATABLE_MARK = "-- arc: repeatable"
 
 def sql_dir() -> Path:
     # Installed wheel: worker/sql (force-included). Source checkout: the repository's sql/.
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "sql", here.parent / "sql"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "sql", package.parent / "sql"):
         if (candidate / "queries.sql").is_file():
             return candidate
     raise FileNotFoundError("the sql/ folder is missing from this installation")

@@ -1,4 +1,4 @@
-"""gunicorn settings for the worker (``gunicorn -c python:worker.gunicorn_conf 'worker.app:create_app()'``).
+"""gunicorn settings for the worker (``gunicorn -c python:worker.serve.gunicorn_conf 'worker.serve.app:create_app()'``).
 
 Requests are I/O bound (Postgres, the embedding and LLM APIs), so each process runs threads.
 Each process builds its own app: its own connection pool and its own copy of the embedding model
@@ -29,7 +29,7 @@ def _bind(raw: str) -> str:
 bind = _bind(os.environ.get("ARC_BIND", "") or "127.0.0.1:8080")
 workers = _count("WEB_CONCURRENCY", 2, 64)
 worker_class = "gthread"
-# Twice what admission control (worker/admission.py) admits, ARC_MAX_CONCURRENT (8) running +
+# Twice what admission control (worker/serve/admission.py) admits, ARC_MAX_CONCURRENT (8) running +
 # ARC_MAX_QUEUE (16) waiting: requests past that reach it and are refused at once, instead of
 # waiting unseen in gunicorn's own queue (with 24 threads, 128 clients saw p99 1.9 s and no 429).
 threads = _count("ARC_THREADS", 48, 1000)
@@ -48,12 +48,12 @@ _embedded = None
 
 def on_starting(server) -> None:
     global _embedded
-    from worker import sqlfiles
     from worker.config import Settings
-    from worker.ingest import Ingestor, ingest_sample_corpus
+    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
-    from worker.security import check_exposure
+    from worker.serve.security import check_exposure
+    from worker.store import sqlfiles
 
     configure_logging()
     settings = Settings.from_env()

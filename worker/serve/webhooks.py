@@ -12,10 +12,17 @@ from flask import Blueprint, g, jsonify, request
 from pydantic import ValidationError
 from werkzeug.exceptions import BadRequest, UnsupportedMediaType
 
-from .errors import InvalidInput
-from .ingest import DocumentInput, Ingestor
-from .models import IngestFields, IngestRequest, IngestResponse, RetrievalRequest, TextFormat, unwrap
-from .readers import parse_formatted
+from ..errors import InvalidInput
+from ..ingest.ingestor import DocumentInput, Ingestor
+from ..ingest.readers import parse_formatted
+from ..models import (
+    IngestFields,
+    IngestRequest,
+    IngestResponse,
+    RetrievalRequest,
+    TextFormat,
+    unwrap,
+)
 from .responses import validation_error
 from .services import services
 

@@ -1,4 +1,4 @@
-"""Stage 4: hybrid search through the ``hybrid_search`` SQL function.
+"""Stage 3: hybrid search through the ``hybrid_search`` SQL function.
 
 Two backends call the same function: :class:`PostgresBackend` (psycopg 3 pool) and
 :class:`SupabaseBackend` (the ``supabase`` client's ``rpc``, i.e. PostgREST). Results are cached
@@ -16,10 +16,10 @@ import numpy as np
 import psycopg
 from cachetools import TTLCache
 
-from . import sqlfiles
-from .database import Database
-from .errors import DatabaseUnavailable
-from .models import ChunkResult
+from ..errors import DatabaseUnavailable
+from ..models import ChunkResult
+from ..store import sqlfiles
+from ..store.database import Database
 
 CHUNK_FIELDS = ("id", "document_id", "document_name", "document_type", "section_path", "page_number",
                 "chunk_index", "is_binding", "superseded_by", "content", "token_count")
@@ -36,7 +36,7 @@ class SearchParams:
     document_types: tuple[str, ...] | None = None
     binding_only: bool = False
     include_superseded: bool = False
-    expansion_text: str | None = None  # extra words for the full-text leg only (worker/vocabulary.py)
+    expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
 
     def cache_key(self) -> str:
         values = asdict(self)

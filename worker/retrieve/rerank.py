@@ -1,9 +1,9 @@
-"""Stage 5: LLM reranking, then metadata adjustments.
+"""Stage 4: LLM reranking, then metadata adjustments.
 
 An OpenAI-compatible chat model scores each candidate 0..1 (JSON, temperature 0), in batches
 sent side by side within one time budget, and the scores are cached for a few minutes. What it
-is asked and how its reply is read live in :mod:`worker.rerank_prompt`; any failure leaves the
-first-stage order and says why in ``warnings``. Adjustments (:mod:`worker.authority`) then
+is asked and how its reply is read live in :mod:`worker.retrieve.rerank_prompt`; any failure leaves the
+first-stage order and says why in ``warnings``. Adjustments (:mod:`worker.retrieve.authority`) then
 favour binding and design-guideline sources and demote superseded ones.
 """
 
@@ -19,12 +19,18 @@ from typing import Any, Protocol
 
 from cachetools import TTLCache
 
+from ..errors import ProvidersBusy
+from ..models import ChunkResult
+from ..tokens import default_counter
 from .authority import Adjustments
-from .errors import ProvidersBusy
 from .executor import BoundedExecutor
-from .models import ChunkResult
-from .rerank_prompt import RESPONSE_SCHEMA, SYSTEM_PROMPT, Score, parse_scores, render_prompt
-from .tokens import default_counter
+from .rerank_prompt import (
+    RESPONSE_SCHEMA,
+    SYSTEM_PROMPT,
+    Score,
+    parse_scores,
+    render_prompt,
+)
 
 log = logging.getLogger("arc.rerank")
 

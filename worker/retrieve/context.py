@@ -1,4 +1,4 @@
-"""Stage 6: ranked chunks -> the ``[SOURCE n]`` context an agent pastes into its prompt.
+"""Stage 5: ranked chunks -> the ``[SOURCE n]`` context an agent pastes into its prompt.
 
 Walk the ranking (best first), keep chunks that qualify and fit until ``max_chunks``, pull in a
 neighbour where a kept chunk is cut mid-sentence (if the budget allows), then lay the chunks out
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .chunking import is_table
-from .models import ChunkResult
-from .tokens import TokenCounter
+from ..ingest.chunking import is_table
+from ..models import ChunkResult
+from ..tokens import TokenCounter
 
 SEPARATOR = "\n---\n"
 _ENDS_SENTENCE = re.compile(r"""[.!?:;)"'\]]\s*$""")

@@ -12,9 +12,9 @@ from flask import Flask, g, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from ..errors import ArcError, DatabaseUnavailable
+from ..models import ErrorResponse
 from .admission import Overloaded
-from .errors import ArcError, DatabaseUnavailable
-from .models import ErrorResponse
 
 log = logging.getLogger("arc.app")
 

@@ -6,9 +6,9 @@ import logging
 
 from psycopg.types.json import Jsonb
 
+from ..models import RetrievalResponse
 from . import sqlfiles
 from .database import Database
-from .models import RetrievalResponse
 
 log = logging.getLogger("arc.querylog")
 

@@ -18,18 +18,18 @@ import numpy as np
 from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
-from . import bm25, sqlfiles
+from ..config import DOCUMENT_TYPES
+from ..embeddings import Embedder
+from ..errors import IngestError
+from ..models import DOCUMENT_ID_PATTERN, Amendment
+from ..sections import amends
+from ..store import bm25, sqlfiles
+from ..store.database import Database
+from ..tokens import TokenCounter, default_counter
 from .chunking import Chunk, chunk_blocks
-from .amendments import amends
-from .config import DOCUMENT_TYPES
-from .database import Database
-from .embeddings import Embedder
-from .errors import IngestError
 from .manifest import Manifest, load_manifest
-from .models import DOCUMENT_ID_PATTERN, Amendment
 from .ocr import Ocr
 from .readers import ParsedDocument, read_beir_corpus, read_path
-from .tokens import TokenCounter, default_counter
 
 log = logging.getLogger("arc.ingest")
 
@@ -312,7 +312,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
     return ingestor.write(documents, progress=progress)
 
 
-SAMPLE_DIR = Path(__file__).parent / "sample_corpus"
+SAMPLE_DIR = Path(__file__).parent.parent / "sample_corpus"
 
 
 def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentInput]:

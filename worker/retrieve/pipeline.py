@@ -1,4 +1,4 @@
-"""The whole answer: preprocess -> embed -> search -> rerank -> assemble -> status.
+"""Stage 6, the whole answer: preprocess -> embed -> search -> rerank -> assemble -> status.
 
 :class:`Retriever` holds the long-lived stages and turns one :class:`RetrievalRequest` into one
 :class:`RetrievalResponse`, timing every stage. The webhook, the eval harness and the CLI all
@@ -17,16 +17,22 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..embeddings import CachedEmbedder
+from ..models import (
+    ChunkResult,
+    QueryInfo,
+    RetrievalRequest,
+    RetrievalResponse,
+    Weights,
+)
+from ..tokens import TokenCounter, default_counter
 from . import context as context_stage
 from .amendments import bring_amendments
 from .authority import Adjustments
-from .embeddings import CachedEmbedder
 from .executor import BoundedExecutor
-from .models import ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Weights
 from .preprocess import preprocess
 from .rerank import Reranker
 from .search import SearchBackend, SearchCache, SearchParams
-from .tokens import TokenCounter, default_counter
 from .vocabulary import expand
 
 log = logging.getLogger("arc.pipeline")
@@ -37,7 +43,7 @@ log = logging.getLogger("arc.pipeline")
 # search for nothing on every uncached question to a remote provider, to save at most that
 # search's own 10-20 ms on a failure.
 FULL_TEXT_HEAD_START = 0.25
-# Provider calls per process: admission control (worker/admission.py) lets 8 requests run, each
+# Provider calls per process: admission control (worker/serve/admission.py) lets 8 requests run, each
 # with one embedding call and at most one speculative search; the queue leaves room for calls
 # still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
 PROVIDER_WORKERS = 4

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .models import ChunkResult
+from ..models import ChunkResult
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import IngestError
-from .models import Amendment, DocumentType
+from ..errors import IngestError
+from ..models import Amendment, DocumentType
 
 MANIFEST_NAME = "manifest.json"
 

@@ -3,9 +3,9 @@ deleting one (its chunks and, through the triggers, its BM25 statistics, in one 
 
 from __future__ import annotations
 
+from ..models import DocumentChunk, DocumentSummary
 from . import sqlfiles
 from .database import Database
-from .models import DocumentChunk, DocumentSummary
 
 
 class UnknownDocument(LookupError):

@@ -7,9 +7,20 @@ from typing import Any, get_args
 
 from pydantic.json_schema import models_json_schema
 
-from . import __version__
-from .models import (DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList, ErrorResponse, IngestFields,
-                     IngestRequest, IngestResponse, RetrievalRequest, RetrievalResponse, TextFormat)
+from .. import __version__
+from ..models import (
+    DOCUMENT_ID_PATTERN,
+    DeleteResponse,
+    DocumentDetail,
+    DocumentList,
+    ErrorResponse,
+    IngestFields,
+    IngestRequest,
+    IngestResponse,
+    RetrievalRequest,
+    RetrievalResponse,
+    TextFormat,
+)
 
 REF = "#/components/schemas/{model}"
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .models import ChunkResult
+from ..models import ChunkResult
 
 SYSTEM_PROMPT = (
     "You rank evidence for questions about a community's governing documents (design guidelines, "

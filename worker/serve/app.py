@@ -2,29 +2,29 @@
 
 ``create_app()`` builds everything from the environment (what gunicorn and ``arc-retrieval
 serve`` call); tests pass settings or a ready :class:`~worker.runtime.Runtime`. The routes live
-in blueprints (:mod:`worker.webhooks`, :mod:`worker.documents_api`, :mod:`worker.ops_api`), what
-runs around them in :mod:`worker.guards`, and every error answer in :mod:`worker.responses`.
+in blueprints (:mod:`worker.serve.webhooks`, :mod:`worker.serve.documents_api`, :mod:`worker.serve.ops_api`), what
+runs around them in :mod:`worker.serve.guards`, and every error answer in :mod:`worker.serve.responses`.
 """
 
 from __future__ import annotations
 
 from flask import Flask
 
+from ..config import Settings
+from ..ingest.ingestor import Ingestor
+from ..ingest.ocr import Ocr
+from ..models import RetrievalResponse
+from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
+from ..retrieve.rerank import LLMReranker
+from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
+from ..runtime import Runtime, open_runtime
+from ..store.querylog import QueryLog
 from . import guards
 from .admission import Admission
-from .config import Settings
 from .documents_api import DOCUMENTS_ROUTE, documents
-from .ingest import Ingestor
 from .metrics import Metrics, cache_families, pool_families
-from .models import RetrievalResponse
-from .ocr import Ocr
 from .ops_api import ops
-from .pipeline import ContextPolicy, Retriever, Thresholds
-from .querylog import QueryLog
-from .rerank import LLMReranker
 from .responses import register_error_handlers
-from .runtime import Runtime, open_runtime
-from .search import PostgresBackend, SearchCache, SupabaseBackend
 from .security import FailedAuthGuard, RateLimiter
 from .services import Services
 from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE, webhooks
@@ -33,7 +33,7 @@ from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE, webhooks
 def build_reranker(settings: Settings) -> LLMReranker | None:
     if settings.reranker != "llm":
         return None
-    from .embeddings import make_openai_client
+    from ..embeddings import make_openai_client
 
     client = make_openai_client(settings, timeout=settings.llm_timeout, for_embeddings=False, max_retries=0)
     return LLMReranker(client, settings.llm_model, timeout=settings.llm_timeout,

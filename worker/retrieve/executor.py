@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .errors import ProvidersBusy
+from ..errors import ProvidersBusy
 
 
 class BoundedExecutor:

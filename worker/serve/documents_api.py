@@ -8,8 +8,8 @@ from typing import Any
 
 from flask import Blueprint, g, jsonify
 
-from . import knowledge_base
-from .models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
+from ..models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
+from ..store import knowledge_base
 from .responses import error as _error
 from .services import services
 

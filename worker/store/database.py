@@ -17,8 +17,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
+from ..errors import DatabaseUnavailable, SchemaMismatch
 from . import sqlfiles
-from .errors import DatabaseUnavailable, SchemaMismatch
 
 log = logging.getLogger("arc.database")
 

@@ -1,4 +1,4 @@
-"""File readers: Markdown, plain text and PDF into :class:`~worker.chunking.Block` s.
+"""File readers: Markdown, plain text and PDF into :class:`~worker.ingest.chunking.Block` s.
 
 Headings become the section path. Markdown uses ``#`` headings; plain text and PDF use the
 numbering governing documents are written with ("Chapter 4", "ARTICLE V", "4.2 Fencing",
@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..models import TextFormat
 from .chunking import ITEM, Block
-from .models import TextFormat
 from .ocr import Ocr
 
 log = logging.getLogger("arc.readers")

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from flask import current_app
 
+from ..ingest.ingestor import Ingestor
+from ..retrieve.pipeline import Retriever
+from ..runtime import Runtime
+from ..store.querylog import QueryLog
 from .admission import Admission
-from .ingest import Ingestor
 from .metrics import Metrics
-from .pipeline import Retriever
-from .querylog import QueryLog
-from .runtime import Runtime
 from .security import FailedAuthGuard, RateLimiter
 
 
