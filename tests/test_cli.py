@@ -114,7 +114,7 @@ def test_unreadable_files_are_one_clear_line_and_store_nothing(make_database, tm
 
 def test_ingest_help_names_every_format_it_reads():
     """`ingest --help` is where a newcomer looks first: every suffix the readers take is named."""
-    from worker.readers import TEXT_SUFFIXES
+    from worker.ingest.readers import TEXT_SUFFIXES
 
     shown = CliRunner().invoke(main, ["ingest", "--help"], terminal_width=200).output
     for suffix in [*TEXT_SUFFIXES, ".pdf", ".docx", "corpus.jsonl", "manifest.json"]:

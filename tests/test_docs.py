@@ -184,8 +184,8 @@ def test_flags_of_the_benchmark_scripts_exist():
 
 # The README names a few variables that are not the worker's settings: what reads each.
 NOT_SETTINGS = {
-    "ARC_BIND": "worker/gunicorn_conf.py", "WEB_CONCURRENCY": "worker/gunicorn_conf.py",
-    "ARC_THREADS": "worker/gunicorn_conf.py",
+    "ARC_BIND": "worker/serve/gunicorn_conf.py", "WEB_CONCURRENCY": "worker/serve/gunicorn_conf.py",
+    "ARC_THREADS": "worker/serve/gunicorn_conf.py",
     "ARC_WORKER_URL": "workflows/arc-retrieval-tool.json",  # n8n's environment, read by the workflows
 }
 PLACEHOLDERS = {"OLD_ID", "NEW_ID"}  # metavars in `--supersedes OLD_ID`
@@ -222,7 +222,7 @@ def test_every_route_the_readme_names_is_served(app):
 # --- keys and fields ----------------------------------------------------------------------------
 
 def test_the_manifest_keys_the_readme_gives_are_the_real_ones():
-    from worker.manifest import ManifestEntry
+    from worker.ingest.manifest import ManifestEntry
 
     line = next(line for line in README.split("\n\n") if "Manifest keys" in line)
     assert set(re.findall(r"`(\w+)`", line)) == set(ManifestEntry.model_fields)
