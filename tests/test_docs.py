@@ -294,6 +294,29 @@ def test_the_readme_states_each_workflow_requests_retries_as_its_json_does():
     assert {n for n, _ in stated} == set(nodes), "the README names a retrying node the workflows lack"
 
 
+
+NUMBER_WORDS = {1: "once", 2: "twice", 3: "three times", 4: "four times", 5: "five times", 6: "six times"}
+
+
+def test_the_readme_states_how_often_the_workflows_wait_and_retry_a_busy_worker():
+    """A 429/503 loops through a Wait node while `$runIndex < N` (N waits); the README says N, and
+    says which requests do not loop (the file upload, which the caller sends again)."""
+    section = re.sub(r"\s+", " ", README.split("## Using it from n8n", 1)[1].split("\n## ", 1)[0])
+    for path in sorted((ROOT / "workflows").glob("*.json")):
+        workflow = json.loads(path.read_text())
+        loops = {int(n) for n in re.findall(r"\$runIndex < (\d+)", json.dumps(workflow))}
+        if not loops:
+            continue
+        assert len(loops) == 1, path.name
+        assert f"up to {NUMBER_WORDS[loops.pop()]}" in section, path.name
+        successors = {name: {c["node"] for out in links["main"] for c in out}
+                      for name, links in workflow["connections"].items()}
+        busy = {n["name"] for n in workflow["nodes"] if "$runIndex" in json.dumps(n.get("parameters", {}))}
+        for node in workflow["nodes"]:
+            if node["type"].endswith(".httpRequest") and "upload" in node["name"].lower():
+                loops_on_busy = bool(successors.get(node["name"], set()) & busy)
+                assert ("no retry on 429" in section) != loops_on_busy, node["name"]
+
 # --- the shell blocks, run ----------------------------------------------------------------------
 
 INGEST_TOKEN = "docs-ingest-token"
