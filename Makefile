@@ -1,8 +1,9 @@
 # Two commands set up a fresh machine (Python 3.11 + pip):
 #   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
 #               local embedding model, sample corpus loaded once; Tesseract for scans when root)
-#   make test   install and run the whole test suite (including the real-n8n end-to-end test and
-#               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages)
+#   make test   install and run the whole test suite (including the real-n8n end-to-end test,
+#               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages,
+#               and the Docker image, built and run with Debian's podman)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
