@@ -396,6 +396,8 @@ def test_every_unmarked_shell_block_runs(readme_worker):
             assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
             assert "Traceback" not in run.stdout + run.stderr, command
             assert "note:" not in run.stderr, f"{command}: {run.stderr}"  # e.g. an amended section not found
+            if argv[1:2] == ["ask"]:  # the answer's JSON, as the webhook gives it
+                assert json.loads(run.stdout)["status"] == "success", run.stdout[-2000:]
             if argv[0] == "curl":
                 answer = json.loads(run.stdout)
                 assert "error" not in answer, f"{command}: {answer}"
