@@ -206,8 +206,8 @@ def test_every_route_the_readme_names_is_served(app):
     patterns = [re.compile("^" + re.sub(r"<[^>]+>", "[^/]+", rule) + "$") for rule in rules]
     named = set()
     for span in code_spans():
-        named |= set(re.findall(r"^(?:GET |POST |DELETE )?(/(?:webhook/[\w./<>-]+|healthz|readyz|metrics|openapi\.json))",
-                                span))
+        named |= set(re.findall(
+            r"^(?:GET |POST |DELETE )?(/(?:webhook/[\w./<>-]+|healthz|readyz|metrics|openapi\.json))", span))
     named |= set(re.findall(r"localhost:8080(/[\w./-]*)", README))
     named |= set(re.findall(r"(?:GET|POST|DELETE) (/[\w./<>-]+)", README))
     # n8n's chat URL, and PostgREST's route (Supabase's, which its stand-in serves in the tests)
@@ -391,8 +391,9 @@ def test_every_unmarked_shell_block_runs(readme_worker):
                     word = word.split("@", 1)[1]
                 if re.search(r"\.(pdf|md|txt|docx|html)$", word):
                     assert (folder / word).is_file(), f"{command}: make {word} in _example_files"
-            run = subprocess.run(["bash", "-c", "set -euo pipefail\n" + command.replace("localhost:8080", f"localhost:{port}")],
-                                 cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+            script = "set -euo pipefail\n" + command.replace("localhost:8080", f"localhost:{port}")
+            run = subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True,
+                                 timeout=300)
             assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
             assert "Traceback" not in run.stdout + run.stderr, command
             assert "note:" not in run.stderr, f"{command}: {run.stderr}"  # e.g. an amended section not found
