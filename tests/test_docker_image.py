@@ -83,6 +83,9 @@ class Walk:
     def cleanup(self) -> None:
         podman("rm", "-f", "-t", "0", self.container, check=False)
         podman("volume", "rm", "-f", self.volume, check=False)
+        # Each build after a change leaves the previous image untagged (1 GB); its shared layers
+        # stay, as the new image uses them.
+        podman("image", "prune", "-f", check=False)
 
 
 @pytest.fixture(scope="module")
