@@ -1,14 +1,15 @@
 # Two commands set up a fresh machine (Python 3.11 + pip):
 #   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
 #               local embedding model, sample corpus loaded once; Tesseract for scans when root)
-#   make test   install and run the whole test suite (including the real-n8n end-to-end test and
-#               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages)
+#   make test   install and run the whole test suite (including the real-n8n end-to-end test,
+#               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages,
+#               and the Docker image, built and run with Debian's podman)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-n8n postgres15 ocr clean
+.PHONY: install run test test-fast test-n8n postgres15 ocr podman clean
 
 install: $(STAMP)
 
@@ -21,7 +22,7 @@ $(STAMP): pyproject.toml scripts/portable-pgvector.sh
 run: install ocr
 	$(ARC) serve --load-sample
 
-test: install postgres15 ocr
+test: install postgres15 ocr podman
 	$(PY) -m pytest -q
 
 # Tesseract, which reads scanned PDF pages (root: CI; otherwise a note and scans are refused)
@@ -32,8 +33,12 @@ ocr:
 postgres15:
 	scripts/install-postgres15.sh
 
-test-fast: install ocr  # everything but the n8n end-to-end test (which installs n8n once, ~5 min)
-	$(PY) -m pytest -q -m "not n8n"
+# podman and a locally made python:3.11-slim, to build and run the Dockerfile (root: CI)
+podman: install
+	scripts/install-podman.sh $(PY)
+
+test-fast: install ocr  # everything but the n8n end-to-end test (which installs n8n once, ~5 min) and the image's
+	$(PY) -m pytest -q -m "not n8n and not docker"
 
 test-n8n: install
 	$(PY) -m pytest -q -m n8n tests/test_n8n.py

@@ -122,7 +122,7 @@ def test_the_cli_takes_amends_and_says_when_a_section_matches_nothing(make_datab
     assert "no section of it matches" in result.output and "Article IX Section 2" in result.output
     listed = runner.invoke(main, ["documents", "list"]).output.splitlines()
     assert next(line for line in listed if line.startswith("ccrs\t")).split("\t")[4] == "amendment"
-    bad = runner.invoke(main, ["ingest", str(tmp_path / "amendment.md"), "--amends", "ccrs"])
+    bad = runner.invoke(main, ["ingest", str(tmp_path / "amendment.md"), "--document-type", "ccr", "--amends", "ccrs"])
     assert bad.exit_code != 0 and "--amends" in bad.output and "Traceback" not in bad.output
 
 

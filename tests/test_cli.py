@@ -105,8 +105,18 @@ def test_unreadable_files_are_one_clear_line_and_store_nothing(make_database, tm
     latin1.write_bytes("Caf\xe9 rules: no parking.".encode("latin-1"))
     runner = CliRunner()
     for path, message in [(corrupt, "not a readable PDF"), (encrypted, "encrypted"), (latin1, "not UTF-8")]:
-        result = runner.invoke(main, ["ingest", str(path)])
+        result = runner.invoke(main, ["ingest", str(path), "--document-type", "other"])
         assert result.exit_code != 0 and message in result.output, result.output
         assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
     with psycopg.connect(url) as conn:
         assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == 0
+
+
+def test_ingest_help_names_every_format_it_reads():
+    """`ingest --help` is where a newcomer looks first: every suffix the readers take is named."""
+    from worker.ingest.readers import TEXT_SUFFIXES
+
+    shown = CliRunner().invoke(main, ["ingest", "--help"], terminal_width=200).output
+    for suffix in [*TEXT_SUFFIXES, ".pdf", ".docx", "corpus.jsonl", "manifest.json"]:
+        assert suffix in shown, f"ingest --help does not name {suffix}"
+    assert "Word" in shown and "HTML" in shown and "OCR" in shown

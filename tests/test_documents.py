@@ -95,7 +95,8 @@ def test_an_unknown_supersession_id_is_a_clear_error_and_nothing_is_stored(manag
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
     notice = tmp_path / "fences.md"
     notice.write_text("# Fences 2026\n\nFences may be 7 feet tall.\n")
-    cli = CliRunner().invoke(main, ["ingest", str(notice), "--supersedes", "design-guidelines-2042"])
+    cli = CliRunner().invoke(main, ["ingest", str(notice), "--document-type", "design_guidelines",
+                                       "--supersedes", "design-guidelines-2042"])
     assert cli.exit_code != 0 and "supersedes: no document 'design-guidelines-2042'" in cli.output, cli.output
     assert "Traceback" not in cli.output
     listed = {d["document_id"]: d for d in client.get(ROUTE, headers=ADMIN).get_json()["documents"]}
@@ -110,9 +111,9 @@ def test_the_cli_lists_shows_deletes_and_ingests_under_a_chosen_id(managed, tmp_
     runner = CliRunner()
     notice = tmp_path / "pool.md"
     notice.write_text("# Pool Rules\n\nThe pool closes at 9 pm.\n")
-    ingested = runner.invoke(main, ["ingest", str(notice), "--document-id", "pool-2026"])
+    ingested = runner.invoke(main, ["ingest", str(notice), "--document-type", "other", "--document-id", "pool-2026"])
     assert ingested.exit_code == 0 and "document id: pool-2026" in ingested.output, ingested.output
-    bad_id = runner.invoke(main, ["ingest", str(notice), "--document-id", "pool 2026"])
+    bad_id = runner.invoke(main, ["ingest", str(notice), "--document-type", "other", "--document-id", "pool 2026"])
     assert bad_id.exit_code != 0 and "--document-id" in bad_id.output
 
     listed = runner.invoke(main, ["documents", "list"])

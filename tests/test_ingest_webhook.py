@@ -197,3 +197,38 @@ def test_security_helpers():
     check_exposure(["0.0.0.0"], api_token="t", auth_disabled=False)
     with pytest.raises(SystemExit, match="ARC_API_TOKEN"):
         check_exposure(["0.0.0.0"], api_token=None, auth_disabled=False)
+
+
+def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the_default(
+        secured, tmp_path, monkeypatch):
+    """The type steers and filters answers: neither path guesses it (a CC&R stored as `other`
+    would silently lose every question that names the CC&Rs). Binding is the default on both."""
+    from click.testing import CliRunner
+
+    from worker.cli import main
+
+    client, db = secured
+    refused = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                          json={"text": NOTICE, "document_id": "typeless"})
+    assert refused.status_code == 422 and refused.get_json()["field"] == "document_type"
+    monkeypatch.setenv("DATABASE_URL", db.url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    (tmp_path / "typeless.md").write_text(NOTICE)
+    runner = CliRunner()
+    cli = runner.invoke(main, ["ingest", str(tmp_path / "typeless.md")])
+    assert cli.exit_code == 2 and "--document-type" in cli.output and "Traceback" not in cli.output, cli.output
+    assert "design_guidelines" in cli.output  # it says what to give
+    with db.connect() as conn:
+        assert conn.execute("select count(*) from knowledge_chunks where document_id = 'typeless'").fetchone()[0] == 0
+
+    assert runner.invoke(main, ["ingest", str(tmp_path / "typeless.md"), "--document-type", "other",
+                                "--document-id", "cli-default"]).exit_code == 0
+    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+                       json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default"}
+                       ).status_code == 200
+    with db.connect() as conn:
+        binding = dict(conn.execute("select document_id, bool_and(is_binding) from knowledge_chunks where "
+                                    "document_id in ('cli-default', 'webhook-default') group by 1").fetchall())
+    assert binding == {"cli-default": True, "webhook-default": True}
+    for document_id in ("cli-default", "webhook-default"):
+        client.delete(f"/webhook/arc-documents/{document_id}", headers={"X-ARC-Token": "ingest-secret"})

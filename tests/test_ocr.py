@@ -86,11 +86,11 @@ def test_without_ocr_a_scan_is_one_clear_line_and_nothing_is_stored(make_databas
     pdf.write_bytes(scanned_page(SCANNED_LINES))
     runner = CliRunner()
     monkeypatch.setenv("ARC_OCR", "false")
-    off = runner.invoke(main, ["ingest", str(pdf)])
+    off = runner.invoke(main, ["ingest", str(pdf), "--document-type", "ccr"])
     assert off.exit_code != 0 and "scan.pdf: page 1 has no text and OCR is off" in off.output, off.output
     monkeypatch.delenv("ARC_OCR")
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no tesseract anywhere
-    missing = runner.invoke(main, ["ingest", str(pdf)])
+    missing = runner.invoke(main, ["ingest", str(pdf), "--document-type", "ccr"])
     assert missing.exit_code != 0 and "apt-get install tesseract-ocr" in missing.output, missing.output
     assert "Traceback" not in off.output + missing.output
     monkeypatch.undo()

@@ -98,7 +98,9 @@ def db_sql(dim: int) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
-@click.option("--document-type", type=click.Choice(DOCUMENT_TYPES), default="other", show_default=True)
+@click.option("--document-type", type=click.Choice(DOCUMENT_TYPES), default=None,
+              help="Required for files, as on the ingest webhook: the type steers and filters answers, so it is "
+                   "never guessed (a folder's manifest.json gives each document's).")
 @click.option("--binding/--not-binding", default=True, show_default=True)
 @click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older, stored document as superseded by the new one.")
 @click.option("--superseded-by", metavar="DOCUMENT_ID",
@@ -108,10 +110,11 @@ def db_sql(dim: int) -> None:
 @click.option("--amends", "amends", multiple=True, metavar="DOCUMENT_ID:SECTION[;SECTION...]",
               help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).")
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
-def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersedes: str | None,
+def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, supersedes: str | None,
            superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool) -> None:
-    """Ingest Markdown, text, PDF or a BEIR corpus.jsonl, or a folder with a manifest.json (every
-    document it lists, with its id, type and binding); re-ingesting replaces a document."""
+    """Ingest documents: Markdown (.md, .markdown), text (.txt), PDF (.pdf; scanned pages read by
+    OCR), Word (.docx), HTML (.html, .htm), or a BEIR corpus.jsonl; or a folder with a manifest.json
+    (every document it lists, with its id, type and binding). Re-ingesting replaces a document."""
     from .ingest.amendments import parse_amends
     from .ingest.ingestor import (
         Ingestor,
@@ -127,6 +130,8 @@ def ingest(paths: tuple[Path, ...], document_type: str, binding: bool, supersede
     folders = [p for p in paths if p.is_dir()]
     if folders and (len(paths) > 1 or not (folders[0] / MANIFEST_NAME).is_file()):
         raise click.UsageError(f"a folder must hold a {MANIFEST_NAME} and come alone: {folders[0]}")
+    if paths and not folders and document_type is None:
+        raise click.UsageError(f"--document-type is required for a file: one of {', '.join(DOCUMENT_TYPES)}")
     settings = _settings()
     runtime = _runtime(settings)
     try:
