@@ -103,6 +103,12 @@ values (%(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(statu
 -- name: knowledge_base_empty
 select not exists (select 1 from knowledge_chunks)
 
+-- name: replica_position
+-- How far a read replica has replayed: the knowledge base's version, and Postgres's replay lag
+-- (null on a primary; on a replica it also grows while the primary has nothing to send).
+select knowledge_base_version() as version,
+       extract(epoch from now() - pg_last_xact_replay_timestamp()) as lag
+
 -- name: knowledge_base_version
 select knowledge_base_version()
 
