@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-n8n postgres15 ocr clean
+.PHONY: install run test test-fast test-n8n postgres15 ocr browser clean
 
 install: $(STAMP)
 
@@ -21,12 +21,16 @@ $(STAMP): pyproject.toml scripts/portable-pgvector.sh
 run: install ocr
 	$(ARC) serve --load-sample
 
-test: install postgres15 ocr
+test: install postgres15 ocr browser
 	$(PY) -m pytest -q
 
 # Tesseract, which reads scanned PDF pages (root: CI; otherwise a note and scans are refused)
 ocr:
 	scripts/install-ocr.sh
+
+# Headless Chromium + ChromeDriver for the browser test of the keeper's pages (root: CI)
+browser:
+	scripts/install-browser.sh
 
 # Supabase's PostgreSQL 15 + pgvector 0.8.0, a second database target for the tests (root: CI)
 postgres15:

@@ -20,7 +20,7 @@ from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime, open_runtime
 from ..store.querylog import QueryLog
 from ..store.replicas import ReadReplicas
-from . import guards
+from . import guards, pages
 from .admission import Admission
 from .documents_api import DOCUMENTS_ROUTE, documents
 from .metrics import Metrics, cache_families, database_families, pool_families
@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     for blueprint in (webhooks, documents, ops):
         app.register_blueprint(blueprint)
     register_error_handlers(app)
+    pages.init_app(app)
     return app
 
 
