@@ -70,6 +70,7 @@ def run(url: str, tmp: Path, args: argparse.Namespace) -> list[dict]:
     settings = Settings.from_env({}, data_dir=tmp / "data", database_url=url, api_token=TOKEN, rate_limit=0)
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
     page = client.get("/login").get_data(as_text=True)
+    assert "csrf_token" in page, page[:500]
     client.post("/login", data={"token": TOKEN, "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"',
                                                                          page).group(1)})
     rows = []
