@@ -3,13 +3,14 @@
 #               local embedding model, sample corpus loaded once; Tesseract for scans when root)
 #   make test   install and run the whole test suite (including the real-n8n end-to-end test,
 #               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages,
-#               and the Docker image, built and run with Debian's podman)
+#               the Docker image, built and run with Debian's podman, and the keeper's pages in
+#               Debian's headless Chromium)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-n8n postgres15 ocr podman clean
+.PHONY: install run test test-fast test-n8n postgres15 ocr podman browser clean
 
 install: $(STAMP)
 
@@ -22,12 +23,16 @@ $(STAMP): pyproject.toml scripts/portable-pgvector.sh
 run: install ocr
 	$(ARC) serve --load-sample
 
-test: install postgres15 ocr podman
+test: install postgres15 ocr podman browser
 	$(PY) -m pytest -q
 
 # Tesseract, which reads scanned PDF pages (root: CI; otherwise a note and scans are refused)
 ocr:
 	scripts/install-ocr.sh
+
+# Headless Chromium + ChromeDriver for the browser test of the keeper's pages (root: CI)
+browser:
+	scripts/install-browser.sh
 
 # Supabase's PostgreSQL 15 + pgvector 0.8.0, a second database target for the tests (root: CI)
 postgres15:

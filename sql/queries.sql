@@ -103,6 +103,12 @@ values (%(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(statu
 -- name: knowledge_base_empty
 select not exists (select 1 from knowledge_chunks)
 
+-- name: replica_position
+-- How far a read replica has replayed: the knowledge base's version, and Postgres's replay lag
+-- (null on a primary; on a replica it also grows while the primary has nothing to send).
+select knowledge_base_version() as version,
+       extract(epoch from now() - pg_last_xact_replay_timestamp()) as lag
+
 -- name: knowledge_base_version
 select knowledge_base_version()
 
@@ -141,3 +147,27 @@ where id = any(%(ids)s)
 -- name: release_amended
 update knowledge_chunks set metadata = metadata - 'amended_by' - 'amended_by_name'
 where metadata ->> 'amended_by' = %(document_id)s
+
+-- name: recent_questions
+-- The keeper's page: the latest questions, optionally of one status (the ones the documents do
+-- not answer are the no_results and low_confidence ones).
+select created_at, query, status, best_score, result_count, both_legs_count, vector_only_count,
+       fts_only_count, (timings_ms ->> 'total')::float as total_ms
+from query_log
+where %(status)s::text is null or status = %(status)s
+order by created_at desc
+limit %(limit)s
+
+-- name: status_mix
+-- Per day for two weeks: how many questions, each status's share, the mean top-1 relevance, and
+-- where the chunks came from (both legs, vector only, full text only).
+select created_at::date as day, count(*) as questions,
+       avg((status = 'success')::int) as success, avg((status = 'low_confidence')::int) as low_confidence,
+       avg((status = 'no_results')::int) as no_results, avg(best_score) as best_score,
+       sum(both_legs_count)::float / nullif(sum(candidate_count), 0) as both_legs,
+       sum(vector_only_count)::float / nullif(sum(candidate_count), 0) as vector_only,
+       sum(fts_only_count)::float / nullif(sum(candidate_count), 0) as fts_only
+from query_log
+where created_at > now() - interval '14 days'
+group by 1
+order by 1 desc

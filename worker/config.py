@@ -40,6 +40,10 @@ class ConfigError(Exception):
 ENV_VARS: dict[str, str] = {
     "DATABASE_URL": "database_url",
     "ARC_DATA_DIR": "data_dir",
+    "ARC_READ_DATABASE_URLS": "read_database_urls",
+    "ARC_REPLICA_MAX_WAIT_MS": "replica_max_wait_ms",
+    "ARC_REPLICA_TIMEOUT_MS": "replica_timeout_ms",
+    "ARC_REPLICA_RETRY_SECONDS": "replica_retry_seconds",
     "SUPABASE_URL": "supabase_url",
     "SUPABASE_KEY": "supabase_key",
     "EMBEDDING_PROVIDER": "embedding_provider",
@@ -88,6 +92,14 @@ class Settings(BaseModel):
 
     database_url: str | None = None
     data_dir: Path = Path(".arc-data")
+    # Read replicas of DATABASE_URL: searches and neighbour fetches spread over them; everything
+    # that writes stays on DATABASE_URL. A question waits at most replica_max_wait_ms for a
+    # replica that has not replayed the latest change, and a replica gets replica_timeout_ms
+    # to connect and to search before the question moves on (worker/store/replicas.py).
+    read_database_urls: tuple[str, ...] = ()
+    replica_max_wait_ms: int = Field(100, ge=0, le=10_000)
+    replica_timeout_ms: int = Field(1000, ge=100, le=60_000)
+    replica_retry_seconds: float = Field(30.0, gt=0, le=3600)
     supabase_url: str | None = None
     supabase_key: str | None = None
 
@@ -140,6 +152,17 @@ class Settings(BaseModel):
     ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
+    @field_validator("read_database_urls", mode="before")
+    @classmethod
+    def _url_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
+        for url in value if isinstance(value, tuple | list) else ():
+            if not isinstance(url, str) or not url.startswith(("postgres://", "postgresql://")):
+                # Never echo the value: a connection string holds a password.
+                raise ValueError("each entry must be a postgresql:// connection string")
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:
@@ -175,6 +198,11 @@ class Settings(BaseModel):
         if self.supabase_url and not self.database_url:
             # Ingestion and migrations need a direct connection; PostgREST only serves RPC.
             raise ValueError("the Supabase backend also needs DATABASE_URL (its direct Postgres connection)")
+        if self.read_database_urls and not self.database_url:
+            raise ValueError("ARC_READ_DATABASE_URLS are replicas of DATABASE_URL, which is not set")
+        if self.read_database_urls and self.supabase_url:
+            raise ValueError("ARC_READ_DATABASE_URLS work with the Postgres backend: unset SUPABASE_URL "
+                             "(searches then go to the replicas over Postgres connections)")
         reranker = self.reranker
         if reranker is None:
             reranker = "llm" if self.llm_credentials_present else "none"

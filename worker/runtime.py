@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -24,6 +24,7 @@ class Runtime:
     embedder: CachedEmbedder
     embedded: EmbeddedPostgres | None = None
     schema_ready: bool = True
+    replicas: list[Database] = field(default_factory=list)  # read-only: searches only
 
     def __post_init__(self) -> None:
         self._schema_lock = threading.Lock()
@@ -45,6 +46,8 @@ class Runtime:
 
     def close(self) -> None:
         self.db.close()
+        for replica in self.replicas:
+            replica.close()
         if self.embedded is not None:
             self.embedded.stop()
 
@@ -61,7 +64,10 @@ def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     url, embedded = database_url(settings)
     db = Database(url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms)
     embedder = CachedEmbedder(build_embedder(settings))
-    runtime = Runtime(settings, db, embedder, embedded, schema_ready=not migrate)
+    timeout_ms = settings.replica_timeout_ms
+    replicas = [Database(url, pool_size=settings.pool_size, statement_timeout_ms=timeout_ms,
+                         connect_timeout=timeout_ms / 1000) for url in settings.read_database_urls]
+    runtime = Runtime(settings, db, embedder, embedded, schema_ready=not migrate, replicas=replicas)
     if migrate:
         try:
             runtime.ensure_schema()

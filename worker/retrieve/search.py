@@ -20,6 +20,7 @@ from ..errors import DatabaseUnavailable
 from ..models import ChunkResult
 from ..store import sqlfiles
 from ..store.database import Database
+from ..store.replicas import ReadReplicas
 
 CHUNK_FIELDS = ("id", "document_id", "document_name", "document_type", "section_path", "page_number",
                 "chunk_index", "is_binding", "superseded_by", "content", "token_count")
@@ -72,26 +73,48 @@ class SearchBackend(Protocol):
 
 
 class PostgresBackend:
-    def __init__(self, db: Database):
+    """Searches and neighbour fetches on the primary, or spread over read replicas when there are
+    any (worker/store/replicas.py): a replica serves a question only once it has replayed the
+    version the primary reports for it."""
+
+    def __init__(self, db: Database, replicas: ReadReplicas | None = None):
         self.db = db
+        self.replicas = replicas
 
     def search(self, params: SearchParams) -> list[ChunkResult]:
-        with self.db.connection() as conn:
+        def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
             try:
                 cur = conn.cursor(row_factory=psycopg.rows.dict_row)
-                rows = cur.execute(sqlfiles.query("hybrid_search"), params.sql_params()).fetchall()
+                return cur.execute(sqlfiles.query("hybrid_search"), params.sql_params()).fetchall()
             except psycopg.errors.QueryCanceled as exc:
                 raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
+
+        if self.replicas is None:
+            with self.db.connection() as conn:
+                rows = run(conn)
+        else:
+            # Read the primary's version for every search: another process may have just
+            # ingested (one short row read, against the search itself on a replica).
+            rows = self.replicas.read(run, self.replicas.primary_version())
         return [_chunk(row) for row in rows]
 
     def version(self) -> int:
+        if self.replicas is not None:
+            return self.replicas.primary_version()
         with self.db.connection() as conn:
             return conn.execute(sqlfiles.query("knowledge_base_version")).fetchone()[0]
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
-        with self.db.connection() as conn:
+        def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
             cur = conn.cursor(row_factory=psycopg.rows.dict_row)
-            rows = cur.execute(sqlfiles.query("chunk_neighbours"), {"chunk_id": chunk_id, "radius": radius}).fetchall()
+            return cur.execute(sqlfiles.query("chunk_neighbours"), {"chunk_id": chunk_id, "radius": radius}).fetchall()
+
+        if self.replicas is None:
+            with self.db.connection() as conn:
+                rows = run(conn)
+        else:
+            # The search that found this chunk read at most the highest version seen so far.
+            rows = self.replicas.read(run, self.replicas.floor)
         return [_chunk(row) for row in rows]
 
 

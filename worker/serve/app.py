@@ -19,10 +19,11 @@ from ..retrieve.rerank import LLMReranker
 from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime, open_runtime
 from ..store.querylog import QueryLog
-from . import guards
+from ..store.replicas import ReadReplicas
+from . import guards, pages
 from .admission import Admission
 from .documents_api import DOCUMENTS_ROUTE, documents
-from .metrics import Metrics, cache_families, pool_families
+from .metrics import Metrics, cache_families, database_families, pool_families
 from .ops_api import ops
 from .responses import register_error_handlers
 from .security import FailedAuthGuard, RateLimiter
@@ -45,13 +46,21 @@ def build_retriever(runtime: Runtime) -> Retriever:
     if settings.supabase_url:
         backend = SupabaseBackend(settings.supabase_url, settings.supabase_key)
     else:
-        backend = PostgresBackend(runtime.db)
+        backend = PostgresBackend(runtime.db, read_replicas(runtime))
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
                      policy=ContextPolicy(min_relevance=settings.min_relevance,
                                           min_context_chunks=settings.min_context_chunks),
                      embedding_timeout=settings.embedding_timeout,
                      search_cache=SearchCache(ttl_seconds=settings.search_cache_seconds))
+
+
+def read_replicas(runtime: Runtime) -> ReadReplicas | None:
+    if not runtime.replicas:
+        return None
+    settings = runtime.settings
+    return ReadReplicas(runtime.db, runtime.replicas, max_wait=settings.replica_max_wait_ms / 1000,
+                        timeout=settings.replica_timeout_ms / 1000, retry_after=settings.replica_retry_seconds)
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
@@ -71,6 +80,9 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     arc.metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses,
                                              retriever.search_cache.hits))
     arc.metrics.watch(lambda: pool_families(runtime.db.pool_stats()))
+    replicas = getattr(retriever.backend, "replicas", None)
+    if replicas is not None:
+        arc.metrics.watch(lambda: database_families(replicas.all_stats()))
 
     app = Flask("arc-retrieval")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -80,6 +92,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     for blueprint in (webhooks, documents, ops):
         app.register_blueprint(blueprint)
     register_error_handlers(app)
+    pages.init_app(app)
     return app
 
 

@@ -71,3 +71,22 @@ def pool_families(stats: dict[str, int]) -> Iterator:
         if key in stats:
             gauge.add_metric([key], stats[key])
     yield gauge
+
+
+def database_families(stats: list) -> Iterator:
+    """Searches, failures, staleness and replay lag per database (worker/store/replicas.py)."""
+    searches = CounterMetricFamily("arc_database_searches", "Searches by database", labels=["database"])
+    errors = CounterMetricFamily("arc_database_errors", "Failed searches by database (failed over)",
+                                 labels=["database"])
+    behind = CounterMetricFamily("arc_database_behind", "Questions that found a replica behind the primary",
+                                 labels=["database"])
+    lag = GaugeMetricFamily("arc_database_lag_seconds", "Replay lag Postgres reported at the last search",
+                            labels=["database"])
+    healthy = GaugeMetricFamily("arc_database_healthy", "1 while a database takes searches", labels=["database"])
+    for s in stats:
+        searches.add_metric([s.name], s.searches)
+        errors.add_metric([s.name], s.errors)
+        behind.add_metric([s.name], s.behind)
+        lag.add_metric([s.name], s.lag_seconds)
+        healthy.add_metric([s.name], 1.0 if s.healthy else 0.0)
+    yield from (searches, errors, behind, lag, healthy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -83,14 +84,16 @@ FORMAT_SUFFIX: dict[TextFormat, str] = {"markdown": ".md", "text": ".txt", "html
 BINARY_SUFFIXES = (".pdf", ".docx")
 
 
-def _uploaded_document(ingestor: Ingestor) -> DocumentInput:
+def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None) -> DocumentInput:
     """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
-    PDF with OCR for scanned pages, Word), described by the form's other fields."""
+    PDF with OCR for scanned pages, Word), described by the form's other fields (``form``: those
+    fields, when the caller's form holds others of its own)."""
     upload = request.files.get("file")
     if upload is None:
         raise InvalidInput("send the document in a form field named file", "file")
     # an empty field is one not filled in (forms, and n8n's ingest workflow, send every field)
-    fields: dict[str, Any] = {key: value for key, value in request.form.items() if value.strip()}
+    fields: dict[str, Any] = {key: value for key, value in (request.form if form is None else form).items()
+                              if value.strip()}
     if "is_binding" in fields:
         fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
     if "amends" in fields:  # a list: as the JSON body has it, written out as JSON text

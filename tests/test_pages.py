@@ -1,0 +1,219 @@
+"""The keeper's pages: behind the admin token (a login form, the token never in a URL), CSRF on
+every form, document text always escaped, HTML 4xx pages for bad input. The browser test at the
+end drives Debian's headless Chromium through upload -> list -> a question -> delete against the
+worker under gunicorn."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from worker.serve.app import create_app
+
+from .conftest import make_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "keeper-admin-token-0123456789abcdef"
+HOSTILE = "# Pool rules\n\nThe pool closes at 9 pm. <script>window.pwned = 1</script> <img src=x onerror=\"window.pwned=2\">\n"
+
+
+@pytest.fixture()
+def keeper(sample_runtime, tmp_path):
+    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+                             api_token=TOKEN)
+    runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
+    app = create_app(runtime=runtime)
+    app.config["TESTING"] = True
+    return app.test_client()
+
+
+def csrf(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def sign_in(client) -> None:
+    page = client.get("/login").get_data(as_text=True)
+    response = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
+    assert response.status_code == 302
+
+
+def test_pages_need_the_admin_token_and_it_never_shows_in_a_url(keeper):
+    response = keeper.get("/documents")
+    assert response.status_code == 302 and "/login" in response.headers["Location"]
+    page = keeper.get("/login").get_data(as_text=True)
+    wrong = keeper.post("/login", data={"token": "not-it", "csrf_token": csrf(page)})
+    assert wrong.status_code == 401 and "not the admin token" in wrong.get_data(as_text=True)
+    right = keeper.post("/login?next=/documents", data={"token": TOKEN, "csrf_token": csrf(page)})
+    assert right.status_code == 302 and right.headers["Location"].endswith("/documents")
+    assert TOKEN not in right.headers["Location"]
+    listing = keeper.get("/documents")
+    assert listing.status_code == 200 and "Design Guidelines" in listing.get_data(as_text=True)
+    assert TOKEN not in listing.get_data(as_text=True)
+
+
+def test_login_goes_nowhere_but_this_site(keeper):
+    page = keeper.get("/login").get_data(as_text=True)
+    response = keeper.post("/login?next=//evil.example/x", data={"token": TOKEN, "csrf_token": csrf(page)})
+    assert response.headers["Location"] == "/"
+
+
+def test_every_form_needs_its_csrf_token(keeper):
+    sign_in(keeper)
+    for path, data in (("/ask", {"query": "fence height"}), ("/documents/ccrs/delete", {"confirm": "ccrs"}),
+                       ("/logout", {})):
+        response = keeper.post(path, data=data)
+        assert response.status_code == 400, path
+        assert "text/html" in response.headers["Content-Type"]
+    assert "ccrs" in keeper.get("/documents").get_data(as_text=True)  # nothing was deleted
+
+
+def test_document_text_is_shown_inert(keeper, sample_runtime):
+    sign_in(keeper)
+    page = keeper.get("/documents").get_data(as_text=True)
+    from io import BytesIO
+
+    response = keeper.post("/documents/upload", content_type="multipart/form-data", data={
+        "csrf_token": csrf(page), "file": (BytesIO(HOSTILE.encode()), "pool-rules.md"),
+        "document_type": "other", "is_binding": "true", "document_id": "pool-rules"})
+    assert response.status_code == 302, response.get_data(as_text=True)
+    shown = keeper.get("/documents/pool-rules").get_data(as_text=True)
+    assert "<script>window.pwned" not in shown and "&lt;script&gt;window.pwned" in shown
+    assert "<img src=x" not in shown
+    answered = keeper.post("/ask", data={"query": "When does the pool close?", "csrf_token": csrf(page)})
+    text = answered.get_data(as_text=True)
+    assert "<script>window.pwned" not in text and "pool closes at 9 pm" in text
+    keeper.post("/documents/pool-rules/delete", data={"confirm": "pool-rules", "csrf_token": csrf(page)})
+
+
+def test_bad_input_gets_an_html_4xx_page(keeper):
+    sign_in(keeper)
+    assert keeper.get("/documents?page=abc").status_code == 400
+    missing = keeper.get("/documents/no-such-document")
+    assert missing.status_code == 404 and "text/html" in missing.headers["Content-Type"]
+    assert keeper.get("/questions?status=bogus").status_code == 400
+    page = keeper.get("/ask").get_data(as_text=True)
+    empty = keeper.post("/ask", data={"query": "   ", "csrf_token": csrf(page)})
+    assert empty.status_code == 422 and "query" in empty.get_data(as_text=True)
+
+
+def test_retrieval_testing_shows_the_answer_and_every_score(keeper):
+    sign_in(keeper)
+    page = keeper.get("/ask").get_data(as_text=True)
+    text = keeper.post("/ask", data={"query": "How tall can my backyard fence be?", "csrf_token": csrf(page),
+                                     "token_budget": "1500"}).get_data(as_text=True)
+    assert 'id="status"' in text and "[SOURCE 1]" in text
+    for label in ("vector", "BM25", "fused", "rerank", "final", "Timings"):
+        assert label in text
+    assert "status threshold 0.3" in text
+
+
+def test_questions_page_lists_the_log_by_status(keeper, client):
+    client.post("/webhook/arc-retrieval", json={"query": "how long do i boil an egg"})
+    sign_in(keeper)
+    text = keeper.get("/questions?status=no_results").get_data(as_text=True)
+    assert "how long do i boil an egg" in text
+
+
+# -- a real browser ---------------------------------------------------------------------------
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("Chromium and ChromeDriver not installed (scripts/install-browser.sh, run by make test)")
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from .test_shutdown import free_port
+
+    port = free_port()
+    data = tmp_path_factory.mktemp("keeper")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
+    env.update({"ARC_DATA_DIR": str(data / "data"), "ARC_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "2",
+                "ARC_API_TOKEN": TOKEN, "ARC_RATE_LIMIT": "0"})
+    log = (data / "worker.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve"], env=env, cwd=ROOT, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        assert process.poll() is None and time.monotonic() < deadline, (data / "worker.log").read_text()[-2000:]
+        try:
+            if requests.get(f"{url}/readyz", timeout=2).ok:
+                break
+        except requests.RequestException:
+            time.sleep(0.3)
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+    assert TOKEN not in (data / "worker.log").read_text()
+
+
+def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_path):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    shots = Path(os.environ.get("ARC_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.get(f"{served}/")
+    assert "/login" in browser.current_url
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "sign-in").click()
+    assert browser.current_url.rstrip("/") == served and TOKEN not in browser.current_url
+
+    document = tmp_path / "hammock-rules.md"
+    document.write_text("# Hammock Rules\n\nHammocks strung between two trees must come down between "
+                        "November and March. <script>window.pwned = 1</script>\n")
+    browser.get(f"{served}/documents")
+    browser.find_element(By.NAME, "file").send_keys(str(document))
+    browser.find_element(By.NAME, "document_id").send_keys("hammock-rules")
+    browser.find_element(By.ID, "upload-button").click()
+    assert "Ingested" in browser.find_element(By.ID, "message").text
+    assert "hammock-rules" in browser.page_source
+    browser.save_screenshot(str(shots / "documents.png"))
+
+    browser.get(f"{served}/documents/hammock-rules")
+    assert "<script>window.pwned = 1</script>" in browser.find_element(By.TAG_NAME, "pre").text
+    assert browser.execute_script("return window.pwned === undefined")
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text
+
+    browser.get(f"{served}/ask")
+    browser.find_element(By.NAME, "query").send_keys("When do hammocks have to come down?")
+    browser.find_element(By.ID, "ask-button").click()
+    assert browser.find_element(By.ID, "status").text in ("success", "low_confidence")
+    assert "Hammocks strung between two trees" in browser.find_element(By.ID, "context").text
+    browser.save_screenshot(str(shots / "retrieval-testing.png"))
+
+    browser.get(f"{served}/questions")
+    browser.save_screenshot(str(shots / "questions.png"))
+
+    browser.get(f"{served}/documents")
+    row = browser.find_element(By.CSS_SELECTOR, 'form.delete[data-id="hammock-rules"] button')
+    row.click()
+    browser.switch_to.alert.accept()
+    assert "Deleted hammock-rules" in browser.find_element(By.ID, "message").text
+    assert 'data-id="hammock-rules"' not in browser.page_source

@@ -1,0 +1,239 @@
+"""Pages for the knowledge base's keeper: the documents (list, one document, upload, delete), a
+retrieval test that shows the answer as the agent gets it beside every score, and the questions
+asked. Server-rendered Jinja (autoescaped), a little plain JavaScript, no asset from outside.
+
+They sit behind the admin token (the ingest token, else the API token): a login form sets a
+signed session cookie, so the token never travels in a URL. Every form carries a CSRF token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Blueprint, Flask, abort, redirect, render_template, request, session, url_for
+from werkzeug.exceptions import HTTPException
+from pydantic import ValidationError
+
+from ..config import DOCUMENT_TYPES
+from ..errors import InvalidInput
+from ..models import DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
+from ..store import knowledge_base, sqlfiles
+from .services import services
+from .webhooks import _uploaded_document
+
+pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
+                  static_url_path="/assets")
+
+PAGE_SIZE = 50
+PUBLIC_ENDPOINTS = {"pages.login", "pages.static"}
+
+
+def init_app(app: Flask) -> None:
+    """The session key: derived from a secret kept beside the data (so every worker process signs
+    alike) and from the admin token (so rotating the token ends every session)."""
+    settings = services_of(app).runtime.settings
+    key_file = settings.data_dir / ".keeper-session-key"
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if not key_file.exists():
+        key_file.write_text(secrets.token_hex(32))
+        key_file.chmod(0o600)
+    admin = services_of(app).tokens.get("/webhook/arc-documents") or ""
+    app.secret_key = hmac.new(key_file.read_text().strip().encode(), admin.encode(), hashlib.sha256).hexdigest()
+    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
+    app.register_blueprint(pages)
+
+
+def services_of(app: Flask):
+    return app.extensions["arc"]
+
+
+def _admin_token() -> str | None:
+    return services().tokens.get("/webhook/arc-documents")
+
+
+@pages.before_request
+def _guard() -> Any:
+    if request.method == "POST":
+        sent = request.form.get("csrf_token", "")
+        if not sent or not secrets.compare_digest(sent, session.get("csrf", "")):
+            abort(400, "the form has expired or did not come from this page: reload it and try again")
+    if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
+        return None
+    if not session.get("keeper"):
+        return redirect(url_for("pages.login", next=request.path))
+    return None
+
+
+@pages.errorhandler(HTTPException)
+def _error_page(exc: HTTPException) -> Any:
+    return render_template("pages/error.html", title=exc.name, message=exc.description), exc.code
+
+
+@pages.app_context_processor
+def _template_globals() -> dict[str, Any]:
+    if "csrf" not in session:
+        session["csrf"] = secrets.token_urlsafe(32)
+    return {"csrf_token": session["csrf"], "signed_in": bool(session.get("keeper")),
+            "needs_login": _admin_token() is not None}
+
+
+@pages.get("/")
+def start() -> str:
+    arc = services()
+    arc.runtime.ensure_schema()
+    documents = knowledge_base.list_documents(arc.runtime.db)
+    return render_template("pages/start.html", documents=len(documents),
+                           chunks=sum(d.chunks for d in documents), settings=arc.runtime.settings)
+
+
+@pages.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    error = None
+    if request.method == "POST":
+        expected = _admin_token()
+        if expected is not None and secrets.compare_digest(request.form.get("token", "").encode(), expected.encode()):
+            session.clear()
+            session["keeper"] = True
+            session["csrf"] = secrets.token_urlsafe(32)
+            target = request.args.get("next", "")
+            return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
+        services().auth_guard.failed(request.remote_addr or "unknown")
+        error = "That token is not the admin token."
+    return render_template("pages/login.html", error=error), 401 if error else 200
+
+
+@pages.post("/logout")
+def logout() -> Any:
+    session.clear()
+    return redirect(url_for("pages.login"))
+
+
+# -- documents ---------------------------------------------------------------------------------
+
+
+@dataclass
+class DocumentRow:
+    summary: DocumentSummary
+    supersedes: list[str]
+    amends: list[str]
+
+
+def _rows(documents: list[DocumentSummary]) -> list[DocumentRow]:
+    supersedes: dict[str, list[str]] = {}
+    amends: dict[str, list[str]] = {}
+    for d in documents:
+        if d.superseded_by:
+            supersedes.setdefault(d.superseded_by, []).append(d.document_id)
+        for by in d.amended_by:
+            amends.setdefault(by, []).append(d.document_id)
+    return [DocumentRow(d, supersedes.get(d.document_id, []), amends.get(d.document_id, [])) for d in documents]
+
+
+@pages.get("/documents")
+def documents() -> str:
+    arc = services()
+    arc.runtime.ensure_schema()
+    found = knowledge_base.list_documents(arc.runtime.db)
+    pages_total = max(1, math.ceil(len(found) / PAGE_SIZE))
+    try:
+        page = min(max(int(request.args.get("page", "1")), 1), pages_total)
+    except ValueError:
+        abort(400, "page: a whole number")
+    rows = _rows(found)[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+    return render_template("pages/documents.html", rows=rows, page=page, pages_total=pages_total,
+                           total=len(found), document_types=DOCUMENT_TYPES, message=request.args.get("message"))
+
+
+@pages.get("/documents/<path:document_id>")
+def document(document_id: str) -> str:
+    if len(document_id) > 200 or not re.match(DOCUMENT_ID_PATTERN, document_id):
+        abort(400, "document_id: letters, digits and . _ : - only")
+    arc = services()
+    try:
+        summary, chunks = knowledge_base.document_chunks(arc.runtime.db, document_id)
+    except knowledge_base.UnknownDocument:
+        abort(404, f"no document {document_id!r} in the knowledge base")
+    return render_template("pages/document.html", document=summary, chunks=chunks)
+
+
+@pages.post("/documents/upload")
+def upload() -> Any:
+    arc = services()
+    request.max_content_length = arc.runtime.settings.max_upload_bytes
+    try:
+        document = _uploaded_document(arc.ingestor, {k: v for k, v in request.form.items() if k != "csrf_token"})
+    except (ValidationError, InvalidInput) as exc:
+        message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return render_template("pages/error.html", title="Not ingested", message=message), 422
+    arc.runtime.ensure_schema()
+    with arc.admission.slot():
+        report = arc.ingestor.write([document])
+    arc.retriever.search_cache.clear()
+    message = (f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks"
+               + (f", replacing {report.replaced_chunks}" if report.replaced_chunks else ""))
+    return redirect(url_for("pages.documents", message=message))
+
+
+@pages.post("/documents/<path:document_id>/delete")
+def delete(document_id: str) -> Any:
+    if request.form.get("confirm") != document_id:
+        abort(400, "confirm: type the document's id to delete it")
+    arc = services()
+    try:
+        with arc.admission.slot():
+            deleted = knowledge_base.delete_document(arc.runtime.db, document_id)
+    except knowledge_base.UnknownDocument:
+        abort(404, f"no document {document_id!r} in the knowledge base")
+    arc.retriever.search_cache.clear()
+    return redirect(url_for("pages.documents", message=f"Deleted {document_id} ({deleted} chunks)"))
+
+
+# -- retrieval testing ------------------------------------------------------------------------
+
+
+@pages.route("/ask", methods=["GET", "POST"])
+def ask() -> Any:
+    arc = services()
+    answer, error, form = None, None, request.form
+    if request.method == "POST":
+        rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
+        try:
+            req = RetrievalRequest(query=form.get("query", ""), document_types=form.getlist("document_types") or None,
+                                   binding_only=form.get("binding_only") == "on", rerank=rerank,
+                                   token_budget=int(form.get("token_budget") or 4000))
+        except (ValidationError, ValueError) as exc:
+            error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
+                if isinstance(exc, ValidationError) else "token_budget: a whole number"
+        else:
+            arc.runtime.ensure_schema()
+            with arc.admission.slot():
+                answer = arc.retriever.answer(req)
+    settings = arc.runtime.settings
+    return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
+                           thresholds=(settings.no_results_below, settings.low_confidence_below),
+                           reranker=arc.retriever.reranker is not None), 422 if error else 200
+
+
+# -- questions asked ---------------------------------------------------------------------------
+
+STATUSES = ("success", "low_confidence", "no_results")
+
+
+@pages.get("/questions")
+def questions() -> str:
+    status = request.args.get("status") or None
+    if status is not None and status not in STATUSES:
+        abort(400, f"status: one of {', '.join(STATUSES)}")
+    arc = services()
+    arc.runtime.ensure_schema()
+    with arc.runtime.db.connect() as conn:
+        recent = conn.execute(sqlfiles.query("recent_questions"), {"status": status, "limit": 100}).fetchall()
+        mix = conn.execute(sqlfiles.query("status_mix")).fetchall()
+    return render_template("pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES)
