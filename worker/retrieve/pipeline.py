@@ -34,7 +34,7 @@ from .naming import named_documents
 from .preprocess import preprocess
 from .rerank import Reranker
 from .search import SearchBackend, SearchCache, SearchParams
-from .vocabulary import expand
+from .vocabulary import compound_candidates, compound_expansions, expand
 
 log = logging.getLogger("arc.pipeline")
 
@@ -131,8 +131,9 @@ class Retriever:
             weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
             fusion = request.fusion or self.default_fusion
 
+            expansion = expand(processed.normalized) + self._compounds(processed.normalized)
         params = SearchParams(query_text=processed.normalized, embedding=None,
-                              expansion_text=" ".join(expand(processed.normalized)) or None,
+                              expansion_text=" ".join(expansion) or None,
                               match_count=request.candidates, vector_weight=weights.vector,
                               fts_weight=weights.fts, fusion=fusion,
                               document_types=tuple(hard_filter) if hard_filter else None,
@@ -251,6 +252,11 @@ class Retriever:
         if remaining <= 0:
             raise TimeoutError("the embedding budget ran out while the call was queued")
         return self.embedder.embed_query(text, timeout=remaining)
+
+    def _compounds(self, question: str) -> list[str]:
+        """The knowledge base's own spelling of the question's compounds (vocabulary.py)."""
+        candidates = compound_candidates(question)
+        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups()))
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
