@@ -171,3 +171,6 @@ from query_log
 where created_at > now() - interval '14 days'
 group by 1
 order by 1 desc
+
+-- name: word_frequencies
+select word, df from arc_word_frequencies(%(words)s::text[])

@@ -143,7 +143,7 @@ class Settings(BaseModel):
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5
     min_relevance: float = Field(0.5, ge=0, le=1)
-    min_context_chunks: int = Field(8, ge=0, le=20)
+    min_context_chunks: int = Field(7, ge=0, le=20)
     statement_timeout_ms: int = Field(5000, ge=100)
     pool_size: int = Field(4, ge=1, le=100)
     search_cache_seconds: float = Field(300.0, ge=0)

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import re
 
+# A Roman numeral as a scan's OCR may read it: "I" misread as "J", "1", "|" or "!" ("ARTICLE JX" is
+# Article IX, "V1I" is VII). A token counts as one only when it also holds a real Roman letter, so
+# "Exhibit J" stays a lettered part and "12" a number.
+_ROMAN_AS_READ = r"(?=[ivxlcdmj1|!]*[ivxlcdm])[ivxlcdmj1|!]+(?![\w|!])"
 _PART = re.compile(r"\b(article|section|chapter|part|exhibit|appendix|schedule|§)\s*"
-                   r"([0-9]+(?:\.[0-9]+)*|[ivxlcdm]+\b|[a-z]\b)", re.I)
+                   rf"({_ROMAN_AS_READ}|[0-9]+(?:\.[0-9]+)*|[a-z]\b)", re.I)
+_MISREAD_I = str.maketrans("j1|!", "iiii")
 _LEADING_NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)*)\.?\s")
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
 
@@ -44,6 +49,7 @@ def _number(value: str) -> str:
         return low
     if len(low) == 1 and low not in "ivx":  # a lettered part: "Exhibit A"
         return low
+    low = low.translate(_MISREAD_I)
     total = 0
     for i, char in enumerate(low):
         worth = _ROMAN[char]

@@ -90,3 +90,41 @@ def _min_max(scores: np.ndarray) -> np.ndarray:
 def _top(index: AnchorIndex, scores: np.ndarray, k: int) -> list[str]:
     order = np.argsort(-scores, kind="stable")[:k]
     return [index.chunks[i] for i in order]
+
+
+# -- the same number of tokens as the worker --------------------------------------------------------
+
+# Budgets of the evidence-against-tokens curve (README "Answer quality").
+BUDGETS = (500, 1000, 2000, 4000)
+
+
+def n8n_ranking(index: AnchorIndex, query_vector: np.ndarray) -> list[str]:
+    """Every chunk, best first, by the n8n default's dense score."""
+    return _top(index, index.dense_scores(query_vector), len(index.chunks))
+
+
+def hybrid_ranking(index: AnchorIndex, query: str, query_vector: np.ndarray) -> list[str]:
+    """Every chunk, best first, by the hybrid anchor's fused score."""
+    fused = 0.5 * _min_max(index.dense_scores(query_vector)) + 0.5 * _min_max(index.bm25_scores(query))
+    return _top(index, fused, len(index.chunks))
+
+
+def within_tokens(ranked: Sequence[str], budget: int, counter) -> list[str]:
+    """The chunks in their order until their context (joined by ``JOIN``) holds ``budget`` tokens,
+    the last one cut to fit: an anchor given exactly what the worker spent on a question."""
+    taken: list[str] = []
+    for chunk in ranked:
+        room = budget - (counter.count(JOIN.join([*taken, ""])) if taken else 0)
+        if room <= 0:
+            break
+        if counter.count(chunk) <= room:
+            taken.append(chunk)
+            continue
+        cut = counter.truncate(chunk, room)
+        # BPE may merge across the join: trim until the whole context fits
+        while cut and counter.count(JOIN.join([*taken, cut])) > budget:
+            cut = counter.truncate(cut, max(counter.count(cut) - 1, 0))
+        if cut:
+            taken.append(cut)
+        break
+    return taken

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from ..runtime import Runtime
 from ..store.database import Database
 from ..store.embedded import EmbeddedPostgres
 from ..tokens import default_counter
-from . import anchors
+from . import anchors, budget
 from .answers import (
     AnswerDataset,
     Outcome,
@@ -78,9 +78,10 @@ class AnswerResults:
     dataset: str
     model: str
     outcomes: dict[str, list[Outcome]]
+    budgets: budget.BudgetRuns = field(default_factory=budget.BudgetRuns)
 
     def to_json(self) -> dict:
-        return {
+        return {**self.budgets.to_json(self.outcomes[ARC]),
             "dataset": self.dataset, "embedding_model": self.model,
             "systems": {name: summarise(o) for name, o in self.outcomes.items()},
             "breakdown": {name: breakdown(o) for name, o in self.outcomes.items()},
@@ -94,6 +95,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
     counter = default_counter()
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
+    budgets = budget.BudgetRuns()
     workdir = Path(tempfile.mkdtemp(prefix="answers-", dir=data_dir))
     server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     try:
@@ -114,11 +116,14 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 client = _webhook_client(settings, db, embedder)
                 for question in tqdm(questions, desc=community, unit="q", disable=not progress):
                     outcomes[ARC].append(_ask_worker(client, settings, question))
+                    budget.measure(budgets, question, outcomes[ARC][-1], index=index, embedder=embedder,
+                                   counter=counter, ask=lambda b, q=question: _ask_worker(client, settings, q,
+                                                                                          token_budget=b))
                     outcomes[N8N].append(_anchor(question, index, embedder, counter, hybrid=False))
                     outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
             finally:
                 db.close()
-        return AnswerResults(dataset.name, embedder.model, outcomes)
+        return AnswerResults(dataset.name, embedder.model, outcomes, budgets)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -140,12 +145,12 @@ def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
     return create_app(runtime=runtime).test_client()
 
 
-def _ask_worker(client, settings: Settings, question: Question) -> Outcome:
+def _ask_worker(client, settings: Settings, question: Question, **request) -> Outcome:
     from ..serve.app import RETRIEVAL_ROUTE
 
     headers = {settings.auth_header: settings.api_token} if settings.api_token else {}
     start = time.perf_counter()
-    response = client.post(RETRIEVAL_ROUTE, json={"query": question.question}, headers=headers)
+    response = client.post(RETRIEVAL_ROUTE, json={"query": question.question, **request}, headers=headers)
     latency = (time.perf_counter() - start) * 1000
     body = response.get_json()
     if response.status_code != 200:
@@ -242,8 +247,10 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
               "runs single. The anchors' contexts are their chunks joined by blank lines (tokens: cl100k); "
               "their latency is the query embedding plus scoring in memory, not comparable with the "
               "webhook's.", ""]
+    lines[-1:-1] = budget.report_lines(data)
     (out / "results.md").write_text("\n".join(lines))
     _chart(systems, out / "chart.png", results.dataset)
+    budget.chart(data, out / "budget.png", results.dataset)
     return data
 
 

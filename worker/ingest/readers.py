@@ -14,12 +14,13 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..models import TextFormat
 from .chunking import ITEM, Block
+from .lexicon import english_words
 from .ocr import Ocr
 
 log = logging.getLogger("arc.readers")
@@ -279,6 +280,7 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
         lines = [line.strip() for line in text.splitlines()]
         split.append((page, lines, _edge_indexes(lines)))
     furniture = _page_furniture(split)
+    spelled = DocumentWords.of(text for _, text in pages)
     stack: list[tuple[int, str]] = []
     blocks: list[Block] = []
     title: str | None = None
@@ -291,7 +293,7 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
     def flush() -> None:
         nonlocal paragraph
         if paragraph:
-            blocks.append(Block(_join_lines(paragraph), tuple(h for _, h in stack), paragraph_page))
+            blocks.append(Block(_join_lines(paragraph, spelled), tuple(h for _, h in stack), paragraph_page))
             paragraph = []
 
     def flush_table(page: int | None) -> None:
@@ -378,16 +380,55 @@ def _is_title(line: str) -> bool:
             and not ITEM.match(line))
 
 
-def _join_lines(lines: list[str]) -> str:
-    """Lines into one paragraph; "resi-" + "dential" is "residential" (line-end hyphens in
-    justified legal text are mostly breaks, rarely compounds); before a capital the hyphen stays."""
+def _join_lines(lines: list[str], spelled: DocumentWords | None = None) -> str:
+    """Lines into one paragraph; a line ending in a hyphen joins the next as :func:`rejoin` says
+    ("resi-" + "dential" is "residential", "two-" + "story" is "two-story"); before a capital
+    the hyphen stays."""
     out = lines[0]
     for line in lines[1:]:
         if out.endswith("-") and len(out) > 1 and out[-2].isalpha() and line[:1].islower():
-            out = out[:-1] + line
+            out = rejoin(out, line, spelled or DocumentWords())
         else:
             out = f"{out} {line}"
     return out
+
+
+@dataclass(frozen=True)
+class DocumentWords:
+    """How a document spells words elsewhere: whole, and with a hyphen inside a line."""
+
+    whole: frozenset[str] = frozenset()
+    hyphenated: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> DocumentWords:
+        text = "\n".join(texts).lower()
+        return cls(frozenset(_WHOLE_WORD.findall(text)), frozenset(_HYPHENATED.findall(text)))
+
+
+_WHOLE_WORD = re.compile(r"(?<![\w-])[a-z]+(?![\w-])")
+_HYPHENATED = re.compile(r"(?<![\w-])[a-z]+-[a-z]+(?![\w-])")
+
+
+def rejoin(head: str, tail: str, spelled: DocumentWords) -> str:
+    """``head`` ends in a hyphen at a line's end and ``tail`` is the next line: one word broken in
+    two ("resi-" "dential") or a compound broken at its own hyphen ("two-" "story"). The
+    document's own spelling decides when it writes the word elsewhere; else an English word
+    list: a known word is joined, two known words keep their hyphen, and anything else (a
+    syllable, a term the list lacks) is joined, as line-end hyphens in legal text mostly are."""
+    left, right = re.search(r"([A-Za-z]+)-$", head), re.match(r"[A-Za-z]+", tail)
+    if left is None or right is None:
+        return head[:-1] + tail
+    first, second = left.group(1).lower(), right.group(0).lower()
+    if first + second in spelled.whole:
+        keep = False
+    elif f"{first}-{second}" in spelled.hyphenated:
+        keep = True
+    else:
+        known = english_words()
+        keep = (first + second not in known and len(first) > 1 and len(second) > 1
+                and first in known and second in known)
+    return head + tail if keep else head[:-1] + tail
 
 
 def _edge_indexes(lines: list[str], depth: int = 2) -> set[int]:

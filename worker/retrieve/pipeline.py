@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
@@ -30,10 +30,11 @@ from . import context as context_stage
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .executor import BoundedExecutor
+from .naming import named_documents
 from .preprocess import preprocess
 from .rerank import Reranker
 from .search import SearchBackend, SearchCache, SearchParams
-from .vocabulary import expand
+from .vocabulary import compound_candidates, compound_expansions, expand
 
 log = logging.getLogger("arc.pipeline")
 
@@ -68,9 +69,10 @@ class Thresholds:
 class ContextPolicy:
     """How the default context is filled (an explicit ``min_relevance`` in a request overrides)."""
 
-    min_context_chunks: int = 8     # the best few go in whenever the answer is not no_results ...
+    min_context_chunks: int = 7     # the best few go in whenever the answer is not no_results ...
     min_relevance: float = 0.5      # ... chunks past them need this
     steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
+    name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
 
 
 class Timer:
@@ -129,8 +131,9 @@ class Retriever:
             weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
             fusion = request.fusion or self.default_fusion
 
+            expansion = expand(processed.normalized) + self._compounds(processed.normalized)
         params = SearchParams(query_text=processed.normalized, embedding=None,
-                              expansion_text=" ".join(expand(processed.normalized)) or None,
+                              expansion_text=" ".join(expansion) or None,
                               match_count=request.candidates, vector_weight=weights.vector,
                               fts_weight=weights.fts, fusion=fusion,
                               document_types=tuple(hard_filter) if hard_filter else None,
@@ -144,9 +147,11 @@ class Retriever:
                 candidates = self._search(params)
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
+            named = named_documents(processed.normalized, {c.document_id: c.document_name for c in candidates})
             candidates = first_stage_order(candidates, have_embedding=embedding is not None, steer=steer,
                                            steer_boost=self.policy.steer_boost, authority=self.authority,
-                                           weights=request.weights)
+                                           weights=request.weights, named=named,
+                                           name_boost=self.policy.name_boost)
 
         reranked, usage = False, {}
         with timer.stage("rerank"):
@@ -248,6 +253,11 @@ class Retriever:
             raise TimeoutError("the embedding budget ran out while the call was queued")
         return self.embedder.embed_query(text, timeout=remaining)
 
+    def _compounds(self, question: str) -> list[str]:
+        """The knowledge base's own spelling of the question's compounds (vocabulary.py)."""
+        candidates = compound_candidates(question)
+        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups()))
+
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
         for n in found:
@@ -279,13 +289,14 @@ RANK_RELEVANCE_SHARE = 0.25
 
 def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, steer: list[str],
                       steer_boost: float, authority: Adjustments | None = None,
-                      weights: Weights | None = None) -> list[ChunkResult]:
+                      weights: Weights | None = None, named: Collection[str] = (),
+                      name_boost: float = 1.0) -> list[ChunkResult]:
     """Give every candidate the ``final_score`` that orders the list, fills the context and sets
     the status, and order the list by it.
 
     ``final_score`` = a quarter of the chunk's calibrated ``relevance`` + three quarters of its
     fused score x the source's authority factor x ``steer_boost`` (for a document type the question
-    names), scaled so that the winner of that product scores the best relevance among the
+    names) x ``name_boost`` (for a document the question names, ``named``), scaled so that the winner of that product scores the best relevance among the
     candidates. Both parts are absolute, so one threshold means the same for every question; the
     fused part keeps the order that ranks best on the benchmarks, the relevance part and the
     authority the one that puts the answer first on governing documents.
@@ -293,7 +304,8 @@ def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, st
     if not candidates:
         return candidates
     authority = authority or Adjustments()
-    boosts = {c.id: authority.factor(c) * (steer_boost if c.document_type in steer else 1.0) for c in candidates}
+    boosts = {c.id: authority.factor(c) * (steer_boost if c.document_type in steer else 1.0)
+              * (name_boost if c.document_id in named else 1.0) for c in candidates}
     for chunk in candidates:
         chunk.relevance = relevance(chunk, have_embedding, weights)
     confidence = max(c.relevance for c in candidates)

@@ -71,6 +71,10 @@ class SearchBackend(Protocol):
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
 
+    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+        """How many chunks hold each word (0: none, -1: a stopword), 020_word_frequencies.sql."""
+        ...
+
 
 class PostgresBackend:
     """Searches and neighbour fetches on the primary, or spread over read replicas when there are
@@ -117,6 +121,12 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.floor)
         return [_chunk(row) for row in rows]
 
+    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+        if not words:
+            return {}
+        with self.db.connection() as conn:
+            return dict(conn.execute(sqlfiles.query("word_frequencies"), {"words": words}).fetchall())
+
 
 class SupabaseBackend:
     """The same SQL function through Supabase's PostgREST RPC route."""
@@ -136,6 +146,11 @@ class SupabaseBackend:
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         return [_chunk(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
+
+    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+        if not words:
+            return {}
+        return {row["word"]: int(row["df"]) for row in self._rpc("arc_word_frequencies", {"words": words})}
 
     def version(self) -> int:
         from postgrest.exceptions import APIError

@@ -10,6 +10,7 @@ association's); the embedding leg reads the question as typed.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # question phrase (a regex, matched case-insensitively on word boundaries) -> document words
 SYNONYMS: dict[str, str] = {
@@ -55,3 +56,55 @@ def expand(question: str) -> list[str]:
         if pattern.search(question):
             extra += [w for w in words.split() if w.lower() not in present and w not in extra]
     return extra
+
+
+# -- compounds, read off the knowledge base ------------------------------------------------------
+# "backyard" against "back yard", "sunroom" against "sun room", "lawn mower" against "lawnmower":
+# the question and the documents (or the scan's OCR) write one compound two ways, and the
+# full-text leg matches neither. Which way the documents write it is asked of the knowledge base
+# itself (arc_word_frequencies, sql/020), so nothing here lists words.
+_LETTERS = re.compile(r"[A-Za-z]+")
+SPLIT_MIN = 7   # a word this long may be two words run together ...
+PART_MIN = 3    # ... of at least this many letters each
+
+
+@dataclass(frozen=True)
+class CompoundCandidates:
+    words: tuple[str, ...]
+    splits: dict[str, tuple[tuple[str, str], ...]]
+    joins: tuple[tuple[str, str], ...]
+
+    def lookups(self) -> list[str]:
+        """Every word whose frequency in the knowledge base decides something."""
+        needed = set(self.words) | {a + b for a, b in self.joins}
+        needed |= {part for pairs in self.splits.values() for pair in pairs for part in pair}
+        return sorted(needed)
+
+
+def compound_candidates(question: str) -> CompoundCandidates:
+    words = tuple(w.lower() for w in _LETTERS.findall(question))
+    splits = {w: tuple((w[:i], w[i:]) for i in range(PART_MIN, len(w) - PART_MIN + 1))
+              for w in set(words) if len(w) >= SPLIT_MIN}
+    joins = tuple((a, b) for a, b in zip(words, words[1:]) if len(a) >= PART_MIN and len(b) >= PART_MIN)
+    return CompoundCandidates(words, splits, joins)
+
+
+def compound_expansions(candidates: CompoundCandidates, frequency: dict[str, int]) -> list[str]:
+    """The documents' spelling of the question's compounds: a word no chunk holds, split where
+    both halves are the documents' words (the split whose rarer half is commonest), and two
+    adjacent words joined where the documents write them as one (stopwords never join)."""
+    present = set(candidates.words)
+    extra: list[str] = []
+    for word, pairs in sorted(candidates.splits.items()):
+        if frequency.get(word, 0) != 0:
+            continue
+        found = [(min(frequency.get(a, 0), frequency.get(b, 0)), a, b) for a, b in pairs
+                 if frequency.get(a, 0) > 0 and frequency.get(b, 0) > 0]
+        if found:
+            _, a, b = max(found)
+            extra += [a, b]
+    for a, b in candidates.joins:
+        if frequency.get(a, -1) >= 0 and frequency.get(b, -1) >= 0 and frequency.get(a + b, 0) > 0 \
+                and a + b not in present:
+            extra.append(a + b)
+    return [w for i, w in enumerate(extra) if w not in present and w not in extra[:i]]
