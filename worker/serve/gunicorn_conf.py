@@ -28,7 +28,9 @@ def _bind(raw: str) -> str:
 
 bind = _bind(os.environ.get("ARC_BIND", "") or "127.0.0.1:8080")
 workers = _count("WEB_CONCURRENCY", 2, 64)
-worker_class = "gthread"
+# gthread, with each request read by the main loop before it takes a thread: slow or idle
+# clients cannot hold the threads (worker/serve/slow_clients.py, ARC_CLIENT_TIMEOUT)
+worker_class = "worker.serve.slow_clients.BufferingThreadWorker"
 # Twice what admission control (worker/serve/admission.py) admits, ARC_MAX_CONCURRENT (8) running +
 # ARC_MAX_QUEUE (16) waiting: requests past that reach it and are refused at once, instead of
 # waiting unseen in gunicorn's own queue (with 24 threads, 128 clients saw p99 1.9 s and no 429).
