@@ -22,10 +22,11 @@ from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
 from ..errors import InvalidInput
+from ..ingest.bounds import Budget
 from ..models import DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import knowledge_base, sqlfiles
 from .services import services
-from .webhooks import _uploaded_document
+from .webhooks import _uploaded_document, client_gone
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
                   static_url_path="/assets")
@@ -166,14 +167,17 @@ def document(document_id: str) -> str:
 def upload() -> Any:
     arc = services()
     request.max_content_length = arc.runtime.settings.max_upload_bytes
-    try:
-        document = _uploaded_document(arc.ingestor, {k: v for k, v in request.form.items() if k != "csrf_token"})
-    except (ValidationError, InvalidInput) as exc:
-        message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return render_template("pages/error.html", title="Not ingested", message=message), 422
+    form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
     arc.runtime.ensure_schema()
-    with arc.admission.slot():
+    # reading the document counts against admission control, as on the ingest webhook
+    with arc.ingest_admission.slot(), arc.admission.slot():
+        try:
+            document = _uploaded_document(arc.ingestor, form, budget=Budget(
+                arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
+        except (ValidationError, InvalidInput) as exc:
+            message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            return render_template("pages/error.html", title="Not ingested", message=message), 422
         report = arc.ingestor.write([document])
     arc.retriever.search_cache.clear()
     message = (f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks"
