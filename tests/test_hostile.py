@@ -200,6 +200,18 @@ def test_word_conversion_runs_in_a_child_bounded_in_time(tmp_path):
         read_path(path, limits=ReadLimits(convert_seconds=1.0))
 
 
+def test_html_conversion_runs_in_a_child_bounded_in_time():
+    """BeautifulSoup and markdownify spend about 0.3 ms an element: a page of 5 million
+    characters (what the JSON body allows) is converted in the same bounded child."""
+    from worker.ingest.bounds import ReadLimits
+    from worker.ingest.readers import parse_formatted
+
+    with pytest.raises(ValueError, match="HTML page took over 1 s"):
+        parse_formatted("<p>para</p>" * 100_000, "html", ReadLimits(convert_seconds=1.0))
+    parsed = parse_formatted("<h1>Pool</h1><h2>Hours</h2><p>Open at 7 am.</p>", "html")
+    assert [(b.section, b.text) for b in parsed.blocks] == [(("Hours",), "Open at 7 am.")]
+
+
 # --- PDF pages and OCR -----------------------------------------------------------------------
 
 def test_too_many_pages_is_a_422_before_any_page_is_read(hostile):

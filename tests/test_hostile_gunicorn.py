@@ -145,3 +145,12 @@ def test_ocr_stops_when_the_client_goes_away(tmp_path):
         assert requests.post(f"{url}/webhook/arc-retrieval", json={"query": "animals"}, timeout=10).ok
     finally:
         stop_worker(process)
+
+
+def test_a_short_token_stops_gunicorn_with_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
+    env.update({"ARC_DATA_DIR": str(tmp_path / "data"), "ARC_BIND": f"127.0.0.1:{free_port()}", "ARC_API_TOKEN": "x"})
+    done = subprocess.run(COMMANDS["gunicorn"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert done.stdout + done.stderr == ("invalid configuration: ARC_API_TOKEN is 1 characters; use at least 24 "
+                                         "(e.g. openssl rand -hex 32)\n")

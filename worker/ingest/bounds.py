@@ -12,6 +12,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any
 from xml.parsers import expat
 
@@ -70,15 +71,44 @@ def json_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def html_depth(soup: Any) -> int:
-    """The deepest element nesting of a parsed (BeautifulSoup) page, without recursion."""
-    deepest = 0
-    stack = [(soup, 0)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in getattr(node, "contents", ()) if hasattr(child, "contents"))
-    return deepest
+_VOID_ELEMENTS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _DepthScanner(HTMLParser):
+    """Nests elements as BeautifulSoup's html.parser tree does (an end tag closes up to the
+    latest open element of its name; one with no open match is ignored), in one linear pass:
+    building 3,000 nested divs took BeautifulSoup 2 s and grows with the square of the depth."""
+
+    def __init__(self, limit: int):
+        super().__init__(convert_charrefs=False)
+        self.limit = limit
+        self.open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag not in _VOID_ELEMENTS:
+            self.open.append(tag)
+            if len(self.open) > self.limit:
+                raise _TooDeep
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.open:  # at most `limit` entries
+            while self.open.pop() != tag:
+                pass
+
+
+def html_too_deep(html: str, limit: int) -> bool:
+    """Whether the page nests elements deeper than ``limit``, before any tree is built."""
+    scanner = _DepthScanner(limit)
+    try:
+        scanner.feed(html)
+        scanner.close()
+    except _TooDeep:
+        return True
+    return False
 
 
 _XML_CHUNK = 1 << 16

@@ -9,12 +9,12 @@ clear error, never a document silently stored without that page.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -78,24 +78,25 @@ class Tesseract:
     def read_image(self, image, budget: Budget | None = None) -> str:
         """The page's text; Tesseract is killed when ``budget`` runs out or its caller leaves."""
         budget = budget or Budget(PAGE_TIMEOUT)
-        png = io.BytesIO()
-        image.save(png, format="PNG")
+        # The page goes through a file: communicate() cannot go on feeding stdin once a poll for
+        # the caller has timed out (it registers stdin only on its first call).
+        folder = tempfile.TemporaryDirectory(prefix="arc-ocr-")
+        page = os.path.join(folder.name, "page.png")
+        image.save(page, format="PNG")
         # OMP_THREAD_LIMIT=1: Tesseract's OpenMP threads made a 300 dpi page take 20 s instead of
         # 2.5 s on 2 cores (benchmarks/ocr/); pages are read in parallel instead.
         models = ["--tessdata-dir", self.tessdata_dir] if self.tessdata_dir else []
         child = subprocess.Popen(
-            ["tesseract", "stdin", "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            ["tesseract", page, "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "OMP_THREAD_LIMIT": "1"})
         deadline = time.monotonic() + PAGE_TIMEOUT
-        data: bytes | None = png.getvalue()
         try:
             while True:
                 try:
-                    out, err = child.communicate(data, timeout=_POLL_SECONDS)
+                    out, err = child.communicate(timeout=_POLL_SECONDS)  # keeps what it read on a retry
                     break
                 except subprocess.TimeoutExpired:
-                    data = None  # sent once; communicate keeps what it has read
                     if time.monotonic() > deadline:
                         raise OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page") from None
                     budget.check()
@@ -103,6 +104,8 @@ class Tesseract:
             child.kill()
             child.communicate()
             raise
+        finally:
+            folder.cleanup()
         if child.returncode != 0:  # e.g. a language whose data is not installed
             message = err.decode("utf-8", "replace").strip().splitlines()
             raise OcrUnavailable(f"Tesseract failed: {(message[-1] if message else 'no message')[:200]}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..models import TextFormat
-from .bounds import Budget, ReadLimits, check_docx, html_depth
+from .bounds import Budget, ReadLimits, check_docx, html_too_deep
 from .chunking import ITEM, Block
 from .lexicon import english_words
 from .ocr import Ocr
@@ -61,7 +61,7 @@ def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
               budget: Budget | None = None) -> ParsedDocument:
     suffix = path.suffix.lower()
     if suffix in TEXT_SUFFIXES:
-        return parse_formatted(_utf8(path), TEXT_SUFFIXES[suffix], limits)
+        return parse_formatted(_utf8(path), TEXT_SUFFIXES[suffix], limits, budget)
     if suffix == ".pdf":
         return parse_pdf(path, ocr, limits, budget)
     if suffix == ".docx":
@@ -73,11 +73,18 @@ def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
                      "or a BEIR corpus.jsonl")
 
 
-def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimits()) -> ParsedDocument:
+def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimits(),
+                    budget: Budget | None = None) -> ParsedDocument:
     """Text in a format a caller names (a file's suffix, the ingest webhook's `format`)."""
     if format == "text":
         return parse_text(text)
-    return parse_markdown(html_to_markdown(text, limits.max_nesting) if format == "html" else text)
+    if format == "html":
+        from .convert import html_markdown_bounded
+
+        if html_too_deep(text, limits.max_nesting):  # refused at once, without a child
+            raise ValueError(f"HTML nested over {limits.max_nesting} elements deep (ARC_MAX_NESTING)")
+        return parse_markdown(html_markdown_bounded(text, limits, budget))
+    return parse_markdown(text)
 
 
 # Links and images that would run or embed something where the stored text is shown.
@@ -92,9 +99,9 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
+    if html_too_deep(html, max_nesting):
+        raise ValueError(f"HTML nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
     soup = BeautifulSoup(html, "html.parser")
-    if (depth := html_depth(soup)) > max_nesting:
-        raise ValueError(f"HTML nested {depth} elements deep (at most {max_nesting}, ARC_MAX_NESTING)")
     for tag in soup(["script", "style", "noscript", "template", "nav", "header", "footer"]):
         tag.decompose()
     for link in soup("a", href=True):

@@ -50,7 +50,7 @@ _embedded = None
 
 def on_starting(server) -> None:
     global _embedded
-    from worker.config import Settings
+    from worker.config import ConfigError, Settings
     from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
@@ -58,7 +58,10 @@ def on_starting(server) -> None:
     from worker.store import sqlfiles
 
     configure_logging()
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:  # one line, as `arc-retrieval serve` prints it, not a traceback
+        raise SystemExit(str(exc)) from None
     hosts = [b.rsplit(":", 1)[0] if not b.startswith("unix:") else "localhost" for b in server.cfg.bind]
     check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
     runtime = open_runtime(settings)

@@ -68,7 +68,7 @@ def ingest() -> Any:
             if posted is None:
                 document = _uploaded_document(arc.ingestor, budget=budget)
             else:
-                document = arc.ingestor.prepare_text(_parse_posted(posted, arc.ingestor),
+                document = arc.ingestor.prepare_text(_parse_posted(posted, arc.ingestor, budget),
                                                      metadata={"source": "webhook"}, **posted.document_args())
             report = arc.ingestor.write([document])
     except ValidationError as exc:
@@ -92,9 +92,9 @@ def _posted_request() -> IngestRequest:
         "(multipart/form-data, the file in a field named file)")))
 
 
-def _parse_posted(posted: IngestRequest, ingestor: Ingestor) -> ParsedDocument:
+def _parse_posted(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> ParsedDocument:
     try:
-        return parse_formatted(posted.text, posted.format, ingestor.limits)
+        return parse_formatted(posted.text, posted.format, ingestor.limits, budget)
     except ValueError as exc:  # what the readers refuse (HTML nested too deep)
         raise IngestError(f"text: {exc}", "text") from None
     except RecursionError:
