@@ -39,9 +39,11 @@ def docx_markdown_bounded(path: Path, limits: ReadLimits, budget: Budget | None 
     ``limits.convert_seconds`` and ``limits.convert_memory_bytes``; a ``ValueError`` naming the
     reason otherwise."""
     budget = budget or Budget(limits.read_seconds)
-    env = {**os.environ, "ARC_CONVERT_MEMORY_BYTES": str(limits.convert_memory_bytes),
-           "ARC_CONVERT_CPU_SECONDS": str(max(1, int(limits.convert_seconds) + 1)),
-           "ARC_CONVERT_MAX_NESTING": str(limits.max_nesting)}
+    env = {**os.environ, "CONVERTER_MEMORY_BYTES": str(limits.convert_memory_bytes),
+           "CONVERTER_CPU_SECONDS": str(max(1, int(limits.convert_seconds) + 1)),
+           "CONVERTER_MAX_NESTING": str(limits.max_nesting),
+           "CONVERTER_MAX_ELEMENTS": str(limits.max_xml_elements),
+           "CONVERTER_MAX_UNPACKED": str(limits.max_unpacked_bytes)}
     child = subprocess.Popen([sys.executable, "-m", "worker.ingest.convert_child", str(path)], env=env,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + limits.convert_seconds

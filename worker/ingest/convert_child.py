@@ -10,12 +10,13 @@ import resource
 import sys
 from pathlib import Path
 
+from .bounds import ReadLimits
 from .convert import UNREADABLE as _UNREADABLE
 
 
 def _limit_self() -> None:
-    memory = int(os.environ.get("ARC_CONVERT_MEMORY_BYTES", "0"))
-    cpu = int(os.environ.get("ARC_CONVERT_CPU_SECONDS", "0"))
+    memory = int(os.environ.get("CONVERTER_MEMORY_BYTES", "0"))
+    cpu = int(os.environ.get("CONVERTER_CPU_SECONDS", "0"))
     if memory:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     if cpu:
@@ -28,12 +29,16 @@ def main(argv: list[str]) -> int:
     from .readers import docx_to_markdown, html_to_markdown
 
     path = Path(argv[0])
+    defaults = ReadLimits()
+    limits = ReadLimits(
+        max_nesting=int(os.environ.get("CONVERTER_MAX_NESTING", defaults.max_nesting)),
+        max_xml_elements=int(os.environ.get("CONVERTER_MAX_ELEMENTS", defaults.max_xml_elements)),
+        max_unpacked_bytes=int(os.environ.get("CONVERTER_MAX_UNPACKED", defaults.max_unpacked_bytes)))
     try:
         if path.suffix == ".html":
-            nesting = int(os.environ.get("ARC_CONVERT_MAX_NESTING", "100"))
-            markdown = html_to_markdown(path.read_text(encoding="utf-8"), nesting)
+            markdown = html_to_markdown(path.read_text(encoding="utf-8"), limits.max_nesting)
         else:
-            markdown = docx_to_markdown(path)
+            markdown = docx_to_markdown(path, limits)
     except MemoryError:
         return 1
     except ValueError as exc:  # the readers' own clear refusals

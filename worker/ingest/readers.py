@@ -113,14 +113,14 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
     return MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
 
 
-def docx_to_markdown(path: Path) -> str:
+def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
     """A Word document through mammoth's semantic HTML (its headings, lists and tables), then as
     HTML above; the Title style is the document's title."""
     import zipfile
 
     import mammoth
 
-    check_docx(path, ReadLimits())
+    check_docx(path, limits)
     # Images are left out: mammoth inlines each as base64 text, memory for nothing retrievable.
     no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
     try:
