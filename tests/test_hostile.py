@@ -72,13 +72,15 @@ def refused_naming(response, status: int, *words: str) -> None:
 
 # --- patterns that backtracked: run in a child so that a regression is a timeout, not a hang ----
 
-@pytest.mark.parametrize("text", [
-    "# a" + " " * 20_000 + "b",            # the heading pattern: 10 s at 2,000 spaces before
-    "x" + " " * 200_000 + "y",             # the <br> pattern: quadratic in a line's spaces
-    "## T" + " <br" * 50_000,              # many unclosed breaks
-], ids=["heading-spaces", "br-spaces", "br-open"])
-def test_markdown_lines_that_backtracked_parse_in_linear_time(text, tmp_path):
-    path = tmp_path / "attack.md"
+@pytest.mark.parametrize("text, suffix", [
+    ("# a" + " " * 20_000 + "b", ".md"),            # the heading pattern: 10 s at 2,000 spaces before
+    ("x" + " " * 200_000 + "y", ".md"),             # the <br> pattern: quadratic in a line's spaces
+    ("## T" + " <br" * 50_000, ".md"),              # many unclosed breaks
+    ("Section 1 " + "Aa " * 100_000 + "\n" + " " * 100_000 + "x", ".txt"),  # run-in sections, text headings
+    ("| a " * 50_000 + "\f" + "page 1 " * 50_000, ".txt"),  # table rows, page furniture
+], ids=["heading-spaces", "br-spaces", "br-open", "text-sections", "text-tables"])
+def test_lines_that_backtracked_parse_in_linear_time(text, suffix, tmp_path):
+    path = tmp_path / f"attack{suffix}"
     path.write_text(text)
     code = f"from worker.ingest.readers import read_path; from pathlib import Path; read_path(Path({str(path)!r}))"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
