@@ -208,7 +208,7 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
     from worker.cli import main
 
     client, db = secured
-    refused = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    refused = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                           json={"text": NOTICE, "document_id": "typeless"})
     assert refused.status_code == 422 and refused.get_json()["field"] == "document_type"
     monkeypatch.setenv("DATABASE_URL", db.url)
@@ -223,7 +223,7 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
 
     assert runner.invoke(main, ["ingest", str(tmp_path / "typeless.md"), "--document-type", "other",
                                 "--document-id", "cli-default"]).exit_code == 0
-    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                        json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default"}
                        ).status_code == 200
     with db.connect() as conn:
@@ -231,4 +231,4 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
                                     "document_id in ('cli-default', 'webhook-default') group by 1").fetchall())
     assert binding == {"cli-default": True, "webhook-default": True}
     for document_id in ("cli-default", "webhook-default"):
-        client.delete(f"/webhook/arc-documents/{document_id}", headers={"X-ARC-Token": "ingest-secret"})
+        client.delete(f"/webhook/arc-documents/{document_id}", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"})

@@ -2,7 +2,8 @@
 retrieval test that shows the answer as the agent gets it beside every score, and the questions
 asked. Server-rendered Jinja (autoescaped), a little plain JavaScript, no asset from outside.
 
-They sit behind the admin token (the ingest token, else the API token): a login form sets a
+They sit behind the admin token (the ingest token; the API token only with
+ARC_INGEST_WITH_API_TOKEN=true; with neither, nobody signs in): a login form sets a
 signed session cookie, so the token never travels in a URL. Every form carries a CSRF token.
 """
 
@@ -25,6 +26,7 @@ from ..errors import InvalidInput
 from ..ingest.bounds import Budget
 from ..models import DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import knowledge_base, sqlfiles
+from .security import CLOSED
 from .services import services
 from .webhooks import _uploaded_document, client_gone
 
@@ -105,7 +107,8 @@ def login() -> Any:
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
         services().auth_guard.failed(request.remote_addr or "unknown")
-        error = "That token is not the admin token."
+        error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
+                 if expected == CLOSED else "That token is not the admin token.")
     return render_template("pages/login.html", error=error), 401 if error else 200
 
 
