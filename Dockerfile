@@ -34,4 +34,6 @@ VOLUME ["/data"]
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"]
 # Listening on 0.0.0.0 requires ARC_API_TOKEN (or ARC_AUTH_DISABLED=true behind an authenticating proxy).
+# gunicorn_conf's worker class reads each request before it takes a thread and drops clients
+# slower than ARC_CLIENT_TIMEOUT, so slow or idle connections cannot starve the workers.
 CMD ["gunicorn", "--config", "python:worker.serve.gunicorn_conf", "worker.serve.app:create_app()"]

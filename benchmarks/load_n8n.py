@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import drive, free_port, start_worker, stop_worker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-N8N_TOKEN, WORKER_TOKEN = "bench-n8n-secret", "bench-worker-secret"
+N8N_TOKEN, WORKER_TOKEN = "bench-n8n-secret", "bench-worker-secret-0123456789abcdef"
 
 
 def start_n8n(home: Path, worker_url: str, folder: Path) -> tuple[subprocess.Popen, int, str]:

@@ -67,7 +67,7 @@ def run(url: str, tmp: Path, args: argparse.Namespace) -> list[dict]:
     count = sum(len(d.chunks) for d in documents)
     vectors = np.random.default_rng(7).standard_normal((count, embedder.dim)).astype(np.float32)
     ingestor.write(documents, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
-    settings = Settings.from_env({}, data_dir=tmp / "data", database_url=url, api_token=TOKEN, rate_limit=0)
+    settings = Settings.from_env({}, data_dir=tmp / "data", database_url=url, api_token=TOKEN, ingest_token=TOKEN, rate_limit=0)
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
     page = client.get("/login").get_data(as_text=True)
     assert "csrf_token" in page, page[:500]

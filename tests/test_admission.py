@@ -116,8 +116,8 @@ def test_past_capacity_refusals_are_429_with_retry_after(sample_runtime, tmp_pat
 
 
 def test_rate_limit_counts_per_credential_not_per_address(sample_runtime, tmp_path):
-    client = default_app(sample_runtime, tmp_path, api_token="secret-token", rate_limit=1).test_client()
-    headers = {"X-ARC-Token": "secret-token"}
+    client = default_app(sample_runtime, tmp_path, api_token="secret-token-0123456789abcdef", rate_limit=1).test_client()
+    headers = {"X-ARC-Token": "secret-token-0123456789abcdef"}
     body = {"query": "What is the maximum fence height?"}
     codes = [client.post(ROUTE, json=body, headers=headers,
                          environ_base={"REMOTE_ADDR": f"10.0.0.{i}"}).status_code for i in range(3)]
@@ -130,15 +130,19 @@ def test_rate_limit_counts_per_credential_not_per_address(sample_runtime, tmp_pa
 
 
 def test_failed_authentication_is_slowed_down(sample_runtime, tmp_path):
-    client = default_app(sample_runtime, tmp_path, api_token="secret-token",
+    client = default_app(sample_runtime, tmp_path, api_token="secret-token-0123456789abcdef",
                          auth_failures_per_minute=5).test_client()
     body = {"query": "What is the maximum fence height?"}
     attacker = {"REMOTE_ADDR": "203.0.113.9"}
     codes = [client.post(ROUTE, json=body, headers={"X-ARC-Token": f"guess-{i}"}, environ_base=attacker).status_code
              for i in range(8)]
     assert codes[:5] == [401] * 5 and codes[5:] == [429] * 3
-    blocked = client.post(ROUTE, json=body, headers={"X-ARC-Token": "secret-token"}, environ_base=attacker)
-    assert blocked.status_code == 429 and int(blocked.headers["Retry-After"]) >= 1, "even the right token waits"
-    other = client.post(ROUTE, json=body, headers={"X-ARC-Token": "secret-token"},
+    # the right token from the same address (a NAT, n8n's host) is never locked out (issue 39)
+    rightful = client.post(ROUTE, json=body, headers={"X-ARC-Token": "secret-token-0123456789abcdef"},
+                           environ_base=attacker)
+    assert rightful.status_code == 200
+    again = client.post(ROUTE, json=body, headers={"X-ARC-Token": "guess-9"}, environ_base=attacker)
+    assert again.status_code == 429 and int(again.headers["Retry-After"]) >= 1, "wrong guesses still wait"
+    other = client.post(ROUTE, json=body, headers={"X-ARC-Token": "secret-token-0123456789abcdef"},
                         environ_base={"REMOTE_ADDR": "198.51.100.7"})
     assert other.status_code == 200

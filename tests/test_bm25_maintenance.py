@@ -46,7 +46,7 @@ def weights_out_of_date(db: Database) -> int:
 def test_an_ingest_over_50k_chunks_with_a_drifted_average_succeeds_and_the_weights_catch_up(
         make_database, embedder, tmp_path):
     url = make_database("bm25_scale")
-    settings = make_settings(tmp_path, url, ingest_token="ingest", api_token="ask")
+    settings = make_settings(tmp_path, url, ingest_token="ingest-token-0123456789abcdef", api_token="ask-token-0123456789abcdefgh")
     db = Database(url, statement_timeout_ms=settings.statement_timeout_ms)  # the default, 5 s
     db.migrate(embedder.dim)
     bulk_load(url, 0, 50_000)
@@ -59,7 +59,7 @@ def test_an_ingest_over_50k_chunks_with_a_drifted_average_succeeds_and_the_weigh
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
 
     started = time.monotonic()
-    reply = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest"},
+    reply = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-token-0123456789abcdef"},
                         json={"text": NOTICE, "document_type": "other", "document_id": "pool-rules"})
     took = time.monotonic() - started
     assert reply.status_code == 200, reply.get_json()
@@ -68,7 +68,7 @@ def test_an_ingest_over_50k_chunks_with_a_drifted_average_succeeds_and_the_weigh
         stale = conn.execute("select bm25_stale_chunks()").fetchone()[0]
     assert 0 < stale < 50_000  # part of the rewrite was done, none of it blocked the ingest
 
-    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "ask"},
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "ask-token-0123456789abcdefgh"},
                          json={"query": "When does the pool close?"}).get_json()
     assert answer["chunks"][0]["document_id"] == "pool-rules"
 

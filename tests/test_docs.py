@@ -320,7 +320,7 @@ def test_the_readme_states_how_often_the_workflows_wait_and_retry_a_busy_worker(
 
 # --- the shell blocks, run ----------------------------------------------------------------------
 
-INGEST_TOKEN = "docs-ingest-token"
+INGEST_TOKEN = "docs-ingest-token-0123456789abcdef"
 
 
 def _example_files(folder: Path) -> None:

@@ -15,7 +15,7 @@ from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 
-ADMIN = {"X-ARC-Token": "admin"}
+ADMIN = {"X-ARC-Token": "admin-token-0123456789abcdef"}
 ROUTE = "/webhook/arc-documents"
 
 
@@ -26,7 +26,7 @@ def managed(make_database, embedder, tmp_path):
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     ingest_sample_corpus(ingestor)
-    settings = make_settings(tmp_path, url, api_token="ask", ingest_token="admin")
+    settings = make_settings(tmp_path, url, api_token="ask-token-0123456789abcdefgh", ingest_token="admin-token-0123456789abcdef")
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
     yield client, db, ingestor, url
     db.close()
@@ -49,7 +49,7 @@ def test_list_show_and_delete_through_the_webhook(managed):
     assert deleted.status_code == 200 and deleted.get_json()["deleted_chunks"] == guidelines["chunks"]
     assert client.get(f"{ROUTE}/design-guidelines-2024", headers=ADMIN).status_code == 404
     assert_statistics_exact(db)
-    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "ask"},
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "ask-token-0123456789abcdefgh"},
                          json={"query": "What colours can I paint my house?"}).get_json()
     assert all(c["document_id"] != "design-guidelines-2024" for c in answer["chunks"])
 
@@ -57,8 +57,8 @@ def test_list_show_and_delete_through_the_webhook(managed):
 def test_the_webhook_refuses_bad_input_and_the_wrong_token(managed):
     client, _, _, _ = managed
     assert client.get(ROUTE).status_code == 401
-    assert client.get(ROUTE, headers={"X-ARC-Token": "ask"}).status_code == 401  # the retrieval token
-    assert client.delete(f"{ROUTE}/x", headers={"X-ARC-Token": "ask"}).status_code == 401
+    assert client.get(ROUTE, headers={"X-ARC-Token": "ask-token-0123456789abcdefgh"}).status_code == 401  # the retrieval token
+    assert client.delete(f"{ROUTE}/x", headers={"X-ARC-Token": "ask-token-0123456789abcdefgh"}).status_code == 401
     missing = client.delete(f"{ROUTE}/no-such-document", headers=ADMIN)
     assert missing.status_code == 404 and missing.get_json()["field"] == "document_id"
     bad = client.delete(f"{ROUTE}/a b'; drop table knowledge_chunks;--", headers=ADMIN)

@@ -21,8 +21,8 @@ def secured(make_database, embedder, tmp_path_factory):
     url = make_database("ing")
     db = Database(url)
     db.migrate(embedder.dim)
-    settings = make_settings(tmp_path_factory.mktemp("d"), url, api_token="retrieve-secret",
-                             ingest_token="ingest-secret", rate_limit=1000)
+    settings = make_settings(tmp_path_factory.mktemp("d"), url, api_token="retrieve-secret-0123456789abcdef",
+                             ingest_token="ingest-secret-0123456789abcdef", rate_limit=1000)
     app = create_app(runtime=Runtime(settings, db, embedder))
     yield app.test_client(), db
     db.close()
@@ -33,15 +33,15 @@ NOTICE = "# Pool Rules\n\n## Hours\n\nThe community pool opens at 7 am and close
 
 def test_ingest_then_retrieve(secured):
     client, db = secured
-    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                     json={"text": NOTICE, "document_type": "other", "document_id": "pool-rules", "is_binding": False})
     assert r.status_code == 200, r.get_json()
     assert r.get_json()["chunks"] == 1 and r.get_json()["document_name"] == "Pool Rules"
-    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "retrieve-secret"},
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "retrieve-secret-0123456789abcdef"},
                          json={"query": "When does the pool close?"}).get_json()
     assert answer["chunks"][0]["document_id"] == "pool-rules"
     # re-ingest replaces atomically; a file upload works the same way
-    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                     data={"document_type": "other", "document_id": "pool-rules", "is_binding": "false",
                           "file": (io.BytesIO(NOTICE.replace("9 pm", "10 pm").encode()), "pool.md")},
                     content_type="multipart/form-data")
@@ -55,7 +55,7 @@ def test_an_html_page_ingests_with_its_headings_and_tables(secured):
     client, db = secured
     page = ("<html><body><nav>Home</nav><h1>Clubhouse Rules</h1><h2>Rental fees</h2><table><tr><th>Room</th>"
             "<th>Fee</th></tr><tr><td>Great hall</td><td>$150</td></tr></table><script>x=1</script></body></html>")
-    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                     data={"document_type": "other", "document_id": "clubhouse",
                           "file": (io.BytesIO(page.encode()), "clubhouse.html")},
                     content_type="multipart/form-data")
@@ -65,7 +65,7 @@ def test_an_html_page_ingests_with_its_headings_and_tables(secured):
         rows = conn.execute("select section_path, content from knowledge_chunks"
                             " where document_id = 'clubhouse'").fetchall()
     assert rows == [("Rental fees", "| Room | Fee |\n| --- | --- |\n| Great hall | $150 |")]
-    empty = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    empty = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                         json={"text": "<script>x=1</script>", "format": "html", "document_type": "other",
                               "document_id": "nothing"})
     assert empty.status_code == 422 and "no text" in empty.get_json()["message"], empty.get_json()
@@ -79,13 +79,13 @@ def test_an_html_page_ingests_with_its_headings_and_tables(secured):
 ])
 def test_ingest_validation(secured, body, field):
     client, _ = secured
-    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"}, json=body)
+    r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"}, json=body)
     assert r.status_code == 422 and r.get_json()["field"] == field
 
 
 def test_a_form_upload_without_its_file_or_in_another_encoding_names_what_to_send(secured):
     client, _ = secured
-    headers = {"X-ARC-Token": "ingest-secret"}
+    headers = {"X-ARC-Token": "ingest-secret-0123456789abcdef"}
     no_file = client.post("/webhook/arc-ingest", headers=headers, data={"document_type": "other"},
                           content_type="multipart/form-data")
     assert no_file.status_code == 422 and no_file.get_json()["field"] == "file", no_file.get_json()
@@ -100,7 +100,7 @@ def test_a_form_upload_without_its_file_or_in_another_encoding_names_what_to_sen
 
 
 def upload(client, filename: str, content: bytes, **fields):
-    return client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    return client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                        content_type="multipart/form-data",
                        data={"document_type": "other", **fields, "file": (io.BytesIO(content), filename)})
 
@@ -173,7 +173,7 @@ def test_tokens_are_required_and_separate(secured):
     wrong = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "nope"}, json={"query": "pool"})
     assert wrong.status_code == 401 and wrong.get_json()["message"] == "unauthorized"
     # the retrieval token does not open ingestion
-    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "retrieve-secret"},
+    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "retrieve-secret-0123456789abcdef"},
                        json={"text": NOTICE, "document_type": "other"}).status_code == 401
     assert client.get("/healthz").status_code == 200
 
@@ -208,7 +208,7 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
     from worker.cli import main
 
     client, db = secured
-    refused = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    refused = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                           json={"text": NOTICE, "document_id": "typeless"})
     assert refused.status_code == 422 and refused.get_json()["field"] == "document_type"
     monkeypatch.setenv("DATABASE_URL", db.url)
@@ -223,7 +223,7 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
 
     assert runner.invoke(main, ["ingest", str(tmp_path / "typeless.md"), "--document-type", "other",
                                 "--document-id", "cli-default"]).exit_code == 0
-    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret"},
+    assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                        json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default"}
                        ).status_code == 200
     with db.connect() as conn:
@@ -231,4 +231,4 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
                                     "document_id in ('cli-default', 'webhook-default') group by 1").fetchall())
     assert binding == {"cli-default": True, "webhook-default": True}
     for document_id in ("cli-default", "webhook-default"):
-        client.delete(f"/webhook/arc-documents/{document_id}", headers={"X-ARC-Token": "ingest-secret"})
+        client.delete(f"/webhook/arc-documents/{document_id}", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"})

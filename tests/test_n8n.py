@@ -27,8 +27,8 @@ pytestmark = pytest.mark.n8n
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "workflows"
 N8N_TOKEN = "n8n-webhook-secret"
-WORKER_TOKEN = "worker-secret"
-INGEST_TOKEN = "ingest-secret"
+WORKER_TOKEN = "worker-secret-0123456789abcdef"
+INGEST_TOKEN = "ingest-secret-0123456789abcdef"
 CHAT_USER, CHAT_PASSWORD = "resident", "chat-secret"
 CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-chat-agent.json").read_text())["nodes"][0]["webhookId"]
 

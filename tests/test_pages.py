@@ -28,7 +28,7 @@ HOSTILE = "# Pool rules\n\nThe pool closes at 9 pm. <script>window.pwned = 1</sc
 @pytest.fixture()
 def keeper(sample_runtime, tmp_path):
     settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
-                             api_token=TOKEN)
+                             api_token=TOKEN, ingest_token=TOKEN)
     runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
     app = create_app(runtime=runtime)
     app.config["TESTING"] = True
@@ -152,7 +152,7 @@ def served(tmp_path_factory):
     data = tmp_path_factory.mktemp("keeper")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
     env.update({"ARC_DATA_DIR": str(data / "data"), "ARC_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "2",
-                "ARC_API_TOKEN": TOKEN, "ARC_RATE_LIMIT": "0"})
+                "ARC_API_TOKEN": TOKEN, "ARC_INGEST_TOKEN": TOKEN, "ARC_RATE_LIMIT": "0"})
     log = (data / "worker.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve"], env=env, cwd=ROOT, stdout=log,
                                stderr=subprocess.STDOUT, start_new_session=True)

@@ -82,7 +82,23 @@ ENV_VARS: dict[str, str] = {
     "ARC_OCR": "ocr",
     "ARC_OCR_LANGUAGE": "ocr_language",
     "ARC_LOG_LEVEL": "log_level",
+    # hostile input and neighbours (issue 39)
+    "ARC_INGEST_WITH_API_TOKEN": "ingest_with_api_token",
+    "ARC_OPS_TOKEN": "ops_token",
+    "ARC_CLIENT_TIMEOUT": "client_timeout",
+    "ARC_MAX_INGESTS": "max_ingests",
+    "ARC_MAX_PAGES": "max_pages",
+    "ARC_MAX_OCR_PAGES": "max_ocr_pages",
+    "ARC_MAX_UNPACKED_BYTES": "max_unpacked_bytes",
+    "ARC_MAX_NESTING": "max_nesting",
+    "ARC_MAX_XML_ELEMENTS": "max_xml_elements",
+    "ARC_CONVERT_TIMEOUT": "convert_timeout",
+    "ARC_CONVERT_MEMORY_MB": "convert_memory_mb",
+    "ARC_READ_TIMEOUT": "read_timeout",
 }
+
+# A shared secret shorter than this is refused at start: guessable, or a placeholder left in.
+MIN_TOKEN_LENGTH = 24
 
 
 class Settings(BaseModel):
@@ -163,6 +179,23 @@ class Settings(BaseModel):
                 raise ValueError("each entry must be a postgresql:// connection string")
         return value
 
+    # Hostile input and neighbours. The chatbot's token (ARC_API_TOKEN) may ingest and delete
+    # only when the admin says so here; otherwise those routes need ARC_INGEST_TOKEN.
+    ingest_with_api_token: bool = False
+    ops_token: str | None = None  # when set, /metrics and /openapi.json ask for it
+    # Seconds a client has to send a request's header (and a body up to ARC_MAX_BODY_BYTES)
+    # before its connection is closed; until then it holds no thread (worker/serve/slow_clients.py).
+    client_timeout: float = Field(10.0, gt=0, le=300)
+    max_ingests: int = Field(1, ge=1, le=100)  # documents read at once per process; more get 429
+    max_pages: int = Field(2000, ge=1)
+    max_ocr_pages: int = Field(300, ge=0)
+    max_unpacked_bytes: int = Field(300_000_000, ge=1_000_000)
+    max_nesting: int = Field(100, ge=10, le=500)  # JSON, HTML and Word XML; past 500 parsers recurse out
+    max_xml_elements: int = Field(500_000, ge=1000)
+    convert_timeout: float = Field(60.0, gt=0, le=3600)
+    convert_memory_mb: int = Field(1500, ge=200)
+    read_timeout: float = Field(900.0, gt=0, le=86400)  # reading one document, OCR included
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:
@@ -208,6 +241,11 @@ class Settings(BaseModel):
             reranker = "llm" if self.llm_credentials_present else "none"
         if reranker == "llm" and not self.llm_credentials_present:
             raise ValueError("RERANKER=llm needs LLM_API_KEY, OPENAI_API_KEY or AZURE_OPENAI_API_KEY")
+        for var, token in (("ARC_API_TOKEN", self.api_token), ("ARC_INGEST_TOKEN", self.ingest_token),
+                           ("ARC_OPS_TOKEN", self.ops_token)):
+            if token is not None and len(token) < MIN_TOKEN_LENGTH:
+                raise ValueError(f"{var} is {len(token)} characters; use at least {MIN_TOKEN_LENGTH} "
+                                 "(e.g. openssl rand -hex 32)")
         if not 0 <= self.no_results_below <= self.low_confidence_below <= 1:
             raise ValueError("need 0 <= ARC_NO_RESULTS_BELOW <= ARC_LOW_CONFIDENCE_BELOW <= 1")
         object.__setattr__(self, "embedding_provider", provider)

@@ -29,6 +29,7 @@ from ..tokens import TokenCounter, default_counter
 from .chunking import Chunk, chunk_blocks
 from .manifest import Manifest, load_manifest
 from .ocr import Ocr
+from .bounds import Budget, ReadLimits
 from .readers import ParsedDocument, read_beir_corpus, read_path
 
 log = logging.getLogger("arc.ingest")
@@ -93,8 +94,9 @@ def slugify(text: str) -> str:
 
 class Ingestor:
     def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None,
-                 ocr: Ocr = Ocr()):
+                 ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits()):
         self.db = db
+        self.limits = limits
         self.embedder = embedder
         self.counter = counter or default_counter()
         self.ocr = ocr
@@ -119,13 +121,16 @@ class Ingestor:
                              metadata=metadata or {})
 
     def prepare_file(self, path: Path, *, source_name: str | None = None, metadata: dict | None = None,
-                     **kwargs) -> DocumentInput:
-        """``source_name``: the file's own name when ``path`` is a copy of it (an upload)."""
+                     budget: Budget | None = None, **kwargs) -> DocumentInput:
+        """``source_name``: the file's own name when ``path`` is a copy of it (an upload);
+        ``budget``: when to give up reading it (time, a caller that left)."""
         shown = source_name or path.name
         try:
-            parsed = read_path(path, self.ocr)
+            parsed = read_path(path, self.ocr, self.limits, budget)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise IngestError(f"{shown}: {exc}", "file") from exc
+        except RecursionError:  # a parser's own recursion on a crafted file (a PDF's object tree)
+            raise IngestError(f"{shown}: nested too deeply to read", "file") from None
         stem = Path(shown).stem
         # The file name gives a stable id: re-ingesting an edited file replaces it even if its title changed.
         if not kwargs.get("document_id"):

@@ -9,18 +9,20 @@ clear error, never a document silently stored without that page.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from .bounds import Budget
 
 RENDER_DPI = 300
 # A page larger than 24 x 36 inches renders coarser than RENDER_DPI, so one page's image stays
@@ -30,6 +32,7 @@ MAX_RENDER_PIXELS = 64_000_000
 # upright single-column text, and orientation detection needs a model Debian ships separately.
 PAGE_SEGMENTATION = 3
 PAGE_TIMEOUT = 300  # seconds for one page, far above the 2-3 s a dense legal-size page takes
+_POLL_SECONDS = 0.2  # how often a running Tesseract checks that its caller is still there
 # A 3x3 median filter removes the specks of photocopied recordings that Tesseract reads as
 # quotes and stray letters inside words ("building or 'structure"); on the hoa-dev scans it
 # brought an evidence phrase back and lowered the character error rate (benchmarks/ocr/).
@@ -72,23 +75,41 @@ class Tesseract:
         out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True).stdout
         return out.splitlines()[0] if out else None
 
-    def read_image(self, image) -> str:
-        png = io.BytesIO()
-        image.save(png, format="PNG")
+    def read_image(self, image, budget: Budget | None = None) -> str:
+        """The page's text; Tesseract is killed when ``budget`` runs out or its caller leaves."""
+        budget = budget or Budget(PAGE_TIMEOUT)
+        # The page goes through a file: communicate() cannot go on feeding stdin once a poll for
+        # the caller has timed out (it registers stdin only on its first call).
+        folder = tempfile.TemporaryDirectory(prefix="arc-ocr-")
+        page = os.path.join(folder.name, "page.png")
+        image.save(page, format="PNG")
         # OMP_THREAD_LIMIT=1: Tesseract's OpenMP threads made a 300 dpi page take 20 s instead of
         # 2.5 s on 2 cores (benchmarks/ocr/); pages are read in parallel instead.
+        models = ["--tessdata-dir", self.tessdata_dir] if self.tessdata_dir else []
+        child = subprocess.Popen(
+            ["tesseract", page, "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "OMP_THREAD_LIMIT": "1"})
+        deadline = time.monotonic() + PAGE_TIMEOUT
         try:
-            models = ["--tessdata-dir", self.tessdata_dir] if self.tessdata_dir else []
-            done = subprocess.run(
-                ["tesseract", "stdin", "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
-                input=png.getvalue(), capture_output=True, timeout=PAGE_TIMEOUT,
-                env={**os.environ, "OMP_THREAD_LIMIT": "1"})
-        except subprocess.TimeoutExpired:
-            raise OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page") from None
-        if done.returncode != 0:  # e.g. a language whose data is not installed
-            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            while True:
+                try:
+                    out, err = child.communicate(timeout=_POLL_SECONDS)  # keeps what it read on a retry
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline:
+                        raise OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page") from None
+                    budget.check()
+        except BaseException:
+            child.kill()
+            child.communicate()
+            raise
+        finally:
+            folder.cleanup()
+        if child.returncode != 0:  # e.g. a language whose data is not installed
+            message = err.decode("utf-8", "replace").strip().splitlines()
             raise OcrUnavailable(f"Tesseract failed: {(message[-1] if message else 'no message')[:200]}")
-        return restore_ordinals(done.stdout.decode("utf-8", "replace"))
+        return restore_ordinals(out.decode("utf-8", "replace"))
 
 
 def packaged_models(language: str) -> str | None:
@@ -124,8 +145,9 @@ class Ocr:
     dpi: int = RENDER_DPI
     progress: bool = False
 
-    def read_pages(self, path: Path, numbers: list[int]) -> Iterator[PageText]:
-        """The text of the given 1-based pages of ``path``, in order, with the seconds each took."""
+    def read_pages(self, path: Path, numbers: list[int], budget: Budget | None = None) -> Iterator[PageText]:
+        """The text of the given 1-based pages of ``path``, in order, with the seconds each took.
+        Stops (no further page started, running ones killed) when ``budget`` runs out."""
         if not self.enabled:
             raise OcrUnavailable(f"page {numbers[0]} has no text and OCR is off (ARC_OCR=false)")
         from PIL import ImageFilter
@@ -136,7 +158,9 @@ class Ocr:
         def read(job: tuple[int, object]) -> PageText:
             number, image = job
             started = time.perf_counter()
-            text = engine.read_image(image.filter(ImageFilter.MedianFilter(DESPECKLE)))
+            if budget is not None:
+                budget.check()
+            text = engine.read_image(image.filter(ImageFilter.MedianFilter(DESPECKLE)), budget)
             return PageText(number, text, time.perf_counter() - started)
 
         # One single-threaded Tesseract per core, in page order, with a few rendered pages
@@ -146,6 +170,8 @@ class Ocr:
         with ThreadPoolExecutor(max_workers=workers) as pool, \
                 tqdm(total=len(numbers), desc=f"OCR {path.name}", unit="page", disable=not self.progress) as bar:
             for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers)):
+                if budget is not None:
+                    budget.check()
                 pending.append(pool.submit(read, job))
                 if len(pending) >= 2 * workers:
                     yield _counted(pending.popleft().result(), bar)

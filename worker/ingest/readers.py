@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..models import TextFormat
+from .bounds import Budget, ReadLimits, check_docx, html_too_deep
 from .chunking import ITEM, Block
 from .lexicon import english_words
 from .ocr import Ocr
@@ -29,14 +30,13 @@ log = logging.getLogger("arc.readers")
 # stamp or a page number may be all the text a scanned page carries).
 _MIN_PAGE_LETTERS = 20
 
-# What a .docx may unpack to: its text and images, read whole into memory (a 500-page
-# declaration is a few MB; a zip bomb is gigabytes).
-MAX_DOCX_UNPACKED_BYTES = 300_000_000
-
-_HTML_BREAK = re.compile(r"\s*<br\s*/?>\s*", re.I)
+# Patterns run on every line of untrusted text, so none may backtrack: each is anchored or
+# fails at once, and what would need a lazy group against trailing spaces is done in Python
+# ("# a" + 2,000 spaces + "b" took 10 s against the old heading pattern, holding the process).
+_HTML_BREAK = re.compile(r"<br\s*/?>", re.I)
 # Leading spaces allowed: transcriptions nest headings inside list items ("2. The Articles are
 # amended as follows:" then "    ## ARTICLE I"); governing documents carry no indented code.
-_MD_HEADING = re.compile(r"^\s*(#{1,6})\s+(.+?)\s*#*\s*$")
+_MD_HEADING = re.compile(r"^\s*(#{1,6})\s(.*)$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
 _HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
@@ -57,52 +57,76 @@ TEXT_SUFFIXES: dict[str, TextFormat] = {".md": "markdown", ".markdown": "markdow
                                         ".html": "html", ".htm": "html"}
 
 
-def read_path(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
+def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
+              budget: Budget | None = None) -> ParsedDocument:
     suffix = path.suffix.lower()
     if suffix in TEXT_SUFFIXES:
-        return parse_formatted(_utf8(path), TEXT_SUFFIXES[suffix])
+        return parse_formatted(_utf8(path), TEXT_SUFFIXES[suffix], limits, budget)
     if suffix == ".pdf":
-        return parse_pdf(path, ocr)
+        return parse_pdf(path, ocr, limits, budget)
     if suffix == ".docx":
-        return parse_markdown(docx_to_markdown(path))
+        from .convert import docx_markdown_bounded
+
+        check_docx(path, limits)
+        return parse_markdown(docx_markdown_bounded(path, limits, budget))
     raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html "
                      "or a BEIR corpus.jsonl")
 
 
-def parse_formatted(text: str, format: TextFormat) -> ParsedDocument:
+def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimits(),
+                    budget: Budget | None = None) -> ParsedDocument:
     """Text in a format a caller names (a file's suffix, the ingest webhook's `format`)."""
     if format == "text":
         return parse_text(text)
-    return parse_markdown(html_to_markdown(text) if format == "html" else text)
+    if format == "html":
+        from .convert import html_markdown_bounded
+
+        if html_too_deep(text, limits.max_nesting):  # refused at once, without a child
+            raise ValueError(f"HTML nested over {limits.max_nesting} elements deep (ARC_MAX_NESTING)")
+        return parse_markdown(html_markdown_bounded(text, limits, budget))
+    return parse_markdown(text)
 
 
-def html_to_markdown(html: str) -> str:
+# Links and images that would run or embed something where the stored text is shown.
+_UNSAFE_URL = re.compile(r"^\s*(?:javascript|vbscript|data):", re.I)
+
+
+def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> str:
     """Headings, numbered and bulleted lists and tables as Markdown (markdownify); scripts,
-    styles and a page's navigation, header and footer left out."""
+    styles and a page's navigation, header and footer left out. Deeper nesting than
+    ``max_nesting`` is refused: markdownify recurses per element (3,000 nested divs exhausted
+    Python's stack)."""
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
+    if html_too_deep(html, max_nesting):
+        raise ValueError(f"HTML nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(["script", "style", "noscript", "template", "nav", "header", "footer"]):
         tag.decompose()
+    for link in soup("a", href=True):
+        if _UNSAFE_URL.match(link["href"]):
+            del link["href"]
+    for image in soup("img"):
+        if not image.get("src") or _UNSAFE_URL.match(image["src"]):
+            image.replace_with(image.get("alt") or "")
     return MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
 
 
-def docx_to_markdown(path: Path) -> str:
+def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
     """A Word document through mammoth's semantic HTML (its headings, lists and tables), then as
     HTML above; the Title style is the document's title."""
     import zipfile
 
     import mammoth
 
+    check_docx(path, limits)
+    # Images are left out: mammoth inlines each as base64 text, memory for nothing retrievable.
+    no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
     try:
-        with zipfile.ZipFile(path) as archive:
-            unpacked = sum(member.file_size for member in archive.infolist())
-        if unpacked > MAX_DOCX_UNPACKED_BYTES:
-            raise ValueError(f"a Word file that unpacks to {unpacked / 1e6:.0f} MB (at most "
-                             f"{MAX_DOCX_UNPACKED_BYTES / 1e6:.0f} MB): split it, or ingest its text")
         with path.open("rb") as fh:
-            html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh").value
+            html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh",
+                                           convert_image=no_images).value
     except (zipfile.BadZipFile, KeyError) as exc:
         raise ValueError(f"not a readable Word (.docx) file ({type(exc).__name__})") from None
     return html_to_markdown(html)
@@ -134,14 +158,18 @@ def parse_markdown(text: str) -> ParsedDocument:
             table.append(line.strip())
             continue
         flush_table()
-        line = _HTML_BREAK.sub(" ", line)  # "## ARTICLE V<br>Architectural Control": one heading
+        if "<" in line:  # "## ARTICLE V<br>Architectural Control": one heading
+            line = " ".join(part.strip() for part in _HTML_BREAK.split(line))
         if marker := _PAGE_MARKER.match(line):
             flush()
             page = int(marker.group(1))
             continue
         if heading := _MD_HEADING.match(line):
             flush()
-            level, name = len(heading.group(1)), heading.group(2).strip()
+            # a closing run of #s is no part of the name ("## Fences ##")
+            level, name = len(heading.group(1)), heading.group(2).strip().rstrip("#").rstrip()
+            if not name:
+                continue
             if level == 1 and title is None:
                 title = name
                 continue  # the document title names the document, not a section
@@ -167,24 +195,39 @@ def parse_text(text: str, first_page: int | None = None) -> ParsedDocument:
 
 def _utf8(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                          "save it as UTF-8") from None
+    if (nul := text.find("\x00")) >= 0:  # Postgres text cannot hold it; no text file has one
+        raise ValueError(f"a NUL byte at character {nul}: not a text file")
+    return text
 
 
-def parse_pdf(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
-    """The text layer of each page; pages that are images (scans) are read by OCR."""
+def parse_pdf(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
+              budget: Budget | None = None) -> ParsedDocument:
+    """The text layer of each page; pages that are images (scans) are read by OCR. At most
+    ``limits.max_pages`` pages and ``limits.max_ocr_pages`` scanned ones (a 1.6 MB PDF of 10,000
+    blank pages sharing one image would have kept Tesseract busy for hours)."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
+    budget = budget or Budget(limits.read_seconds)
     try:
         reader = PdfReader(str(path))
         if reader.is_encrypted and not reader.decrypt(""):
             raise ValueError("the PDF is encrypted with a password; save an unprotected copy")
-        pages = [(n, page.extract_text() or "") for n, page in enumerate(reader.pages, start=1)]
+        if (count := len(reader.pages)) > limits.max_pages:
+            raise ValueError(f"{count:,} pages (at most {limits.max_pages:,}, ARC_MAX_PAGES): split the PDF")
+        pages = []
+        for n, page in enumerate(reader.pages, start=1):
+            budget.check()
+            pages.append((n, page.extract_text() or ""))
         scanned = [n for (n, text), page in zip(pages, reader.pages)
                    if sum(c.isalpha() for c in text) < _MIN_PAGE_LETTERS and _has_image(page)]
+        if len(scanned) > limits.max_ocr_pages:
+            raise ValueError(f"{len(scanned):,} pages need OCR (at most {limits.max_ocr_pages:,}, "
+                             "ARC_MAX_OCR_PAGES): split the PDF")
         ruled = [n for n, page in enumerate(reader.pages, start=1) if n not in scanned and _has_rules(page)]
     except (PyPdfError, OSError, KeyError, TypeError, AttributeError) as exc:
         # pypdf raises its own errors and, on damaged files, plain Python ones from its parser
@@ -195,7 +238,7 @@ def parse_pdf(path: Path, ocr: Ocr = Ocr()) -> ParsedDocument:
     if not scanned:
         return _parse_pages(pages)
     started = time.perf_counter()
-    read = {p.number: p.text for p in ocr.read_pages(path, scanned)}
+    read = {p.number: p.text for p in ocr.read_pages(path, scanned, budget)}
     seconds = time.perf_counter() - started
     parsed = _parse_pages([(n, read.get(n, text)) for n, text in pages])
     return replace(parsed, ocr_pages=len(scanned), ocr_seconds=seconds)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from flask import Flask
 
 from ..config import Settings
+from ..ingest.bounds import ReadLimits
 from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
 from ..models import RetrievalResponse
@@ -24,9 +25,9 @@ from . import guards, pages
 from .admission import Admission
 from .documents_api import DOCUMENTS_ROUTE, documents
 from .metrics import Metrics, cache_families, database_families, pool_families
-from .ops_api import ops
+from .ops_api import OPS_ROUTES, ops
 from .responses import register_error_handlers
-from .security import FailedAuthGuard, RateLimiter
+from .security import FailedAuthGuard, RateLimiter, admin_token
 from .services import Services
 from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE, webhooks
 
@@ -63,20 +64,33 @@ def read_replicas(runtime: Runtime) -> ReadReplicas | None:
                         timeout=settings.replica_timeout_ms / 1000, retry_after=settings.replica_retry_seconds)
 
 
+def read_limits(settings: Settings) -> ReadLimits:
+    return ReadLimits(max_pages=settings.max_pages, max_ocr_pages=settings.max_ocr_pages,
+                      max_unpacked_bytes=settings.max_unpacked_bytes, max_nesting=settings.max_nesting,
+                      max_xml_elements=settings.max_xml_elements, convert_seconds=settings.convert_timeout,
+                      convert_memory_bytes=settings.convert_memory_mb * 1_000_000,
+                      read_seconds=settings.read_timeout)
+
+
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
                retriever: Retriever | None = None) -> Flask:
     if runtime is None:
         runtime = open_runtime(settings or Settings.from_env())
     settings = runtime.settings
     retriever = retriever or build_retriever(runtime)
-    admin_token = settings.ingest_token or settings.api_token
+    admin = admin_token(settings.api_token, settings.ingest_token, settings.ingest_with_api_token)
+    ops_tokens = dict.fromkeys(OPS_ROUTES, settings.ops_token) if settings.ops_token else {}
     arc = Services(
         runtime=runtime, retriever=retriever,
-        ingestor=Ingestor(runtime.db, runtime.embedder, ocr=Ocr(settings.ocr, settings.ocr_language)),
+        ingestor=Ingestor(runtime.db, runtime.embedder, ocr=Ocr(settings.ocr, settings.ocr_language),
+                          limits=read_limits(settings)),
         query_log=QueryLog(runtime.db), metrics=Metrics(),
         admission=Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout),
         limiter=RateLimiter(settings.rate_limit), auth_guard=FailedAuthGuard(settings.auth_failures_per_minute),
-        tokens={RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: admin_token, DOCUMENTS_ROUTE: admin_token})
+        tokens={RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin, **ops_tokens},
+        # reading documents (parsing, conversion, OCR) has its own small bound, inside the
+        # general one, so uploads can never take every slot questions need
+        ingest_admission=Admission(settings.max_ingests, settings.max_ingests, settings.queue_timeout))
     arc.metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses,
                                              retriever.search_cache.hits))
     arc.metrics.watch(lambda: pool_families(runtime.db.pool_stats()))

@@ -1,8 +1,10 @@
 """What runs around every request: its id, authentication and rate limits before, its metrics
-after. Routes outside ``Services.tokens`` (health, metrics, the OpenAPI document) are open."""
+after. Routes outside ``Services.tokens`` (health, and metrics and the OpenAPI document unless
+ARC_OPS_TOKEN is set) are open."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any
@@ -10,8 +12,10 @@ from typing import Any
 from flask import Response, g, request
 
 from .responses import error, refused
-from .security import client_key, token_matches
+from .security import CLOSED, client_key, token_matches
 from .services import services
+
+log = logging.getLogger("arc.auth")
 
 
 def _protected_route(path: str, tokens: dict[str, str | None]) -> str | None:
@@ -30,11 +34,18 @@ def before_request() -> Any:
     if route is None:
         return None
     address = request.remote_addr or "unknown"
-    if wait := arc.auth_guard.blocked(address):
-        return refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
     expected = arc.tokens[route]
+    if expected == CLOSED:
+        return error(403, "forbidden", "this worker has no ARC_INGEST_TOKEN: set it to ingest and delete "
+                     "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)")
     presented = request.headers.get(arc.runtime.settings.auth_header)
+    # The token first: a caller holding it is never refused for someone else's failures.
     if not token_matches(expected, presented):
+        reason = "missing" if not presented else "wrong"
+        arc.metrics.auth_failures.labels(route, reason).inc()
+        log.warning("authentication failed", extra={"route": route, "reason": reason, "client": address})
+        if wait := arc.auth_guard.blocked(address):
+            return refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
         arc.auth_guard.failed(address)
         return error(401, "unauthorized", "unauthorized")
     if wait := arc.limiter.acquire(client_key(presented if expected else None, address)):

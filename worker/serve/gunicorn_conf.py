@@ -28,7 +28,9 @@ def _bind(raw: str) -> str:
 
 bind = _bind(os.environ.get("ARC_BIND", "") or "127.0.0.1:8080")
 workers = _count("WEB_CONCURRENCY", 2, 64)
-worker_class = "gthread"
+# gthread, with each request read by the main loop before it takes a thread: slow or idle
+# clients cannot hold the threads (worker/serve/slow_clients.py, ARC_CLIENT_TIMEOUT)
+worker_class = "worker.serve.slow_clients.BufferingThreadWorker"
 # Twice what admission control (worker/serve/admission.py) admits, ARC_MAX_CONCURRENT (8) running +
 # ARC_MAX_QUEUE (16) waiting: requests past that reach it and are refused at once, instead of
 # waiting unseen in gunicorn's own queue (with 24 threads, 128 clients saw p99 1.9 s and no 429).
@@ -48,7 +50,7 @@ _embedded = None
 
 def on_starting(server) -> None:
     global _embedded
-    from worker.config import Settings
+    from worker.config import ConfigError, Settings
     from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
@@ -56,7 +58,10 @@ def on_starting(server) -> None:
     from worker.store import sqlfiles
 
     configure_logging()
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:  # one line, as `arc-retrieval serve` prints it, not a traceback
+        raise SystemExit(str(exc)) from None
     hosts = [b.rsplit(":", 1)[0] if not b.startswith("unix:") else "localhost" for b in server.cfg.bind]
     check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
     runtime = open_runtime(settings)

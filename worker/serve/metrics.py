@@ -27,6 +27,10 @@ class Metrics:
         self.statuses = Counter("arc_answers", "Answers by status", ["status"], registry=self.registry)
         self.reranker_fallbacks = Counter("arc_reranker_fallbacks", "Reranker skipped (timeout, error, bad reply)",
                                           registry=self.registry)
+        self.auth_failures = Counter("arc_auth_failures", "Failed authentications by route and reason "
+                                     "(missing or wrong token)", ["route", "reason"], registry=self.registry)
+        self.ingest_cancelled = Counter("arc_ingest_cancelled", "Documents whose reading stopped: the client "
+                                        "left or ARC_READ_TIMEOUT passed", registry=self.registry)
         self.embedding_fallbacks = Counter("arc_embedding_fallbacks", "Answers served full-text only",
                                            registry=self.registry)
 

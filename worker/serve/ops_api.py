@@ -1,5 +1,5 @@
-"""Routes for operators and orchestrators, open without a token: liveness, readiness,
-Prometheus metrics and the OpenAPI document."""
+"""Routes for operators and orchestrators: liveness and readiness, always open (probes carry no
+token), and Prometheus metrics and the OpenAPI document, behind ARC_OPS_TOKEN when it is set."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .openapi import openapi_document
 from .services import services
 
 ops = Blueprint("ops", __name__)
+OPS_ROUTES = ("/metrics", "/openapi.json")
 
 
 @ops.get("/healthz")

@@ -2,7 +2,8 @@
 retrieval test that shows the answer as the agent gets it beside every score, and the questions
 asked. Server-rendered Jinja (autoescaped), a little plain JavaScript, no asset from outside.
 
-They sit behind the admin token (the ingest token, else the API token): a login form sets a
+They sit behind the admin token (the ingest token; the API token only with
+ARC_INGEST_WITH_API_TOKEN=true; with neither, nobody signs in): a login form sets a
 signed session cookie, so the token never travels in a URL. Every form carries a CSRF token.
 """
 
@@ -22,10 +23,12 @@ from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
 from ..errors import InvalidInput
+from ..ingest.bounds import Budget
 from ..models import DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import knowledge_base, sqlfiles
+from .security import CLOSED
 from .services import services
-from .webhooks import _uploaded_document
+from .webhooks import _uploaded_document, client_gone
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
                   static_url_path="/assets")
@@ -104,7 +107,8 @@ def login() -> Any:
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
         services().auth_guard.failed(request.remote_addr or "unknown")
-        error = "That token is not the admin token."
+        error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
+                 if expected == CLOSED else "That token is not the admin token.")
     return render_template("pages/login.html", error=error), 401 if error else 200
 
 
@@ -166,14 +170,17 @@ def document(document_id: str) -> str:
 def upload() -> Any:
     arc = services()
     request.max_content_length = arc.runtime.settings.max_upload_bytes
-    try:
-        document = _uploaded_document(arc.ingestor, {k: v for k, v in request.form.items() if k != "csrf_token"})
-    except (ValidationError, InvalidInput) as exc:
-        message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return render_template("pages/error.html", title="Not ingested", message=message), 422
+    form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
     arc.runtime.ensure_schema()
-    with arc.admission.slot():
+    # reading the document counts against admission control, as on the ingest webhook
+    with arc.ingest_admission.slot(), arc.admission.slot():
+        try:
+            document = _uploaded_document(arc.ingestor, form, budget=Budget(
+                arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
+        except (ValidationError, InvalidInput) as exc:
+            message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            return render_template("pages/error.html", title="Not ingested", message=message), 422
         report = arc.ingestor.write([document])
     arc.retriever.search_cache.clear()
     message = (f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks"

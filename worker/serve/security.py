@@ -80,10 +80,27 @@ def client_key(presented_token: str | None, address: str | None) -> str:
     return "addr:" + (address or "unknown")
 
 
+# A route that needs a token nobody configured: the admin routes when only the chatbot's
+# ARC_API_TOKEN is set (it may not ingest or delete unless ARC_INGEST_WITH_API_TOKEN=true).
+CLOSED = "\x00closed"
+
+
+def admin_token(api_token: str | None, ingest_token: str | None, ingest_with_api_token: bool) -> str | None:
+    """The token ingestion and deletion ask for: ARC_INGEST_TOKEN; else the retrieval token only
+    when the admin said so in one setting; else, with a retrieval token set, none will do."""
+    if ingest_token:
+        return ingest_token
+    if ingest_with_api_token or not api_token:
+        return api_token
+    return CLOSED
+
+
 class FailedAuthGuard:
-    """Slows brute force down: each address may fail authentication ``per_minute`` times a
-    minute (bursts of as many); past that its requests are refused with 429 before the token is
-    even compared, until the allowance refills."""
+    """Keeps a stream of wrong tokens cheap: each address may fail authentication
+    ``per_minute`` times a minute (bursts of as many); past that its wrong tokens get 429
+    instead of 401. The right token is compared first and always passes, so a stranger behind
+    the same address (a NAT, a proxy, n8n's own host) cannot lock the rightful caller out;
+    guessing stays hopeless because tokens are at least MIN_TOKEN_LENGTH characters."""
 
     def __init__(self, per_minute: float):
         self.enabled = per_minute > 0

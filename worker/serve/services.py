@@ -27,6 +27,7 @@ class Services:
     auth_guard: FailedAuthGuard
     # the token each protected route prefix asks for (None: that route is open)
     tokens: dict[str, str | None]
+    ingest_admission: Admission
 
 
 def services() -> Services:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -13,9 +15,10 @@ from flask import Blueprint, g, jsonify, request
 from pydantic import ValidationError
 from werkzeug.exceptions import BadRequest, UnsupportedMediaType
 
-from ..errors import InvalidInput
+from ..errors import IngestError, InvalidInput
+from ..ingest.bounds import Budget, Cancelled, json_depth_exceeds
 from ..ingest.ingestor import DocumentInput, Ingestor
-from ..ingest.readers import parse_formatted
+from ..ingest.readers import ParsedDocument, parse_formatted
 from ..models import (
     IngestFields,
     IngestRequest,
@@ -52,16 +55,28 @@ def retrieve() -> Any:
 def ingest() -> Any:
     arc = services()
     request.max_content_length = arc.runtime.settings.max_upload_bytes
+    multipart = request.mimetype == "multipart/form-data"
     try:
-        if request.mimetype == "multipart/form-data":
-            document = _uploaded_document(arc.ingestor)
-        else:
-            document = _posted_document(arc.ingestor)
+        # The body is read (from a client that may be slow) before any slot is taken; reading
+        # the document (parsing, conversion, OCR) then counts against admission control.
+        posted = None if multipart else _posted_request()
+        if multipart:
+            request.files.get("file")
+        budget = Budget(arc.ingestor.limits.read_seconds, gone=client_gone(request.environ))
+        arc.runtime.ensure_schema()
+        with arc.ingest_admission.slot(), arc.admission.slot():
+            if posted is None:
+                document = _uploaded_document(arc.ingestor, budget=budget)
+            else:
+                document = arc.ingestor.prepare_text(_parse_posted(posted, arc.ingestor, budget),
+                                                     metadata={"source": "webhook"}, **posted.document_args())
+            report = arc.ingestor.write([document])
     except ValidationError as exc:
         return validation_error(exc)
-    arc.runtime.ensure_schema()
-    with arc.admission.slot():
-        report = arc.ingestor.write([document])
+    except IngestError as exc:
+        if isinstance(exc.__cause__, Cancelled):
+            arc.metrics.ingest_cancelled.inc()
+        raise
     arc.retriever.search_cache.clear()
     return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
                                   document_name=document.name, chunks=report.chunks,
@@ -70,13 +85,39 @@ def ingest() -> Any:
                                   request_id=g.request_id).model_dump(mode="json"))
 
 
-def _posted_document(ingestor: Ingestor) -> DocumentInput:
+def _posted_request() -> IngestRequest:
     """A document sent as JSON: its text and what describes it."""
-    req = IngestRequest.model_validate(unwrap(json_body(
+    return IngestRequest.model_validate(unwrap(json_body(
         "send the document as JSON (Content-Type: application/json) or as a form upload "
         "(multipart/form-data, the file in a field named file)")))
-    return ingestor.prepare_text(parse_formatted(req.text, req.format), metadata={"source": "webhook"},
-                                 **req.document_args())
+
+
+def _parse_posted(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> ParsedDocument:
+    try:
+        return parse_formatted(posted.text, posted.format, ingestor.limits, budget)
+    except ValueError as exc:  # what the readers refuse (HTML nested too deep)
+        raise IngestError(f"text: {exc}", "text") from None
+    except RecursionError:
+        raise IngestError("text: nested too deeply to read", "text") from None
+
+
+def client_gone(environ: dict[str, Any]) -> Callable[[], bool]:
+    """Whether the caller closed its connection: once the body is read, a readable socket that
+    gives no bytes is the end of the stream. Without gunicorn's socket (tests' client): never."""
+    sock = environ.get("gunicorn.socket")
+    if sock is None:
+        return lambda: False
+
+    def gone() -> bool:
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):
+            return True
+
+    return gone
 
 
 # What a form upload's `format` field names, as the file-name suffix the readers go by.
@@ -84,7 +125,8 @@ FORMAT_SUFFIX: dict[TextFormat, str] = {"markdown": ".md", "text": ".txt", "html
 BINARY_SUFFIXES = (".pdf", ".docx")
 
 
-def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None) -> DocumentInput:
+def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None,
+                       budget: Budget | None = None) -> DocumentInput:
     """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
     PDF with OCR for scanned pages, Word), described by the form's other fields (``form``: those
     fields, when the caller's form holds others of its own)."""
@@ -107,6 +149,8 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
         raise InvalidInput(f"one of {', '.join(FORMAT_SUFFIX)}", "format")
     # its own name only, whatever path a browser sent with it
     filename = PurePath((upload.filename or "").replace("\\", "/")).name[:255] or "document"
+    if not filename.isprintable():  # a NUL or control character: Postgres text refuses NUL
+        raise InvalidInput("the file name holds a control character (NUL, newline...); rename the file", "file")
     suffix = PurePath(filename).suffix.lower()
     if named is not None and suffix in BINARY_SUFFIXES:
         raise InvalidInput(f"applies to text uploads; a {suffix} file is read as what it is", "format")
@@ -117,15 +161,24 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
         copy = Path(folder) / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
         upload.save(copy)
         return ingestor.prepare_file(copy, source_name=filename, metadata={"source": "webhook"},
-                                     **described.document_args())
+                                     budget=budget, **described.document_args())
 
 
 def json_body(not_json: str = "send the request as JSON (Content-Type: application/json)") -> dict[str, Any]:
     if not request.is_json:
         raise UnsupportedMediaType(not_json)
-    payload = request.get_json(silent=True)
+    try:
+        payload = request.get_json(silent=True)
+    except RecursionError:  # 50,000 nested brackets exhaust the decoder's stack
+        payload = _TOO_DEEP
+    limit = services().ingestor.limits.max_nesting
+    if payload is _TOO_DEEP or json_depth_exceeds(payload, limit):
+        raise BadRequest(f"the body nests JSON over {limit} levels deep (ARC_MAX_NESTING)")
     if payload is None:
         raise BadRequest("the body is not valid JSON")
     if not isinstance(payload, dict):
         raise BadRequest("the body must be a JSON object")
     return payload
+
+
+_TOO_DEEP = object()
