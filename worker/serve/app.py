@@ -94,7 +94,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     arc.metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses,
                                              retriever.search_cache.hits))
     arc.metrics.watch(lambda: pool_families(runtime.db.pool_stats()))
-    replicas = getattr(retriever.backend, "replicas", None)
+    replicas = getattr(getattr(retriever, "backend", None), "replicas", None)  # a test may pass a bare retriever
     if replicas is not None:
         arc.metrics.watch(lambda: database_families(replicas.all_stats()))
 
