@@ -35,8 +35,10 @@ MIGRATIONS_TABLE = """create table if not exists schema_migrations (
 )"""
 
 
-def supabase_project(server: str, prefix: str) -> tuple[str, str]:
-    """A new database set up the way Supabase sets up a project; (superuser URL, owner URL)."""
+def supabase_project(server: str, prefix: str, *, vector: bool = True) -> tuple[str, str]:
+    """A new database set up the way Supabase sets up a project; (superuser URL, owner URL).
+    ``vector``: pgvector enabled beforehand (Database > Extensions), since only a superuser can
+    create it here (Supabase lets its `postgres` role, which is none, create it)."""
     name = f"{prefix}_{os.urandom(5).hex()}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'create database "{name}"')
@@ -44,7 +46,8 @@ def supabase_project(server: str, prefix: str) -> tuple[str, str]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP_ROLES)
         conn.execute("create schema if not exists extensions")
-        conn.execute("create extension if not exists vector with schema extensions")
+        if vector:
+            conn.execute("create extension if not exists vector with schema extensions")
         conn.execute("grant usage on schema extensions to anon, authenticated, service_role, arc_owner")
         conn.execute(f'alter database "{name}" set search_path = "$user", public, extensions')
         conn.execute("grant usage, create on schema public to arc_owner")
@@ -164,6 +167,16 @@ def test_the_paste_loads_as_the_owner_and_a_second_paste_changes_nothing(server,
     # The paste recorded what it applied, as `db init` records it: nothing is left to apply.
     assert Database(owner).migrate(dim) == []
     assert changed(first, snapshot(url)) == {}
+
+
+def test_the_paste_enables_pgvector_in_schema_extensions(server, tmp_path):
+    # A new project, pgvector not enabled: the paste enables it where Supabase keeps extensions.
+    url, _ = supabase_project(server, "novector", vector=False)
+    pasted(tmp_path, url, printed_sql(384))
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select extnamespace::regnamespace::text from pg_extension "
+                            "where extname = 'vector'").fetchone() == ("extensions",)
+        assert conn.execute("select count(*) from hybrid_search('fence')").fetchone() == (0,)
 
 
 def test_db_init_after_the_paste_reports_nothing_pending(fresh):
