@@ -293,6 +293,37 @@ def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
     assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, "the worker did refuse some, and n8n retried them"
 
 
+def test_a_burst_of_uploads_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
+    """The upload path too: a refused upload (429/503) waits Retry-After and is sent again, file
+    and all, up to four times, so a folder dropped on n8n at once is ingested, not half refused."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def route_429s() -> float:
+        metrics = requests.get(f"{worker}/metrics", timeout=10).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("arc_requests_total") and 'status="429"' in line and "arc-ingest" in line)
+
+    def upload(i: int) -> requests.Response:
+        text = f"# Burst Rule {i}\n\nBurst rule {i} says lanterns of colour {i} are allowed on porches.\n"
+        return requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                             files={"file": (f"burst-rule-{i}.md", text.encode(), "text/markdown")},
+                             data={"document_type": "other"}, timeout=300)
+
+    refused_before = route_429s()
+    time.sleep(2.5)  # a full allowance (4) to start from
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(upload, range(8)))
+    try:
+        assert [r.status_code for r in responses] == [200] * 8, [r.text[:200] for r in responses]
+        assert sorted(r.json()["document_id"] for r in responses) == sorted(f"burst-rule-{i}" for i in range(8))
+        assert all(r.json()["chunks"] == 1 for r in responses)
+        assert route_429s() - refused_before >= 1, "the worker did refuse some uploads, and n8n sent them again"
+    finally:  # gone again, so the run on the other n8n version starts from the same documents
+        for i in range(8):
+            requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                          json={"delete_document_id": f"burst-rule-{i}"}, timeout=120)
+
+
 def test_chat_agent_end_to_end(n8n, chat_model):
     """Chat URL with its credential -> AI Agent -> the model calls arc_retrieval -> the worker
     answers -> the reply carries the evidence; without the credential, nothing runs."""
