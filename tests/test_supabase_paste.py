@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import PG15_BIN, _database_url
 from tests.test_supabase_roles import SETUP_ROLES, with_user
-from worker.database import Database
+from worker.store.database import Database
 
 ARC = str(Path(sys.executable).parent / "arc-retrieval")
 PREVIOUS_RELEASE = Path(__file__).parent / "data" / "db_sql_d80a21c_1536.sql"
