@@ -199,7 +199,7 @@ class Ingestor:
     def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks) -> int:
         replaced = 0
         with conn.transaction():
-            conn.execute(sqlfiles.query("lock_writes"))
+            self.db.lock_writes(conn)
             superseded: dict[str, str | None] = {}
             for doc in documents:
                 superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id)
