@@ -118,6 +118,9 @@ select not exists (select 1 from knowledge_chunks)
 select knowledge_base_version() as version,
        extract(epoch from now() - pg_last_xact_replay_timestamp()) as lag
 
+-- name: knowledge_base_size
+select count(distinct document_id), count(*) from knowledge_chunks
+
 -- name: knowledge_base_version
 select knowledge_base_version()
 
