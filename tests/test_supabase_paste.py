@@ -35,10 +35,11 @@ MIGRATIONS_TABLE = """create table if not exists schema_migrations (
 )"""
 
 
-def supabase_project(server: str, prefix: str, *, vector: bool = True) -> tuple[str, str]:
+def supabase_project(server: str, prefix: str, *, vector: bool = True, expose_new: bool = True) -> tuple[str, str]:
     """A new database set up the way Supabase sets up a project; (superuser URL, owner URL).
     ``vector``: pgvector enabled beforehand (Database > Extensions), since only a superuser can
-    create it here (Supabase lets its `postgres` role, which is none, create it)."""
+    create it here (Supabase lets its `postgres` role, which is none, create it). ``expose_new``:
+    Supabase's default privileges, which a project can turn off in its Data API settings."""
     name = f"{prefix}_{os.urandom(5).hex()}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'create database "{name}"')
@@ -52,7 +53,7 @@ def supabase_project(server: str, prefix: str, *, vector: bool = True) -> tuple[
         conn.execute(f'alter database "{name}" set search_path = "$user", public, extensions')
         conn.execute("grant usage, create on schema public to arc_owner")
         conn.execute("grant usage on schema public to anon, authenticated, service_role")
-        for kind in ("tables", "functions", "sequences"):
+        for kind in ("tables", "functions", "sequences") if expose_new else ():
             conn.execute(f"alter default privileges for role arc_owner in schema public "
                          f"grant all on {kind} to anon, authenticated, service_role")
     return url, with_user(url, "arc_owner")
@@ -177,6 +178,16 @@ def test_the_paste_enables_pgvector_in_schema_extensions(server, tmp_path):
         assert conn.execute("select extnamespace::regnamespace::text from pg_extension "
                             "where extname = 'vector'").fetchone() == ("extensions",)
         assert conn.execute("select count(*) from hybrid_search('fence')").fetchone() == (0,)
+
+
+def test_service_role_searches_when_the_project_does_not_expose_new_objects(server, tmp_path):
+    url, owner = supabase_project(server, "unexposed", expose_new=False)
+    pasted(tmp_path, owner, printed_sql(384))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("set role service_role")
+        assert conn.execute("select count(*) from hybrid_search('fence')").fetchone() == (0,)
+        assert conn.execute("select knowledge_base_version()").fetchone()[0] >= 0
+        assert conn.execute("select count(*) from retrieval_source_mix").fetchone() == (0,)
 
 
 def test_db_init_after_the_paste_reports_nothing_pending(fresh):
