@@ -64,7 +64,7 @@ PASTE_HEADER = """\
 -- finds nothing left to apply); a file marked repeatable is applied again when its text changed.
 """
 # The paste wraps each file in a DO block that EXECUTEs it: plain SQL (the SQL editor has no
-# psql \\if) that can skip what is applied. The files' own dollar quotes must not close these.
+# psql \if) that can skip what is applied. The files' own dollar quotes must not close these.
 _BLOCK_QUOTE, _TEXT_QUOTE = "$arc_migration$", "$arc_sql$"
 
 
