@@ -73,7 +73,7 @@ def test_past_the_wait_the_answer_is_retriable_names_the_cause_and_stores_nothin
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ARC_WRITE_LOCK_WAIT", "0.5")
     (tmp_path / "kayak-racks.md").write_text(DOC["text"])
-    cli = CliRunner().invoke(main, ["ingest", str(tmp_path / "kayak-racks.md")])
+    cli = CliRunner().invoke(main, ["ingest", str(tmp_path / "kayak-racks.md"), "--document-type", "design_guidelines"])
     assert cli.exit_code == 1 and "Traceback" not in cli.output
     assert cli.output.strip().splitlines()[-1].startswith(
         "Error: another ingest or delete has been writing the knowledge base for over 0.5 s"), cli.output
