@@ -19,7 +19,7 @@ from worker.cli import main
 from worker.store.database import Database
 from worker.runtime import Runtime
 
-ADMIN = {"X-ARC-Token": "admin"}
+ADMIN = {"X-ARC-Token": "admin-token-0123456789abcdef"}
 DOC = {"text": "# Kayak Racks\n\nKayak racks must stand behind the house.", "document_type": "design_guidelines",
        "document_id": "kayak-racks"}
 
@@ -31,7 +31,8 @@ def writer(make_database, embedder, tmp_path):
     url = make_database("writelock")
     db = Database(url, statement_timeout_ms=300, write_lock_wait=1.5)
     db.migrate(embedder.dim)
-    settings = make_settings(tmp_path, url, ingest_token="admin", statement_timeout_ms=300, write_lock_wait=1.5)
+    settings = make_settings(tmp_path, url, ingest_token=ADMIN["X-ARC-Token"], statement_timeout_ms=300,
+                             write_lock_wait=1.5)
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
     with psycopg.connect(url) as load, psycopg.connect(url, autocommit=True) as watcher:
         yield client, db, load, watcher, url
