@@ -19,7 +19,7 @@ COPY requirements/runtime.txt requirements/runtime.txt
 RUN pip install -r requirements/runtime.txt
 # The embedded Postgres's pgvector is rebuilt portably (the shipped one needs AVX-512); the
 # compiler is removed again in the same layer.
-COPY scripts/portable-pgvector.sh scripts/portable-pgvector.sh
+COPY scripts/portable-pgvector.sh scripts/debian-mirror.sh scripts/
 RUN apt-get update && apt-get install -y --no-install-recommends gcc make libc6-dev && \
     scripts/portable-pgvector.sh python && \
     apt-get purge -y gcc make libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*

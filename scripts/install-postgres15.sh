@@ -24,7 +24,9 @@ if [ ! -f "$EXTENSION_DIR/vector--0.8.0.sql" ]; then
   WORK=$(mktemp -d)
   trap 'rm -rf "$WORK"' EXIT
   mkdir -p "$WORK/lists/partial"
-  echo "deb-src http://deb.debian.org/debian trixie main" > "$WORK/sources.list"
+  # The Debian archive this machine already uses (its apt sources), never a host of our own.
+  MIRROR=$("$(dirname "$0")/debian-mirror.sh")
+  echo "deb-src $MIRROR trixie main" > "$WORK/sources.list"
   APT=(-o "Dir::Etc::sourcelist=$WORK/sources.list" -o Dir::Etc::sourceparts=/dev/null
        -o "Dir::State::Lists=$WORK/lists" -o Debug::NoDropPrivs=1 -o APT::Sandbox::User=root)
   ( cd "$WORK" && apt-get -qq "${APT[@]}" update && apt-get -qq "${APT[@]}" source --download-only pgvector=0.8.0-1 ) >/dev/null

@@ -1,3 +1,13 @@
 -- 001: extensions. pgvector gives the vector and sparsevec types and the HNSW index.
--- Supabase: Database > Extensions shows it as "vector"; this line is enough.
-create extension if not exists vector;
+-- Supabase keeps extensions in schema `extensions` (Database > Extensions enables "vector" there;
+-- its Security Advisor flags an extension in public), so this file puts it there when that schema
+-- exists, and in the default schema on plain Postgres. Nothing is done when it is enabled already.
+do $$
+begin
+  if exists (select 1 from pg_namespace where nspname = 'extensions') then
+    create extension if not exists vector with schema extensions;
+  else
+    create extension if not exists vector;
+  end if;
+end
+$$;

@@ -33,6 +33,15 @@ select 1
 -- amendment marks), while holding that row could deadlock with one holding what it waited for.
 select pg_advisory_xact_lock(hashtext('arc-retrieval:writes'))
 
+-- name: write_lock_wait
+-- Before lock_writes: its wait is bounded by lock_timeout (ARC_WRITE_LOCK_WAIT), not by the
+-- statement timeout, which is for one statement's work: a writer queued behind a long load waits
+-- for it, and past the bound fails with lock_not_available, which says why.
+select set_config('statement_timeout', '0', true), set_config('lock_timeout', %(wait)s, true)
+
+-- name: write_lock_taken
+select set_config('statement_timeout', %(statement_timeout)s, true), set_config('lock_timeout', '0', true)
+
 -- name: delete_document
 delete from knowledge_chunks where document_id = %(document_id)s
 
@@ -108,6 +117,9 @@ select not exists (select 1 from knowledge_chunks)
 -- (null on a primary; on a replica it also grows while the primary has nothing to send).
 select knowledge_base_version() as version,
        extract(epoch from now() - pg_last_xact_replay_timestamp()) as lag
+
+-- name: knowledge_base_size
+select count(distinct document_id), count(*) from knowledge_chunks
 
 -- name: knowledge_base_version
 select knowledge_base_version()

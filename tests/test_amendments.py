@@ -1,6 +1,7 @@
 """An amendment of named sections: the amended chunks are marked and demoted, the [SOURCE n]
 block says what amended them, a question about the rule brings the amendment's text, whichever
-document is ingested first; deleting the amendment makes the section current again."""
+of the two a load lists first; an unknown amended id is refused; deleting the amendment makes the
+section current again."""
 
 from __future__ import annotations
 
@@ -83,10 +84,13 @@ def test_an_amended_section_is_marked_demoted_and_brings_its_amendment(make_data
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     pets = (Amendment("ccrs", ("Article VII Section 4",)),)
-    if amendment_first:
-        report = write(ingestor, AMENDMENT, "second-amendment", pets)
-        assert report.amended_chunks == 0 and "not in the knowledge base yet" in report.notes[0]
-        write(ingestor, DECLARATION, "ccrs")
+    if amendment_first:  # in one load (a folder's manifest), listed before what it amends
+        report = ingestor.write([
+            ingestor.prepare_text(parse_markdown(AMENDMENT), document_id="second-amendment", name=None,
+                                  document_type="ccr", amends=pets),
+            ingestor.prepare_text(parse_markdown(DECLARATION), document_id="ccrs", name=None, document_type="ccr")])
+        assert report.amended_chunks == 1 and not report.notes
+        write(ingestor, DECLARATION, "ccrs")  # a re-ingest of the declaration keeps the mark
     else:
         write(ingestor, DECLARATION, "ccrs")
         report = write(ingestor, AMENDMENT, "second-amendment", pets)
@@ -124,6 +128,35 @@ def test_the_cli_takes_amends_and_says_when_a_section_matches_nothing(make_datab
     assert next(line for line in listed if line.startswith("ccrs\t")).split("\t")[4] == "amendment"
     bad = runner.invoke(main, ["ingest", str(tmp_path / "amendment.md"), "--document-type", "ccr", "--amends", "ccrs"])
     assert bad.exit_code != 0 and "--amends" in bad.output and "Traceback" not in bad.output
+
+
+def test_amends_naming_an_unknown_document_is_a_clear_error_and_nothing_is_stored(make_database, embedder,
+                                                                                   tmp_path, monkeypatch):
+    url = make_database("amendunknown")
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    (tmp_path / "ccrs.md").write_text(DECLARATION)
+    (tmp_path / "amendment.md").write_text(AMENDMENT)
+    runner = CliRunner()
+    assert runner.invoke(main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr"]).exit_code == 0
+    result = runner.invoke(main, ["ingest", str(tmp_path / "amendment.md"), "--document-type", "ccr",
+                                  "--amends", "ccr:Article VII Section 4"])  # a typo of "ccrs"
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: amends: no document 'ccr' in the knowledge base (ingest it first, or both in one folder's manifest)")
+    listed = [line.split("\t")[0] for line in runner.invoke(main, ["documents", "list"]).output.splitlines()[1:]]
+    assert "amendment" not in listed and "ccrs" in listed
+    db = Database(url)
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    refused = client.post("/webhook/arc-ingest", json={
+        "text": AMENDMENT, "document_type": "ccr", "document_id": "second-amendment",
+        "amends": [{"document_id": "ccr", "sections": ["Article VII Section 4"]}]})
+    assert refused.status_code == 422 and refused.get_json()["field"] == "amends", refused.get_json()
+    assert "no document 'ccr'" in refused.get_json()["message"]
+    assert set(marked(db).values()) == {None}
+    with db.connect() as conn:
+        assert conn.execute("select count(*) from knowledge_chunks where document_id <> 'ccrs'").fetchone() == (0,)
+    db.close()
 
 
 def test_the_ingest_webhook_takes_amends(make_database, embedder, tmp_path):

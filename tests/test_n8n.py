@@ -101,8 +101,11 @@ def worker(tmp_path_factory):
     # Two requests a second per credential (bursts of 4): a burst through n8n meets 429 +
     # Retry-After for certain (admission refusals depend on timing), which the workflows must
     # turn into a wait and a retry, not an error.
+    # A writer waits 1 s for another's write lock, then gets 503 + Retry-After: an upload during
+    # a long load meets one for certain, which the ingest workflow must wait out and retry.
     env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
-           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_RATE_LIMIT": "2"}
+           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_RATE_LIMIT": "2",
+           "ARC_WRITE_LOCK_WAIT": "1"}
     for var in ("DATABASE_URL", "OPENAI_API_KEY", "SUPABASE_URL"):
         env.pop(var, None)
     log = open(data / "worker.log", "w")
@@ -291,6 +294,46 @@ def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
     refused = [line for line in metrics.splitlines()
                if line.startswith("arc_requests_total") and 'status="429"' in line and "arc-retrieval" in line]
     assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, "the worker did refuse some, and n8n retried them"
+
+
+def test_uploads_behind_a_long_load_wait_and_are_sent_again(n8n, worker):
+    """The upload path too: an upload the worker refuses for now (here 503 knowledge_base_busy:
+    another load holds the write lock past ARC_WRITE_LOCK_WAIT, 1 s in this worker) waits
+    Retry-After and is sent again, file and all, up to four times, so files dropped on n8n during
+    a long load are ingested, not refused."""
+    import psycopg
+    from concurrent.futures import ThreadPoolExecutor
+    from pgserver.utils import PostmasterInfo
+
+    from worker.store import sqlfiles
+
+    def refused_uploads() -> float:
+        metrics = requests.get(f"{worker}/metrics", timeout=10).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("arc_requests_total") and 'status="503"' in line and "arc-ingest" in line)
+
+    def upload(i: int) -> requests.Response:
+        text = f"# Lantern Rule {i}\n\nLantern rule {i} says lanterns of colour {i} are allowed on porches.\n"
+        return requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                             files={"file": (f"lantern-rule-{i}.md", text.encode(), "text/markdown")},
+                             data={"document_type": "other"}, timeout=300)
+
+    before = refused_uploads()
+    database = PostmasterInfo.read_from_pgdata(WORKER_DATA["dir"] / "pgdata").get_uri()
+    with psycopg.connect(database) as load, ThreadPoolExecutor(4) as pool:
+        load.execute(sqlfiles.query("lock_writes"))  # the long load, as the worker takes it
+        uploads = [pool.submit(upload, i) for i in range(4)]
+        wait_for(lambda: refused_uploads() > before, 120, "a refused upload")
+        load.commit()
+        responses = [u.result() for u in uploads]
+    try:
+        assert [r.status_code for r in responses] == [200] * 4, [r.text[:200] for r in responses]
+        assert sorted(r.json()["document_id"] for r in responses) == [f"lantern-rule-{i}" for i in range(4)]
+        assert all(r.json()["chunks"] == 1 for r in responses)
+    finally:  # gone again, so the run on the other n8n version starts from the same documents
+        for i in range(4):
+            requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
+                          json={"delete_document_id": f"lantern-rule-{i}"}, timeout=120)
 
 
 def test_chat_agent_end_to_end(n8n, chat_model):

@@ -26,6 +26,7 @@ def cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.Comp
 
 @pytest.mark.parametrize("variable,value", [
     ("ARC_POOL_SIZE", "-3"), ("ARC_LOG_LEVEL", "LOUD"), ("ARC_STATEMENT_TIMEOUT_MS", "0"),
+    ("ARC_WRITE_LOCK_WAIT", "0"),
     ("ARC_MAX_CONCURRENT", "0"), ("EMBEDDING_TIMEOUT", "-1"), ("ARC_RATE_LIMIT", "fast"),
     ("ARC_EMBEDDING_THREADS", "-1"), ("ARC_OCR", "maybe"), ("ARC_OCR_LANGUAGE", "eng;rm"),
 ])

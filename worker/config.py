@@ -77,6 +77,7 @@ ENV_VARS: dict[str, str] = {
     "ARC_MIN_RELEVANCE": "min_relevance",
     "ARC_MIN_CONTEXT_CHUNKS": "min_context_chunks",
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
+    "ARC_WRITE_LOCK_WAIT": "write_lock_wait",
     "ARC_POOL_SIZE": "pool_size",
     "ARC_SEARCH_CACHE_SECONDS": "search_cache_seconds",
     "ARC_OCR": "ocr",
@@ -161,6 +162,9 @@ class Settings(BaseModel):
     min_relevance: float = Field(0.5, ge=0, le=1)
     min_context_chunks: int = Field(7, ge=0, le=20)
     statement_timeout_ms: int = Field(5000, ge=100)
+    # Seconds an ingest or delete waits for another one's write lock (a long load) before a
+    # retriable 503 knowledge_base_busy; the statement timeout does not cut this wait.
+    write_lock_wait: float = Field(30.0, gt=0, le=3600)
     pool_size: int = Field(4, ge=1, le=100)
     search_cache_seconds: float = Field(300.0, ge=0)
     # PDF pages without text (scans) are read by Tesseract; its language packs joined by "+".

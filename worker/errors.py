@@ -18,6 +18,15 @@ class DatabaseUnavailable(ArcError):
     retry_after = 5
 
 
+class WritesBusy(ArcError):
+    """Another ingest or delete held the knowledge base's one write lock past the wait allowed
+    (``ARC_WRITE_LOCK_WAIT``): a long load, not a fault. Nothing of this write was stored."""
+
+    status = 503
+    code = "knowledge_base_busy"
+    retry_after = 5
+
+
 class ProvidersBusy(ArcError):
     """A provider pool (embeddings, LLM) has no room left: a slow provider, not a bad request."""
 

@@ -62,7 +62,8 @@ def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
 def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     """Start what the settings ask for. Raises SchemaMismatch on a wrong embedding size."""
     url, embedded = database_url(settings)
-    db = Database(url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms)
+    db = Database(url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms,
+                  write_lock_wait=settings.write_lock_wait)
     embedder = CachedEmbedder(build_embedder(settings))
     timeout_ms = settings.replica_timeout_ms
     replicas = [Database(url, pool_size=settings.pool_size, statement_timeout_ms=timeout_ms,

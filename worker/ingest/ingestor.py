@@ -171,11 +171,12 @@ class Ingestor:
                             marks.chunks, tuple(marks.notes))
 
     def check_links(self, documents: Sequence[DocumentInput]) -> None:
-        """A document named by --supersedes or --superseded-by must be stored already or come in
-        the same load: a mistyped id is an error, not a mark that never lands."""
+        """A document named by --supersedes, --superseded-by or --amends must be stored already or
+        come in the same load: a mistyped id is an error, not a mark that never lands."""
         named = {d.document_id for d in documents}
         links = [(d, link, other) for d in documents
-                 for link, other in (("supersedes", d.supersedes), ("superseded_by", d.superseded_by))
+                 for link, other in (("supersedes", d.supersedes), ("superseded_by", d.superseded_by),
+                                     *(("amends", a.document_id) for a in d.amends))
                  if other and other not in named]
         if not links:
             return
@@ -185,7 +186,9 @@ class Ingestor:
         for doc, link, other in links:
             if other not in stored:
                 hint = (f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
-                        if link == "supersedes" else "ingest that document first")
+                        if link == "supersedes" else
+                        "ingest it first, or both in one folder's manifest" if link == "amends" else
+                        "ingest that document first")
                 raise IngestError(f"{link}: no document {other!r} in the knowledge base ({hint})", link)
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
@@ -199,7 +202,7 @@ class Ingestor:
     def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks) -> int:
         replaced = 0
         with conn.transaction():
-            conn.execute(sqlfiles.query("lock_writes"))
+            self.db.lock_writes(conn)
             superseded: dict[str, str | None] = {}
             for doc in documents:
                 superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id)

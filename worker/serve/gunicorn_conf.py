@@ -46,10 +46,11 @@ errorlog = "-"
 loglevel = "warning"
 
 _embedded = None
+_ready: tuple[str, str] | None = None  # (a file the first ready worker creates, the line it prints)
 
 
 def on_starting(server) -> None:
-    global _embedded
+    global _embedded, _ready
     from worker.config import ConfigError, Settings
     from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
     from worker.logs import configure_logging
@@ -70,6 +71,7 @@ def on_starting(server) -> None:
             empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
         if empty:
             ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
+    _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
     runtime.db.close()
     if runtime.embedded is not None:
         # Workers connect to the database this master started.
@@ -78,8 +80,47 @@ def on_starting(server) -> None:
 
 
 def on_exit(server) -> None:
+    if _ready is not None:
+        for remove, path in ((os.remove, _ready[0]), (os.rmdir, os.path.dirname(_ready[0]))):
+            try:
+                remove(path)
+            except OSError:
+                pass
     if _embedded is not None:
         _embedded.stop()
+
+
+def ready_line(binds: list[str], runtime) -> str:
+    """Where the server listens and which knowledge base it serves (never a password or key)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from worker.store import sqlfiles
+
+    urls = ", ".join(b if b.startswith("unix:") else f"http://{b}" for b in binds)
+    if runtime.embedded is not None:
+        where = f"embedded Postgres in {runtime.embedded.pgdata}"
+    else:
+        parts = conninfo_to_dict(runtime.db.url)
+        user = f"{parts['user']}@" if parts.get("user") else ""
+        where = (f"Postgres {user}{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/"
+                 f"{parts.get('dbname') or ''}")
+    if runtime.settings.supabase_url:
+        where += f", searched through {runtime.settings.supabase_url}"
+    try:
+        with runtime.db.connect() as conn:
+            documents, chunks = conn.execute(sqlfiles.query("knowledge_base_size")).fetchone()
+        size = f"{documents} document(s), {chunks} chunk(s)"
+    except psycopg.Error:
+        size = "not reachable yet"
+    return (f"arc-retrieval ready on {urls} (POST /webhook/arc-retrieval): knowledge base {size} in {where}; "
+            f"embeddings {runtime.embedder.model}, vector({runtime.embedder.dim})")
+
+
+def _ready_marker() -> str:
+    import tempfile
+
+    return os.path.join(tempfile.mkdtemp(prefix="arc-ready-"), "announced")
 
 
 
@@ -94,6 +135,23 @@ def post_worker_init(worker) -> None:
 
     for quick in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(quick, lambda *_: _exit_now(0))
+    _announce_once()
+
+
+def _announce_once() -> None:
+    """The first worker to finish loading the app says where and what the server serves (the
+    listening socket is open already, so the next request is answered): once per server, not
+    once per worker or per restart, as exactly one of them creates the marker file."""
+    import sys
+
+    if _ready is None:
+        return
+    try:
+        os.close(os.open(_ready[0], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:
+        return
+    sys.stdout.write(_ready[1] + "\n")
+    sys.stdout.flush()
 
 
 def worker_int(worker) -> None:

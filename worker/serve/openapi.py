@@ -106,7 +106,8 @@ def openapi_document() -> dict[str, Any]:
                         "415": error("Neither JSON nor a form upload"),
                         "422": error("A field is invalid, or the document cannot be stored; `field` names it"),
                         "429": error("Rate limited; see Retry-After"),
-                        "503": error("Database unavailable, or the embedding provider calls are full; see Retry-After"),
+                        "503": error("Database unavailable, the embedding provider calls are full, or another "
+                                     "load holds the knowledge base past ARC_WRITE_LOCK_WAIT; see Retry-After"),
                     },
                 }
             },
@@ -136,7 +137,8 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": ok("Deleted", "DeleteResponse"),
                                   "401": error("Missing or wrong token"), "404": error("No such document"),
                                   "422": error("document_id is malformed"), "429": error("Rate limited; see Retry-After"),
-                                  "503": error("Database unavailable; see Retry-After")},
+                                  "503": error("Database unavailable, or another load holds the knowledge base "
+                                               "past ARC_WRITE_LOCK_WAIT; see Retry-After")},
                 },
             },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Process up"}}}},

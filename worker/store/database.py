@@ -17,7 +17,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from ..errors import DatabaseUnavailable, SchemaMismatch
+from ..errors import DatabaseUnavailable, SchemaMismatch, WritesBusy
 from . import sqlfiles
 
 log = logging.getLogger("arc.database")
@@ -25,10 +25,11 @@ log = logging.getLogger("arc.database")
 
 class Database:
     def __init__(self, url: str, *, pool_size: int = 4, statement_timeout_ms: int = 5000,
-                 connect_timeout: float = 3.0):
+                 connect_timeout: float = 3.0, write_lock_wait: float = 30.0):
         self.url = url
         self.pool_size = pool_size
         self.statement_timeout_ms = statement_timeout_ms
+        self.write_lock_wait = write_lock_wait
         self.connect_timeout = connect_timeout
         self._pool: ConnectionPool | None = None
         self._pool_pid: int | None = None
@@ -102,6 +103,21 @@ class Database:
             if self._pool is not None and self._pool_pid == os.getpid():
                 self._pool.close(timeout=timeout)
             self._pool = None
+
+    def lock_writes(self, conn: psycopg.Connection) -> None:
+        """Take the one write lock every ingest and delete takes first, in ``conn``'s transaction.
+        The wait for it is bounded by ``write_lock_wait`` alone: the statement timeout used to
+        cut it at 5 s, so an ingest queued behind a long load got a bare "database unavailable".
+        Past the bound: :class:`WritesBusy`, which names the cause and is retriable."""
+        conn.execute(sqlfiles.query("write_lock_wait"), {"wait": f"{int(self.write_lock_wait * 1000)}ms"})
+        try:
+            conn.execute(sqlfiles.query("lock_writes"))
+        except psycopg.errors.LockNotAvailable:
+            raise WritesBusy(
+                f"another ingest or delete has been writing the knowledge base for over "
+                f"{self.write_lock_wait:g} s (ARC_WRITE_LOCK_WAIT), so this one was not stored; "
+                f"retry after the Retry-After delay") from None
+        conn.execute(sqlfiles.query("write_lock_taken"), {"statement_timeout": str(int(self.statement_timeout_ms))})
 
     # -- schema --------------------------------------------------------------------------------
 

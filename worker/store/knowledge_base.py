@@ -32,7 +32,7 @@ def delete_document(db: Database, document_id: str) -> int:
     """Delete a document under the write lock ingestion takes; documents it
     superseded, or whose sections it amended, become current again. Returns the number of chunks deleted."""
     with db.connect() as conn, conn.transaction():
-        conn.execute(sqlfiles.query("lock_writes"))
+        db.lock_writes(conn)
         deleted = conn.execute(sqlfiles.query("delete_document"), {"document_id": document_id}).rowcount
         if deleted == 0:
             raise UnknownDocument(document_id)

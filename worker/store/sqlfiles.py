@@ -56,9 +56,44 @@ def migrations() -> tuple[Migration, ...]:
     return tuple(Migration(p.stem, p.read_text()) for p in files)
 
 
+PASTE_HEADER = """\
+-- arc-retrieval: the knowledge base's schema for {dim}-dim embeddings (`arc-retrieval db sql --dim {dim}`).
+-- Paste all of it into Supabase's SQL Editor and run it; the editor runs it as one transaction.
+-- Running it again changes nothing: each migration below is applied only if this database has
+-- not recorded it in schema_migrations (the record `arc-retrieval db init` keeps, so the worker
+-- finds nothing left to apply); a file marked repeatable is applied again when its text changed.
+"""
+# The paste wraps each file in a DO block that EXECUTEs it: plain SQL (the SQL editor has no
+# psql \if) that can skip what is applied. The files' own dollar quotes must not close these.
+_BLOCK_QUOTE, _TEXT_QUOTE = "$arc_migration$", "$arc_sql$"
+
+
+def _paste_block(migration: Migration, dim: int) -> str:
+    text = migration.render(dim).strip()
+    if _BLOCK_QUOTE in text or _TEXT_QUOTE in text:
+        raise ValueError(f"{migration.name}.sql uses a dollar quote the paste reserves")
+    checksum = migration.checksum(dim)
+    applied = f"name = '{migration.name}'" + (f" and checksum = '{checksum}'" if migration.repeatable else "")
+    return (f"-- ===== {migration.name}.sql =====\n"
+            f"do {_BLOCK_QUOTE}\nbegin\n"
+            f"  if exists (select 1 from schema_migrations where {applied}) then\n    return;\n  end if;\n"
+            f"  execute {_TEXT_QUOTE}\n{text}\n{_TEXT_QUOTE};\n"
+            f"  insert into schema_migrations (name, checksum) values ('{migration.name}', '{checksum}')\n"
+            f"    on conflict (name) do update set checksum = excluded.checksum, applied_at = now();\n"
+            f"  raise notice 'arc-retrieval: applied {migration.name}';\n"
+            f"end\n{_BLOCK_QUOTE};\n")
+
+
 def all_migrations_sql(dim: int) -> str:
-    """Every migration in order, as one script (what ``arc-retrieval db sql`` prints)."""
-    parts = [f"-- ===== {m.name}.sql =====\n{m.render(dim).strip()}\n" for m in migrations()]
+    """What ``arc-retrieval db sql`` prints: one self-contained script for Supabase's SQL editor.
+
+    It makes the migrations table, takes the lock ``db init`` takes, and applies each pending
+    migration and records it with the checksum ``db init`` would, so after a paste the worker
+    applies nothing, and a second paste applies nothing either.
+    """
+    parts = [PASTE_HEADER.format(dim=int(dim)), query("create_migrations_table") + ";\n",
+             query("lock_migrations") + ";\n"]
+    parts += [_paste_block(m, dim) for m in migrations()]
     return "\n".join(parts)
 
 

@@ -1,0 +1,64 @@
+"""`arc-retrieval serve` says once, when it answers, where it listens and which knowledge base it
+serves: one line on stdout, not one per worker process or per restart, and no password."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from worker.store.database import Database
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_says_once_when_ready_where_it_listens_and_what_it_serves(make_database, embedder, tmp_path):
+    url = make_database("ready")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    db.close()
+    assert "postgres:@" in url
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARC_", "SUPABASE_", "OPENAI_"))}
+    env.update(DATABASE_URL=url.replace("postgres:@", "postgres:pw-not-to-print@", 1), ARC_DATA_DIR=str(tmp_path),
+               WEB_CONCURRENCY="2")
+    log = open(tmp_path / "stderr", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 120)
+        assert ready, "nothing printed within 120 s"
+        line = process.stdout.readline()
+        # printed when ready: the server answers at once
+        assert requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+        deadline = time.monotonic() + 60  # both workers up, so a second announcement would be out by now
+        while (tmp_path / "stderr").read_text().count("database schema ready") < 2:
+            assert time.monotonic() < deadline, (tmp_path / "stderr").read_text()[-2000:]
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        rest, _ = process.communicate(timeout=30)
+        log.close()
+    host = url.split("host=", 1)[1].split("&")[0]
+    name = url.split("/")[3].split("?")[0]
+    assert line == (f"arc-retrieval ready on http://127.0.0.1:{port} (POST /webhook/arc-retrieval): knowledge base "
+                    f"6 document(s), 39 chunk(s) in Postgres postgres@{host}:5432/{name}; "
+                    f"embeddings all-MiniLM-L6-v2, vector(384)\n")
+    assert "arc-retrieval ready" not in rest and "pw-not-to-print" not in line + rest
