@@ -23,7 +23,7 @@ from ..embeddings import Embedder
 from ..errors import IngestError
 from ..models import DOCUMENT_ID_PATTERN, Amendment
 from ..sections import amends
-from ..store import bm25, sqlfiles
+from ..store import bm25, communities, sqlfiles
 from ..store.database import Database
 from ..tokens import TokenCounter, default_counter
 from .chunking import Chunk, chunk_blocks
@@ -85,6 +85,7 @@ class IngestReport:
     ocr_seconds: float = 0.0
     amended_chunks: int = 0
     notes: tuple[str, ...] = ()  # what the admin should know: a section named that matched nothing
+    community: str = ""
 
 
 def slugify(text: str) -> str:
@@ -144,9 +145,11 @@ class Ingestor:
         return document
 
     def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
-              *, progress: bool = False, batch_documents: int = 256) -> IngestReport:
-        """Embed (unless given) and store documents, each replaced atomically."""
-        self.check_links(documents)  # before the embedding bill
+              *, progress: bool = False, batch_documents: int = 256, community: str | None = None) -> IngestReport:
+        """Embed (unless given) and store documents, each replaced atomically, in ``community``
+        (unnamed: the knowledge base's only one; an error when it holds several)."""
+        community = communities.resolve_for_write(community, communities.list_communities(self.db))
+        self.check_links(documents, community)  # before the embedding bill
         texts = embedding_texts(documents)
         if embeddings is None:
             embeddings = self.embed(texts, progress=progress)
@@ -160,17 +163,17 @@ class Ingestor:
             for start in range(0, len(documents), batch_documents):
                 batch = documents[start:start + batch_documents]
                 n = sum(len(d.chunks) for d in batch)
-                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n], marks)
+                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n], marks, community)
                 offset += n
                 bar.update(n)
         bar.close()
-        bm25.refresh(self.db)  # bounded, and never fails the load
+        bm25.refresh(self.db, community=community)  # bounded, and never fails the load
         log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
         return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
                             sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
-                            marks.chunks, tuple(marks.notes))
+                            marks.chunks, tuple(marks.notes), community)
 
-    def check_links(self, documents: Sequence[DocumentInput]) -> None:
+    def check_links(self, documents: Sequence[DocumentInput], community: str) -> None:
         """A document named by --supersedes, --superseded-by or --amends must be stored already or
         come in the same load: a mistyped id is an error, not a mark that never lands."""
         named = {d.document_id for d in documents}
@@ -182,7 +185,8 @@ class Ingestor:
             return
         with self.db.connect() as conn:
             stored = {row[0] for row in conn.execute(sqlfiles.query("stored_documents"),
-                                                     {"ids": [other for _, _, other in links]})}
+                                                     {"ids": [other for _, _, other in links],
+                                                      "community": community})}
         for doc, link, other in links:
             if other not in stored:
                 hint = (f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
@@ -199,22 +203,24 @@ class Ingestor:
                 bar.update(min(batch, len(texts) - start))
         return out
 
-    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks) -> int:
+    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks,
+                     community: str) -> int:
         replaced = 0
         with conn.transaction():
             self.db.lock_writes(conn)
             superseded: dict[str, str | None] = {}
             for doc in documents:
-                superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id)
-                replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
+                superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id, community)
+                replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id,
+                                                                           "community": community}).rowcount
             conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
                 "sections": [c.section_path for d in documents for c in d.chunks],
-                "contents": [c.content for d in documents for c in d.chunks]})
+                "contents": [c.content for d in documents for c in d.chunks], "community": community})
             row_index = 0
             with conn.cursor().copy(sqlfiles.query("copy_chunks")) as copy:
                 for doc in documents:
                     for chunk in doc.chunks:
-                        copy.write_row((doc.document_id, doc.name, doc.document_type, chunk.section_path,
+                        copy.write_row((community, doc.document_id, doc.name, doc.document_type, chunk.section_path,
                                         chunk.page_number, chunk.chunk_index, doc.is_binding,
                                         superseded[doc.document_id], chunk.content,
                                         self.counter.count(chunk.content),
@@ -224,15 +230,15 @@ class Ingestor:
             for doc in documents:
                 if doc.supersedes:
                     conn.execute(sqlfiles.query("mark_superseded"),
-                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id})
+                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id, "community": community})
             for doc in documents:  # both ways: what this document amends, what amends it
                 for amendment in doc.amends:
-                    _mark_amended(conn, amendment, doc.document_id, doc.name, marks)
+                    _mark_amended(conn, amendment, doc.document_id, doc.name, marks, community)
                 for amending_id, amending_name, recorded in conn.execute(
-                        sqlfiles.query("amendments_of"), {"document_id": doc.document_id}).fetchall():
+                        sqlfiles.query("amendments_of"), {"document_id": doc.document_id, "community": community}).fetchall():
                     for entry in recorded:
                         if entry.get("document_id") == doc.document_id:
-                            _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks)
+                            _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks, community)
         return replaced
 
 
@@ -243,8 +249,9 @@ class _Marks:
     done: set[tuple[str, str, str]] = field(default_factory=set)  # (amended_by, document, section)
 
 
-def _superseding_document(conn, document_id: str) -> str | None:
-    row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": document_id}).fetchone()
+def _superseding_document(conn, document_id: str, community: str) -> str | None:
+    row = conn.execute(sqlfiles.query("superseding_document"),
+                       {"document_id": document_id, "community": community}).fetchone()
     return row[0] if row else None
 
 
@@ -259,8 +266,10 @@ def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
     return {**doc.metadata, **extra}
 
 
-def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks) -> None:
-    rows = conn.execute(sqlfiles.query("document_sections"), {"document_id": amendment.document_id}).fetchall()
+def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks,
+                  community: str) -> None:
+    rows = conn.execute(sqlfiles.query("document_sections"),
+                        {"document_id": amendment.document_id, "community": community}).fetchall()
     if not rows:
         marks.notes.append(f"{amended_by} amends {amendment.document_id}, which is not in the knowledge base yet: "
                            "its sections are marked when it is ingested")
@@ -296,7 +305,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                  supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
                  superseded_by: str | None = None,
                  amends: tuple[Amendment, ...] = (),
-                 on_file: Callable[[Path], None] | None = None) -> IngestReport:
+                 on_file: Callable[[Path], None] | None = None, community: str | None = None) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
@@ -317,7 +326,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                                                amends=amends))
         if on_file:
             on_file(path)
-    return ingestor.write(documents, progress=progress)
+    return ingestor.write(documents, progress=progress, community=community)
 
 
 SAMPLE_DIR = Path(__file__).parent.parent / "sample_corpus"
@@ -334,11 +343,14 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
     ]
 
 
-def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False) -> IngestReport:
+def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False,
+                    community: str | None = None) -> IngestReport:
     """Ingest every document a ``manifest.json`` lists (a file or the folder holding it)."""
-    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress)
+    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress,
+                          community=community)
 
 
-def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False) -> IngestReport:
+def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False,
+                         community: str | None = None) -> IngestReport:
     """Load the fictional Cedar Hollow documents listed in ``sample_corpus/manifest.json``."""
-    return ingest_manifest(ingestor, SAMPLE_DIR, progress=progress)
+    return ingest_manifest(ingestor, SAMPLE_DIR, progress=progress, community=community)

@@ -25,6 +25,7 @@ from ..models import (
     RetrievalResponse,
     Weights,
 )
+from ..store import communities
 from ..tokens import TokenCounter, default_counter
 from . import context as context_stage
 from .amendments import bring_amendments
@@ -124,6 +125,8 @@ class Retriever:
         warnings: list[str] = []
 
         with timer.stage("preprocess"):
+            # Before anything costs: a request without its community, or for an unknown one, is refused.
+            community = communities.resolve(request.community, self.backend.communities())
             processed = preprocess(request.query)
             hard_filter = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
@@ -137,7 +140,8 @@ class Retriever:
                               match_count=request.candidates, vector_weight=weights.vector,
                               fts_weight=weights.fts, fusion=fusion,
                               document_types=tuple(hard_filter) if hard_filter else None,
-                              binding_only=request.binding_only, include_superseded=request.include_superseded)
+                              binding_only=request.binding_only, include_superseded=request.include_superseded,
+                              community=community)
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
 
@@ -190,7 +194,7 @@ class Retriever:
             chunks=shown, context=built.text, context_tokens=built.tokens,
             sources=len(set(built.source_of.values())),
             best_score=None if best is None else round(best, 4), reranked=reranked, warnings=warnings,
-            usage=usage, timings_ms=timings, request_id=request_id,
+            usage=usage, timings_ms=timings, request_id=request_id, community=community,
             debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
                    "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
                    "search_cache_hits": self.search_cache.hits} if request.debug else None,
@@ -213,7 +217,7 @@ class Retriever:
         if not self.search_cache.enabled:
             return self.backend.search(params)
         # Read before searching: a change that lands during the search leaves the entry stale.
-        version = self.backend.version()
+        version = self.backend.version(params.community)
         found = self.search_cache.get(params, version)
         if found is None:
             found = self.backend.search(params)

@@ -38,6 +38,7 @@ class SearchParams:
     binding_only: bool = False
     include_superseded: bool = False
     expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
+    community: str | None = None  # the one community both legs read (sql/031); None: the only one
 
     def cache_key(self) -> str:
         values = asdict(self)
@@ -59,14 +60,19 @@ class SearchParams:
             "binding_only": self.binding_only,
             "include_superseded": self.include_superseded,
             "expansion_text": self.expansion_text,
+            "community": self.community,
         }
 
 
 class SearchBackend(Protocol):
     def search(self, params: SearchParams) -> list[ChunkResult]: ...
 
-    def version(self) -> int:
-        """The knowledge base's change counter (008_knowledge_base_version.sql)."""
+    def version(self, community: str | None = None) -> int:
+        """A community's change counter (008, per community since 030)."""
+        ...
+
+    def communities(self) -> list[str]:
+        """The communities holding chunks (030's knowledge_communities)."""
         ...
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
@@ -102,11 +108,16 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.primary_version())
         return [_chunk(row) for row in rows]
 
-    def version(self) -> int:
+    def version(self, community: str | None = None) -> int:
         if self.replicas is not None:
+            # a replica serves a search once it has replayed the whole knowledge base's version
             return self.replicas.primary_version()
         with self.db.connection() as conn:
-            return conn.execute(sqlfiles.query("knowledge_base_version")).fetchone()[0]
+            return conn.execute(sqlfiles.query("knowledge_base_version"), {"community": community}).fetchone()[0]
+
+    def communities(self) -> list[str]:
+        with self.db.connection() as conn:
+            return [row[0] for row in conn.execute(sqlfiles.query("communities")).fetchall()]
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
@@ -152,13 +163,22 @@ class SupabaseBackend:
             return {}
         return {row["word"]: int(row["df"]) for row in self._rpc("arc_word_frequencies", {"words": words})}
 
-    def version(self) -> int:
+    def version(self, community: str | None = None) -> int:
         from postgrest.exceptions import APIError
 
         try:
-            return int(self.client.rpc("knowledge_base_version", {}).execute().data)
+            return int(self.client.rpc("knowledge_base_version", {"community": community}).execute().data)
         except (APIError, TypeError, ValueError) as exc:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
+
+    def communities(self) -> list[str]:
+        from postgrest.exceptions import APIError
+
+        try:
+            rows = self.client.table("knowledge_communities").select("community").execute().data or []
+        except APIError as exc:
+            raise DatabaseUnavailable("supabase knowledge_communities failed") from exc
+        return [row["community"] for row in rows]
 
     def _rpc(self, function: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         from postgrest.exceptions import APIError

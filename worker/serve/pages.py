@@ -175,13 +175,13 @@ def upload() -> Any:
     # reading the document counts against admission control, as on the ingest webhook
     with arc.ingest_admission.slot(), arc.admission.slot():
         try:
-            document = _uploaded_document(arc.ingestor, form, budget=Budget(
+            document, community = _uploaded_document(arc.ingestor, form, budget=Budget(
                 arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
         except (ValidationError, InvalidInput) as exc:
             message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             return render_template("pages/error.html", title="Not ingested", message=message), 422
-        report = arc.ingestor.write([document])
+        report = arc.ingestor.write([document], community=community)
     arc.retriever.search_cache.clear()
     message = (f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks"
                + (f", replacing {report.replaced_chunks}" if report.replaced_chunks else ""))

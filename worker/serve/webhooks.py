@@ -66,11 +66,12 @@ def ingest() -> Any:
         arc.runtime.ensure_schema()
         with arc.ingest_admission.slot(), arc.admission.slot():
             if posted is None:
-                document = _uploaded_document(arc.ingestor, budget=budget)
+                document, community = _uploaded_document(arc.ingestor, budget=budget)
             else:
                 document = arc.ingestor.prepare_text(_parse_posted(posted, arc.ingestor, budget),
                                                      metadata={"source": "webhook"}, **posted.document_args())
-            report = arc.ingestor.write([document])
+                community = posted.community
+            report = arc.ingestor.write([document], community=community)
     except ValidationError as exc:
         return validation_error(exc)
     except IngestError as exc:
@@ -78,7 +79,7 @@ def ingest() -> Any:
             arc.metrics.ingest_cancelled.inc()
         raise
     arc.retriever.search_cache.clear()
-    return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
+    return jsonify(IngestResponse(status="ingested", community=report.community, document_id=document.document_id,
                                   document_name=document.name, chunks=report.chunks,
                                   replaced_chunks=report.replaced_chunks,
                                   amended_chunks=report.amended_chunks, notes=list(report.notes),
@@ -126,7 +127,7 @@ BINARY_SUFFIXES = (".pdf", ".docx")
 
 
 def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None,
-                       budget: Budget | None = None) -> DocumentInput:
+                       budget: Budget | None = None) -> tuple[DocumentInput, str | None]:
     """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
     PDF with OCR for scanned pages, Word), described by the form's other fields (``form``: those
     fields, when the caller's form holds others of its own)."""
@@ -161,7 +162,7 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
         copy = Path(folder) / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
         upload.save(copy)
         return ingestor.prepare_file(copy, source_name=filename, metadata={"source": "webhook"},
-                                     budget=budget, **described.document_args())
+                                     budget=budget, **described.document_args()), described.community
 
 
 def json_body(not_json: str = "send the request as JSON (Content-Type: application/json)") -> dict[str, Any]:

@@ -1,0 +1,171 @@
+"""Several communities in one knowledge base (sql/030, 031): every chunk carries its community,
+both legs of hybrid_search read one community inside the SQL, and BM25 statistics are kept per
+community, so loading one community never moves another's ranking. An existing single-community
+database upgrades in place."""
+
+from __future__ import annotations
+
+import random
+
+import psycopg
+import pytest
+
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.store import sqlfiles
+from worker.store.database import Database
+
+QUESTIONS = ("can I build a fence", "pergola height limit", "how many board members", "paint colour approval",
+             "pets", "architectural review committee meeting")
+SEARCH = ("select id, round(bm25_score::numeric, 9), round(vector_score::numeric, 9), round(fused_score::numeric, 9) "
+          "from hybrid_search(query_text => %(q)s, query_embedding => %(e)s::vector, match_count => 20, "
+          "community => %(c)s)")
+
+
+def _ranking(conn, embedder, community: str | None) -> dict[str, list[tuple]]:
+    found = {}
+    for q in QUESTIONS:
+        vector = "[" + ",".join(f"{x:.7g}" for x in embedder.embed_query(q)) + "]"
+        found[q] = conn.execute(SEARCH, {"q": q, "e": vector, "c": community}).fetchall()
+    return found
+
+
+def _communities_of(conn, ids) -> set[str]:
+    return {r[0] for r in conn.execute("select distinct community from knowledge_chunks where id = any(%s)",
+                                       (list(ids),))}
+
+
+def assert_statistics_exact_per_community(conn) -> None:
+    """Each community's N, total length and document frequencies equal a recount of its chunks."""
+    stored = {(c, t): df for c, t, df in conn.execute("select community, lexeme, df from bm25_terms")}
+    counted = {(c, t): df for c, t, df in conn.execute(
+        "select community, t.lexeme, count(*) from knowledge_chunks, unnest(fts) t group by 1, 2")}
+    assert stored == counted
+    corpus = {c: (n, total) for c, n, total in conn.execute(
+        "select community, n_docs, total_length from bm25_corpus where n_docs > 0")}
+    recount = {c: (n, total) for c, n, total in conn.execute(
+        "select community, count(*), sum(fts_length) from knowledge_chunks group by 1")}
+    assert corpus == recount
+
+
+def test_loading_a_community_never_moves_anothers_ranking(database_factory, embedder):
+    url = database_factory("communities")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    with psycopg.connect(url) as conn:
+        before = _ranking(conn, embedder, "cedar-hollow")
+        alone = _ranking(conn, embedder, None)  # one community: the field may be left out
+        stats_before = conn.execute("select * from bm25_corpus where community = 'cedar-hollow'").fetchone()
+    assert alone == before and any(before.values())
+
+    # A sister association with the very same documents (the worst case for shared statistics:
+    # every word's df and N would double) and one more document of its own.
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    ingestor.write([ingestor.prepare_text(_markdown("Fences and pergolas at Cedar Ridge need a permit."),
+                                          document_id="ridge-notice", name="Notice", document_type="other")],
+                   community="cedar-ridge")
+
+    with psycopg.connect(url) as conn:
+        assert _ranking(conn, embedder, "cedar-hollow") == before
+        assert conn.execute("select * from bm25_corpus where community = 'cedar-hollow'").fetchone() == stats_before
+        ridge = _ranking(conn, embedder, "cedar-ridge")
+        for q in QUESTIONS:
+            assert _communities_of(conn, [r[0] for r in before[q]]) == {"cedar-hollow"}
+            assert _communities_of(conn, [r[0] for r in ridge[q]]) == {"cedar-ridge"}
+        assert_statistics_exact_per_community(conn)
+        # the same document id in two communities: two documents
+        assert conn.execute("select count(distinct community) from knowledge_chunks "
+                            "where document_id = 'design-guidelines-2024'").fetchone()[0] == 2
+
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="community is required"):
+            conn.execute("select * from hybrid_search(query_text => 'fence')")
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="no such community"):
+            conn.execute("select * from hybrid_search(query_text => 'fence', community => 'nowhere')")
+        conn.rollback()
+
+        # the version moves per community: a load of one leaves the other's cached searches valid
+        hollow = conn.execute("select knowledge_base_version('cedar-hollow')").fetchone()[0]
+        ridge_version = conn.execute("select knowledge_base_version('cedar-ridge')").fetchone()[0]
+    ingestor.write([ingestor.prepare_text(_markdown("Another notice about hedges."), document_id="ridge-hedges",
+                                          name="Hedges", document_type="other")], community="cedar-ridge")
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select knowledge_base_version('cedar-hollow')").fetchone()[0] == hollow
+        assert conn.execute("select knowledge_base_version('cedar-ridge')").fetchone()[0] > ridge_version
+
+        # deleting one community's copy of a document leaves the other's alone
+        conn.execute("delete from knowledge_chunks where community = 'cedar-ridge'")
+        conn.commit()
+        assert _ranking(conn, embedder, "cedar-hollow") == before
+        assert_statistics_exact_per_community(conn)
+        assert _ranking(conn, embedder, None) == before  # one community holds chunks again
+    db.close()
+
+
+def _markdown(text: str):
+    from worker.ingest.readers import parse_markdown
+
+    return parse_markdown(text)
+
+
+def _old_schema(url: str, dim: int) -> None:
+    """A database as the release before communities left it: migrations up to 014, recorded."""
+    with psycopg.connect(url) as conn:
+        conn.execute(sqlfiles.query("create_migrations_table"))
+        for migration in sqlfiles.migrations():
+            if migration.name >= "030":
+                continue
+            conn.execute(migration.render(dim))
+            conn.execute(sqlfiles.query("record_migration"), {"name": migration.name,
+                                                              "checksum": migration.checksum(dim)})
+        conn.commit()
+
+
+def test_a_single_community_database_upgrades_in_place(database_factory, embedder):
+    url = database_factory("upgrade")
+    _old_schema(url, embedder.dim)
+    pick = random.Random(7)
+    words = "fence pergola roof paint colour board meeting pets hedge permit review shed pool".split()
+    rows = []
+    for doc in range(12):
+        for i in range(5):
+            text = " ".join(pick.choices(words, k=pick.randint(5, 30)))
+            rows.append((f"doc-{doc}", f"Doc {doc}", "ccr", i, text, 10, embedder.embed([text])[0].tolist()))
+    with psycopg.connect(url) as conn:
+        with conn.cursor() as cur:
+            cur.executemany("insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, "
+                            "content, token_count, embedding) values (%s, %s, %s, %s, %s, %s, %s::vector)",
+                            [(*r[:6], str(r[6])) for r in rows])
+        conn.commit()
+        old = {}
+        for q in QUESTIONS:
+            vector = "[" + ",".join(f"{x:.7g}" for x in embedder.embed_query(q)) + "]"
+            old[q] = conn.execute("select id, bm25_score, vector_score, fused_score from hybrid_search("
+                                  "query_text => %s, query_embedding => %s::vector, match_count => 20)",
+                                  (q, vector)).fetchall()
+        ids_before = conn.execute("select id from knowledge_chunks order by id").fetchall()
+
+    db = Database(url)
+    assert db.migrate(embedder.dim)[:2] == ["030_communities", "031_hybrid_search_communities"]
+
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select id from knowledge_chunks order by id").fetchall() == ids_before  # no re-ingest
+        assert conn.execute("select distinct community from knowledge_chunks").fetchall() == [("default",)]
+        for q in QUESTIONS:
+            vector = "[" + ",".join(f"{x:.7g}" for x in embedder.embed_query(q)) + "]"
+            new = conn.execute("select id, bm25_score, vector_score, fused_score from hybrid_search("
+                               "query_text => %s, query_embedding => %s::vector, match_count => 20)",
+                               (q, vector)).fetchall()
+            assert [r[0] for r in new] == [r[0] for r in old[q]]
+            assert [round(r[1] or 0, 9) for r in new] == [round(r[1] or 0, 9) for r in old[q]]
+        assert_statistics_exact_per_community(conn)
+    # the upgraded database takes a second community beside its 'default' one
+    ingest_sample_corpus(Ingestor(db, embedder), community="cedar-hollow")
+    with psycopg.connect(url) as conn:
+        assert_statistics_exact_per_community(conn)
+        vector = "[" + ",".join(f"{x:.7g}" for x in embedder.embed_query(QUESTIONS[0])) + "]"
+        again = conn.execute("select id from hybrid_search(query_text => %s, query_embedding => %s::vector, "
+                             "match_count => 20, community => 'default')", (QUESTIONS[0], vector)).fetchall()
+        assert [r[0] for r in again] == [r[0] for r in old[QUESTIONS[0]]]
+    db.close()
