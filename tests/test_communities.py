@@ -169,3 +169,99 @@ def test_a_single_community_database_upgrades_in_place(database_factory, embedde
                              "match_count => 20, community => 'default')", (QUESTIONS[0], vector)).fetchall()
         assert [r[0] for r in again] == [r[0] for r in old[QUESTIONS[0]]]
     db.close()
+
+
+@pytest.fixture()
+def two_communities(make_database, embedder, tmp_path):
+    from tests.conftest import make_settings
+    from worker.runtime import Runtime
+    from worker.serve.app import create_app
+
+    url = make_database("twocommunities")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor)  # an existing single-community knowledge base: 'default'
+    settings = make_settings(tmp_path, url, api_token="ask", ingest_token="admin")
+    client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
+    yield client, db, url, tmp_path
+    db.close()
+
+
+ASK = {"X-ARC-Token": "ask"}
+ADMIN = {"X-ARC-Token": "admin"}
+
+
+def test_the_webhooks_take_a_community_and_refuse_an_ambiguous_or_unknown_one(two_communities):
+    client, db, _, _ = two_communities
+    # one community: today's requests work unchanged
+    one = client.post("/webhook/arc-retrieval", json={"query": "fence height"}, headers=ASK)
+    assert one.status_code == 200 and one.get_json()["community"] == "default"
+
+    added = client.post("/webhook/arc-ingest", headers=ADMIN, json={
+        "community": "ridge", "document_type": "ccr", "document_id": "design-guidelines-2024",
+        "text": "# Ridge rules\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet."})
+    assert added.status_code == 200 and added.get_json()["community"] == "ridge"
+    bad = client.post("/webhook/arc-ingest", headers=ADMIN, json={
+        "community": "Ridge Estates!", "document_type": "ccr", "text": "x"})
+    assert bad.status_code == 422 and bad.get_json()["field"] == "community"
+
+    missing = client.post("/webhook/arc-retrieval", json={"query": "fence height"}, headers=ASK)
+    assert missing.status_code == 400 and missing.get_json()["field"] == "community"
+    assert "community" in missing.get_json()["message"]
+    unknown = client.post("/webhook/arc-retrieval", json={"query": "fence height", "community": "nowhere"},
+                          headers=ASK)
+    assert unknown.status_code == 404 and unknown.get_json()["field"] == "community"
+
+    ridge = client.post("/webhook/arc-retrieval", json={"query": "fence height", "community": "ridge"}, headers=ASK)
+    assert ridge.status_code == 200 and ridge.get_json()["community"] == "ridge"
+    assert {c["content"] for c in ridge.get_json()["chunks"]} == {"At Cedar Ridge fences may be 4 feet."}
+    hollow = client.post("/webhook/arc-retrieval", json={"query": "fence height", "community": "default"},
+                         headers=ASK)
+    assert "4 feet" not in hollow.get_json()["context"] and hollow.get_json()["chunks"]
+    # a chat's metadata names the community
+    chat = client.post("/webhook/arc-retrieval", json={"chatInput": "fence height", "sessionId": "s",
+                                                       "metadata": {"community": "ridge"}}, headers=ASK)
+    assert chat.status_code == 200 and chat.get_json()["community"] == "ridge"
+    with psycopg.connect(db.url) as conn:
+        logged = conn.execute("select community, count(*) from query_log group by 1 order by 1").fetchall()
+        assert logged == [("default", 2), ("ridge", 2)]
+        mix = conn.execute("select community, queries from retrieval_source_mix order by 1").fetchall()
+        assert mix == [("default", 2), ("ridge", 2)]
+
+    # the documents API: one community's documents; the same id in two communities is two documents
+    listed = client.get("/webhook/arc-documents?community=ridge", headers=ADMIN)
+    assert [d["document_id"] for d in listed.get_json()["documents"]] == ["design-guidelines-2024"]
+    assert client.get("/webhook/arc-documents", headers=ADMIN).status_code == 400
+    assert client.get("/webhook/arc-documents?community=nowhere", headers=ADMIN).status_code == 404
+    shown = client.get("/webhook/arc-documents/design-guidelines-2024?community=ridge", headers=ADMIN)
+    assert shown.get_json()["document"]["chunks"] == 1
+    gone = client.delete("/webhook/arc-documents/design-guidelines-2024?community=ridge", headers=ADMIN)
+    assert gone.status_code == 200 and gone.get_json()["deleted_chunks"] == 1
+    # ridge is empty again: one community, so the field may be left out once more
+    again = client.get("/webhook/arc-documents", headers=ADMIN)
+    assert "design-guidelines-2024" in {d["document_id"] for d in again.get_json()["documents"]}
+
+
+def test_the_command_line_takes_a_community(two_communities, monkeypatch):
+    from click.testing import CliRunner
+
+    from worker.cli import main
+
+    _, _, url, tmp_path = two_communities
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    notice = tmp_path / "notice.md"
+    notice.write_text("# Ridge notice\n\nPool hours at Cedar Ridge are 8 to 8.")
+    run = CliRunner().invoke(main, ["ingest", str(notice), "--community", "ridge"])
+    assert run.exit_code == 0 and "into community ridge" in run.output, run.output
+    listed = CliRunner().invoke(main, ["documents", "list"])
+    assert listed.exit_code != 0 and "--community" in listed.output
+    listed = CliRunner().invoke(main, ["documents", "list", "--community", "ridge"])
+    assert listed.exit_code == 0 and "notice" in listed.output and "design-guidelines" not in listed.output
+    unknown = CliRunner().invoke(main, ["documents", "show", "notice", "--community", "nowhere"])
+    assert unknown.exit_code != 0 and "nowhere" in unknown.output
+    ambiguous = CliRunner().invoke(main, ["ingest", str(notice)])
+    assert ambiguous.exit_code != 0 and "community" in ambiguous.output
+    deleted = CliRunner().invoke(main, ["documents", "delete", "notice", "--community", "ridge"])
+    assert deleted.exit_code == 0, deleted.output
