@@ -13,42 +13,62 @@
 -- takes its communities' corpus rows first (in name order), then their words, then their
 -- version rows; a refresh step takes its community's version row first and never a corpus row.
 --
--- Not repeatable: it changes tables. Careful: 003/010/012/014 defined the functions redefined
--- here against one corpus row; re-applying 014 (repeatable) after this file would bring back
--- single-corpus triggers, so 014 must not change again (change the definitions here instead).
+-- Pasted again with every other file (`db sql`), it changes nothing: each step checks what is
+-- there. The statistics triggers run functions of new names (bm25_community_stats_*), so that
+-- 014 (repeatable), applied again after this file, only redefines functions no trigger calls.
 
 -- ---- the key ------------------------------------------------------------------------------------
 alter table knowledge_chunks add column if not exists community text not null default 'default';
-alter table knowledge_chunks add constraint knowledge_chunks_community_name
-  check (community ~ '^[a-z0-9][a-z0-9_-]{0,62}$');
--- Two associations may both have "bylaws": a document is named within its community.
-alter table knowledge_chunks drop constraint if exists knowledge_chunks_document_chunk;
-alter table knowledge_chunks add constraint knowledge_chunks_document_chunk
-  unique (community, document_id, chunk_index);
+do $$
+begin
+  if not exists (select 1 from pg_constraint where conname = 'knowledge_chunks_community_name') then
+    alter table knowledge_chunks add constraint knowledge_chunks_community_name
+      check (community ~ '^[a-z0-9][a-z0-9_-]{0,62}$');
+  end if;
+  -- Two associations may both have "bylaws": a document is named within its community.
+  if not exists (select 1 from pg_constraint
+                  where conname = 'knowledge_chunks_document_chunk' and cardinality(conkey) = 3) then
+    alter table knowledge_chunks drop constraint if exists knowledge_chunks_document_chunk;
+    alter table knowledge_chunks add constraint knowledge_chunks_document_chunk
+      unique (community, document_id, chunk_index);
+  end if;
+end
+$$;
 drop index if exists knowledge_chunks_bm25_generation;
-create index if not exists knowledge_chunks_bm25_generation on knowledge_chunks (community, bm25_generation);
+create index if not exists knowledge_chunks_community_generation on knowledge_chunks (community, bm25_generation);
 
 -- ---- per-community statistics ------------------------------------------------------------------
 alter table bm25_corpus add column if not exists community text not null default 'default';
 alter table bm25_corpus drop column if exists id;  -- its primary key and check go with it
-alter table bm25_corpus add primary key (community);
 alter table bm25_corpus alter column community drop default;
 
 alter table bm25_terms add column if not exists community text not null default 'default';
-alter table bm25_terms drop constraint if exists bm25_terms_pkey;
-alter table bm25_terms add primary key (community, lexeme);
 alter table bm25_terms alter column community drop default;
 
 alter table bm25_postings add column if not exists community text not null default 'default';
 alter table bm25_postings alter column community drop default;
 drop index if exists bm25_postings_impact;
-create index if not exists bm25_postings_impact
+create index if not exists bm25_postings_community_impact
   on bm25_postings (community, lexeme, weight desc) include (chunk_id);
 
 alter table knowledge_base_state add column if not exists community text not null default 'default';
 alter table knowledge_base_state drop column if exists id;
-alter table knowledge_base_state add primary key (community);
 alter table knowledge_base_state alter column community drop default;
+
+do $$
+begin
+  if not exists (select 1 from pg_constraint where conname = 'bm25_corpus_pkey') then
+    alter table bm25_corpus add primary key (community);
+  end if;
+  if not exists (select 1 from pg_constraint where conname = 'bm25_terms_pkey' and cardinality(conkey) = 2) then
+    alter table bm25_terms drop constraint if exists bm25_terms_pkey;
+    alter table bm25_terms add primary key (community, lexeme);
+  end if;
+  if not exists (select 1 from pg_constraint where conname = 'knowledge_base_state_pkey') then
+    alter table knowledge_base_state add primary key (community);
+  end if;
+end
+$$;
 
 -- The 'default' rows stay even in an empty database: a community without chunks is no
 -- community to a client (knowledge_communities below), and tuning k1 and b there keeps working.
@@ -59,6 +79,15 @@ select b.community, b.n_docs as chunks, s.version, s.changed_at
 from bm25_corpus b
 left join knowledge_base_state s on s.community = b.community
 where b.n_docs > 0;
+
+-- The same list for Supabase's RPC route (PostgREST calls functions; the worker reads no table there).
+create or replace function community_names()
+returns table (community text)
+language sql stable
+set search_path = public, extensions
+as $$
+  select k.community from knowledge_communities k order by k.community
+$$;
 
 -- ---- statistics triggers (003, 014), per community ---------------------------------------------
 drop function if exists bm25_stats_add(integer, bigint, bigint);
@@ -110,7 +139,7 @@ create trigger knowledge_chunks_bm25_weights
   before insert or update of section_path, content, community on knowledge_chunks
   for each row execute function bm25_chunk_weights();
 
-create or replace function bm25_stats_on_insert() returns trigger
+create or replace function bm25_community_stats_on_insert() returns trigger
 language plpgsql
 set search_path = public, extensions
 as $$
@@ -127,7 +156,7 @@ begin
 end
 $$;
 
-create or replace function bm25_stats_on_delete() returns trigger
+create or replace function bm25_community_stats_on_delete() returns trigger
 language plpgsql
 set search_path = public, extensions
 as $$
@@ -157,7 +186,7 @@ $$;
 
 -- Rows whose text or community changed move the statistics: out of the old community with the
 -- old text, into the new one with the new text. Marking supersession changes neither.
-create or replace function bm25_stats_on_update() returns trigger
+create or replace function bm25_community_stats_on_update() returns trigger
 language plpgsql
 set search_path = public, extensions
 set enable_nestloop = off
@@ -209,7 +238,7 @@ begin
 end
 $$;
 
-create or replace function bm25_stats_on_truncate() returns trigger
+create or replace function bm25_community_stats_on_truncate() returns trigger
 language plpgsql
 set search_path = public, extensions
 as $$
@@ -219,6 +248,20 @@ begin
   return null;
 end
 $$;
+
+drop trigger if exists knowledge_chunks_bm25_insert on knowledge_chunks;
+create trigger knowledge_chunks_bm25_insert after insert on knowledge_chunks
+  referencing new table as new_rows for each statement execute function bm25_community_stats_on_insert();
+drop trigger if exists knowledge_chunks_bm25_delete on knowledge_chunks;
+create trigger knowledge_chunks_bm25_delete after delete on knowledge_chunks
+  referencing old table as old_rows for each statement execute function bm25_community_stats_on_delete();
+drop trigger if exists knowledge_chunks_bm25_update on knowledge_chunks;
+create trigger knowledge_chunks_bm25_update after update on knowledge_chunks
+  referencing old table as old_rows new table as new_rows
+  for each statement execute function bm25_community_stats_on_update();
+drop trigger if exists knowledge_chunks_bm25_truncate on knowledge_chunks;
+create trigger knowledge_chunks_bm25_truncate after truncate on knowledge_chunks
+  for each statement execute function bm25_community_stats_on_truncate();
 
 -- ---- maintenance (010), per community ----------------------------------------------------------
 drop function if exists bm25_refresh(boolean);
@@ -450,7 +493,7 @@ end
 $$;
 
 -- One function for the three row-carrying events (each trigger has its own transition tables).
-create or replace function knowledge_base_touch() returns trigger
+create or replace function knowledge_base_touch_communities() returns trigger
 language plpgsql
 set search_path = public, extensions
 as $$
@@ -474,14 +517,18 @@ $$;
 
 -- Named after the BM25 triggers, so they fire after them (corpus rows, words, then versions).
 drop trigger if exists knowledge_chunks_version on knowledge_chunks;
+drop trigger if exists knowledge_chunks_version_insert on knowledge_chunks;
+drop trigger if exists knowledge_chunks_version_update on knowledge_chunks;
+drop trigger if exists knowledge_chunks_version_delete on knowledge_chunks;
+drop trigger if exists knowledge_chunks_version_truncate on knowledge_chunks;
 create trigger knowledge_chunks_version_insert after insert on knowledge_chunks
-  referencing new table as new_rows for each statement execute function knowledge_base_touch();
+  referencing new table as new_rows for each statement execute function knowledge_base_touch_communities();
 create trigger knowledge_chunks_version_update after update on knowledge_chunks
-  referencing old table as old_rows new table as new_rows for each statement execute function knowledge_base_touch();
+  referencing old table as old_rows new table as new_rows for each statement execute function knowledge_base_touch_communities();
 create trigger knowledge_chunks_version_delete after delete on knowledge_chunks
-  referencing old table as old_rows for each statement execute function knowledge_base_touch();
+  referencing old table as old_rows for each statement execute function knowledge_base_touch_communities();
 create trigger knowledge_chunks_version_truncate after truncate on knowledge_chunks
-  for each statement execute function knowledge_base_touch();
+  for each statement execute function knowledge_base_touch_communities();
 
 -- The whole knowledge base's counter (any community's change moves it), as before; and one
 -- community's, which is what a worker's cache of that community's searches is checked against.
@@ -504,8 +551,8 @@ $$;
 alter table query_log add column if not exists community text;
 create index if not exists query_log_community_created_at on query_log (community, created_at);
 
-drop view if exists retrieval_source_mix;
-create view retrieval_source_mix as
+-- 007's view stays as it is (pasting 007 again must not fail); this one splits it by community.
+create or replace view retrieval_source_mix_by_community as
 select date_trunc('day', created_at) as day,
        community,
        count(*) as queries,
@@ -527,18 +574,20 @@ declare
 begin
   foreach r in array array['anon', 'authenticated'] loop
     if exists (select 1 from pg_roles where rolname = r) then
-      execute format('revoke all on retrieval_source_mix from %I', r);
+      execute format('revoke all on retrieval_source_mix_by_community from %I', r);
       execute format('revoke all on knowledge_communities from %I', r);
     end if;
   end loop;
   if exists (select 1 from pg_roles where rolname = 'service_role') then
-    grant select on retrieval_source_mix, knowledge_communities to service_role;
+    grant select on retrieval_source_mix_by_community, knowledge_communities to service_role;
   end if;
 end
 $$;
-revoke all on retrieval_source_mix, knowledge_communities from public;
+revoke all on retrieval_source_mix_by_community, knowledge_communities from public;
 select arc_service_role_only('function', f)
   from unnest(array['bm25_stats_add(text[], bigint[], bigint[])', 'bm25_refresh(boolean, text)',
                     'bm25_refresh_step(integer, text)', 'bm25_stale_chunks(text)',
                     'bm25_seed_avgdl(text[], text[], text)', 'knowledge_base_bump(text[])',
-                    'knowledge_base_version(text)']) f;
+                    'knowledge_base_version(text)', 'community_names()', 'knowledge_base_touch_communities()', 'bm25_community_stats_on_insert()',
+                    'bm25_community_stats_on_delete()', 'bm25_community_stats_on_update()',
+                    'bm25_community_stats_on_truncate()']) f;

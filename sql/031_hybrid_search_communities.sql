@@ -334,6 +334,8 @@ begin
 end
 $$;
 
+select arc_service_role_only('function', 'bm25_query_terms(text, text)');
+
 -- A new signature is a new function, which PUBLIC may execute: the rights 009 gives, again, so
 -- that an upgrade (this file applied after 009) does not open it to anon.
 select arc_service_role_only('function', p.oid::regprocedure::text)

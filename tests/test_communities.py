@@ -226,7 +226,7 @@ def test_the_webhooks_take_a_community_and_refuse_an_ambiguous_or_unknown_one(tw
     with psycopg.connect(db.url) as conn:
         logged = conn.execute("select community, count(*) from query_log group by 1 order by 1").fetchall()
         assert logged == [("default", 2), ("ridge", 2)]
-        mix = conn.execute("select community, queries from retrieval_source_mix order by 1").fetchall()
+        mix = conn.execute("select community, queries from retrieval_source_mix_by_community order by 1").fetchall()
         assert mix == [("default", 2), ("ridge", 2)]
 
     # the documents API: one community's documents; the same id in two communities is two documents
@@ -265,3 +265,62 @@ def test_the_command_line_takes_a_community(two_communities, monkeypatch):
     assert ambiguous.exit_code != 0 and "community" in ambiguous.output
     deleted = CliRunner().invoke(main, ["documents", "delete", "notice", "--community", "ridge"])
     assert deleted.exit_code == 0, deleted.output
+
+
+RIDGE_TOKEN = "ridge-only-secret-0001"
+BOTH_TOKEN = "both-communities-secret-1"
+
+
+def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_database, embedder, tmp_path):
+    from tests.conftest import make_settings
+    from worker.config import Settings
+    from worker.runtime import Runtime
+    from worker.serve.app import create_app
+
+    url = make_database("scoped")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="hollow")
+    ingestor.write([ingestor.prepare_text(_markdown("# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet."),
+                                          document_id="ridge-ccrs", name="Ridge", document_type="ccr")],
+                   community="ridge")
+    tokens = f"ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
+    assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).community_tokens == {
+        RIDGE_TOKEN: ("ridge",), BOTH_TOKEN: ("hollow", "ridge")}
+    settings = make_settings(tmp_path, url, api_token="ask", ingest_token="admin", community_tokens=tokens)
+    client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
+    ridge_only = {"X-ARC-Token": RIDGE_TOKEN}
+
+    # its one community needs no naming; another community is refused before anything is read
+    own = client.post("/webhook/arc-retrieval", json={"query": "fence height"}, headers=ridge_only)
+    assert own.status_code == 200 and own.get_json()["community"] == "ridge"
+    refused = client.post("/webhook/arc-retrieval", json={"query": "fence height", "community": "hollow"},
+                          headers=ridge_only)
+    assert refused.status_code == 403 and refused.get_json()["field"] == "community"
+    assert "chunks" not in refused.get_json() and "fence" not in refused.get_data(as_text=True).lower()
+    # an unknown community is no different from another one: 403, not a 404 that tells it apart
+    assert client.post("/webhook/arc-retrieval", json={"query": "x", "community": "nowhere"},
+                       headers=ridge_only).status_code == 403
+    # the documents API and the ingest webhook likewise
+    assert client.get("/webhook/arc-documents?community=hollow", headers=ridge_only).status_code == 403
+    assert client.delete("/webhook/arc-documents/design-guidelines-2024?community=hollow",
+                         headers=ridge_only).status_code == 403
+    assert client.post("/webhook/arc-ingest", headers=ridge_only, json={
+        "community": "hollow", "document_type": "ccr", "text": "# x\n\nOverwritten."}).status_code == 403
+    listed = client.get("/webhook/arc-documents", headers=ridge_only)
+    assert [d["document_id"] for d in listed.get_json()["documents"]] == ["ridge-ccrs"]
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select count(*) from knowledge_chunks where community = 'hollow' "
+                            "and document_id = 'design-guidelines-2024'").fetchone()[0] > 0
+
+    # a token for two must name one; the full tokens still reach every community
+    both = {"X-ARC-Token": BOTH_TOKEN}
+    assert client.post("/webhook/arc-retrieval", json={"query": "fence"}, headers=both).status_code == 400
+    assert client.post("/webhook/arc-retrieval", json={"query": "fence", "community": "hollow"},
+                       headers=both).status_code == 200
+    assert client.post("/webhook/arc-retrieval", json={"query": "fence", "community": "hollow"},
+                       headers=ASK).status_code == 200
+    assert client.post("/webhook/arc-retrieval", json={"query": "fence"},
+                       headers={"X-ARC-Token": "guess-guess-guess-guess"}).status_code == 401
+    db.close()

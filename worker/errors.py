@@ -83,3 +83,11 @@ class UnknownCommunity(ArcError):
     status = 404
     code = "unknown_community"
     field = "community"
+
+
+class CommunityForbidden(ArcError):
+    """A token limited to other communities: refused before anything of this one is read."""
+
+    status = 403
+    code = "forbidden"
+    field = "community"

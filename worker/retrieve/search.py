@@ -172,13 +172,7 @@ class SupabaseBackend:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
 
     def communities(self) -> list[str]:
-        from postgrest.exceptions import APIError
-
-        try:
-            rows = self.client.table("knowledge_communities").select("community").execute().data or []
-        except APIError as exc:
-            raise DatabaseUnavailable("supabase knowledge_communities failed") from exc
-        return [row["community"] for row in rows]
+        return [row["community"] for row in self._rpc("community_names", {})]
 
     def _rpc(self, function: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         from postgrest.exceptions import APIError

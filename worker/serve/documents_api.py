@@ -10,6 +10,7 @@ from flask import Blueprint, g, jsonify, request
 
 from ..models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
 from ..store import communities, knowledge_base
+from . import community_scope
 from .responses import error as _error
 from .services import services
 
@@ -26,7 +27,8 @@ def _checked(document_id: str) -> Any | None:
 
 def _community(db) -> str:
     """The `community` query parameter, checked as the retrieval webhook checks its field."""
-    return communities.resolve(request.args.get("community") or None, communities.list_communities(db))
+    named = community_scope.checked(request.args.get("community") or None)
+    return communities.resolve(named, communities.list_communities(db))
 
 
 def _unknown(document_id: str) -> Any:

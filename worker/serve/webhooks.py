@@ -27,6 +27,7 @@ from ..models import (
     TextFormat,
     unwrap,
 )
+from . import community_scope
 from .responses import validation_error
 from .services import services
 
@@ -42,6 +43,7 @@ def retrieve() -> Any:
         req = RetrievalRequest.model_validate(unwrap(json_body()))
     except ValidationError as exc:
         return validation_error(exc)
+    req = req.model_copy(update={"community": community_scope.checked(req.community)})
     arc = services()
     arc.runtime.ensure_schema()
     with arc.admission.slot():
@@ -71,7 +73,7 @@ def ingest() -> Any:
                 document = arc.ingestor.prepare_text(_parse_posted(posted, arc.ingestor, budget),
                                                      metadata={"source": "webhook"}, **posted.document_args())
                 community = posted.community
-            report = arc.ingestor.write([document], community=community)
+            report = arc.ingestor.write([document], community=community_scope.checked(community))
     except ValidationError as exc:
         return validation_error(exc)
     except IngestError as exc:

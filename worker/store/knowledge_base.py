@@ -3,7 +3,7 @@ deleting one (its chunks and, through the triggers, its BM25 statistics, in one 
 
 from __future__ import annotations
 
-from ..models import DocumentChunk, DocumentSummary
+from ..models import DEFAULT_COMMUNITY, DocumentChunk, DocumentSummary
 from . import sqlfiles
 from .database import Database
 
@@ -12,13 +12,13 @@ class UnknownDocument(LookupError):
     pass
 
 
-def list_documents(db: Database, community: str) -> list[DocumentSummary]:
+def list_documents(db: Database, community: str = DEFAULT_COMMUNITY) -> list[DocumentSummary]:
     with db.connect() as conn:
         rows = conn.execute(sqlfiles.query("list_documents"), {"document_id": None, "community": community}).fetchall()
     return [_summary(row) for row in rows]
 
 
-def document_chunks(db: Database, document_id: str, community: str) -> tuple[DocumentSummary, list[DocumentChunk]]:
+def document_chunks(db: Database, document_id: str, community: str = DEFAULT_COMMUNITY) -> tuple[DocumentSummary, list[DocumentChunk]]:
     named = {"document_id": document_id, "community": community}
     with db.connect() as conn:
         summary = conn.execute(sqlfiles.query("list_documents"), named).fetchone()
@@ -29,7 +29,7 @@ def document_chunks(db: Database, document_id: str, community: str) -> tuple[Doc
                                              token_count=r[4], content=r[5]) for r in rows]
 
 
-def delete_document(db: Database, document_id: str, community: str) -> int:
+def delete_document(db: Database, document_id: str, community: str = DEFAULT_COMMUNITY) -> int:
     """Delete a document under the write lock ingestion takes; documents it
     superseded, or whose sections it amended, become current again. Returns the number of chunks deleted."""
     with db.connect() as conn, conn.transaction():
