@@ -168,6 +168,14 @@ def test_a_single_community_database_upgrades_in_place(database_factory, embedde
         again = conn.execute("select id from hybrid_search(query_text => %s, query_embedding => %s::vector, "
                              "match_count => 20, community => 'default')", (QUESTIONS[0], vector)).fetchall()
         assert [r[0] for r in again] == [r[0] for r in old[QUESTIONS[0]]]
+        # an admin pasting the whole SQL again (db sql) changes nothing: still per community
+        conn.execute(sqlfiles.all_migrations_sql(embedder.dim))
+        conn.commit()
+        conn.execute("delete from knowledge_chunks where community = 'default' and document_id = 'doc-0'")
+        conn.commit()
+        assert_statistics_exact_per_community(conn)
+        assert conn.execute("select count(*) from hybrid_search(query_text => 'fence', community => 'default')"
+                            ).fetchone()[0] > 0
     db.close()
 
 
