@@ -250,15 +250,18 @@ def documents_delete(document_id: str, community: str | None) -> None:
 @main.command()
 @click.argument("query")
 @click.option("--rerank/--no-rerank", default=None)
-def ask(query: str, rerank: bool | None) -> None:
+@click.option("--community", metavar="NAME", default=None, help="The community to ask (needed once there are several).")
+def ask(query: str, rerank: bool | None, community: str | None) -> None:
     """Run one question through the pipeline and print the JSON answer."""
     from .models import RetrievalRequest
     from .serve.app import build_retriever
 
     runtime = _runtime(_settings())
     try:
-        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank))
+        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank, community=community))
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
+    except ArcError as exc:
+        raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
     finally:
         runtime.close()
 

@@ -32,6 +32,7 @@ from .answer_harness import VectorCache, _new_database, _webhook_client
 from .answers import AnswerDataset, Outcome, Question, load_answer_dataset, split_sources, summarise
 
 TOLERANCE = 0.02
+QUALITY_TIMEOUT_MS = 120_000
 COMPARED = ("evidence_in_context", "evidence_in_source1")
 
 
@@ -92,14 +93,15 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
     opened: list[Database] = []
     try:
         server_url = server.start()
-        shared = Database(_new_database(server_url, "shared"), statement_timeout_ms=settings.statement_timeout_ms)
+        # a comparison of answers, not of latency: no statement may time out on a busy machine
+        shared = Database(_new_database(server_url, "shared"), statement_timeout_ms=QUALITY_TIMEOUT_MS)
         opened.append(shared)
         shared.migrate(embedder.dim)
         separate: dict[str, object] = {}
         owned: dict[str, set[str]] = {}  # community -> its document ids
         for community, folder in dataset.communities.items():
             manifest = load_manifest(folder)
-            own = Database(_new_database(server_url, community), statement_timeout_ms=settings.statement_timeout_ms)
+            own = Database(_new_database(server_url, community), statement_timeout_ms=QUALITY_TIMEOUT_MS)
             opened.append(own)
             own.migrate(embedder.dim)
             for db in (own, shared):
@@ -109,11 +111,14 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
             cache.save()
             owned[community] = {e.document_id for e in manifest.documents}
             separate[community] = _webhook_client(settings, own, embedder)
+            print(f"loaded {community} twice", file=sys.stderr, flush=True)
         shared_client = _webhook_client(settings, shared, embedder)
         alone: list[Outcome] = []
         together: list[Outcome] = []
         foreign = 0
-        for question in questions:
+        for n, question in enumerate(questions):
+            if n % 100 == 0:
+                print(f"{n}/{len(questions)} questions", file=sys.stderr, flush=True)
             alone.append(_ask(separate[question.community], settings, question, None)[0])
             outcome, documents = _ask(shared_client, settings, question, question.community)
             together.append(outcome)
