@@ -124,6 +124,10 @@ select knowledge_base_version() as version,
 select count(distinct document_id), count(*) from knowledge_chunks
 
 -- name: knowledge_base_version
+select knowledge_base_version()
+
+-- name: community_version
+-- One community's counter (030): a load of another community leaves its cached searches valid.
 select knowledge_base_version(%(community)s::text)
 
 -- name: communities

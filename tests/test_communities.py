@@ -1,7 +1,8 @@
 """Several communities in one knowledge base (sql/030, 031): every chunk carries its community,
 both legs of hybrid_search read one community inside the SQL, and BM25 statistics are kept per
 community, so loading one community never moves another's ranking. An existing single-community
-database upgrades in place."""
+database upgrades in place. test_the_command_line_takes_a_community runs the README's
+`ingest --community` and `documents list --community` commands."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ class PostgresBackend:
             # a replica serves a search once it has replayed the whole knowledge base's version
             return self.replicas.primary_version()
         with self.db.connection() as conn:
-            return conn.execute(sqlfiles.query("knowledge_base_version"), {"community": community}).fetchone()[0]
+            return conn.execute(sqlfiles.query("community_version"), {"community": community}).fetchone()[0]
 
     def communities(self) -> list[str]:
         with self.db.connection() as conn:
