@@ -262,7 +262,7 @@ def test_the_command_line_takes_a_community(two_communities, monkeypatch):
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
     notice = tmp_path / "notice.md"
     notice.write_text("# Ridge notice\n\nPool hours at Cedar Ridge are 8 to 8.")
-    run = CliRunner().invoke(main, ["ingest", str(notice), "--community", "ridge"])
+    run = CliRunner().invoke(main, ["ingest", str(notice), "--document-type", "other", "--community", "ridge"])
     assert run.exit_code == 0 and "into community ridge" in run.output, run.output
     listed = CliRunner().invoke(main, ["documents", "list"])
     assert listed.exit_code != 0 and "--community" in listed.output
@@ -270,7 +270,7 @@ def test_the_command_line_takes_a_community(two_communities, monkeypatch):
     assert listed.exit_code == 0 and "notice" in listed.output and "design-guidelines" not in listed.output
     unknown = CliRunner().invoke(main, ["documents", "show", "notice", "--community", "nowhere"])
     assert unknown.exit_code != 0 and "nowhere" in unknown.output
-    ambiguous = CliRunner().invoke(main, ["ingest", str(notice)])
+    ambiguous = CliRunner().invoke(main, ["ingest", str(notice), "--document-type", "other"])
     assert ambiguous.exit_code != 0 and "community" in ambiguous.output
     deleted = CliRunner().invoke(main, ["documents", "delete", "notice", "--community", "ridge"])
     assert deleted.exit_code == 0, deleted.output
