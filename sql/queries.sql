@@ -195,4 +195,4 @@ group by 1
 order by 1 desc
 
 -- name: word_frequencies
-select word, df from arc_word_frequencies(%(words)s::text[])
+select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text)

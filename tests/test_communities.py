@@ -333,3 +333,24 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
     assert client.post("/webhook/arc-retrieval", json={"query": "fence"},
                        headers={"X-ARC-Token": "guess-guess-guess-guess"}).status_code == 401
     db.close()
+
+
+def test_the_vocabulary_reads_the_question_s_community(database_factory, embedder):
+    """020's word frequencies after 030 keyed bm25_terms by community (032): one association writes
+    "back yard", its sister "backyard"; each question is spelled its own community's way."""
+    from worker.retrieve.search import PostgresBackend
+
+    url = database_factory("vocabulary")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    for community, text in (("cedar-hollow", "A shed in the back yard needs approval."),
+                            ("cedar-ridge", "A shed in the backyard needs approval. Backyard fences too.")):
+        ingestor.write([ingestor.prepare_text(_markdown(text), document_id="rules", name="Rules",
+                                              document_type="other")], community=community)
+    backend = PostgresBackend(db)
+    words = ["backyard", "yard", "the"]
+    assert backend.word_frequencies(words, "cedar-hollow") == {"backyard": 0, "yard": 1, "the": -1}
+    assert backend.word_frequencies(words, "cedar-ridge") == {"backyard": 1, "yard": 0, "the": -1}
+    assert backend.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}  # every community
+    db.close()

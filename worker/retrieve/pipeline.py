@@ -134,7 +134,7 @@ class Retriever:
             weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
             fusion = request.fusion or self.default_fusion
 
-            expansion = expand(processed.normalized) + self._compounds(processed.normalized)
+            expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
         params = SearchParams(query_text=processed.normalized, embedding=None,
                               expansion_text=" ".join(expansion) or None,
                               match_count=request.candidates, vector_weight=weights.vector,
@@ -257,10 +257,10 @@ class Retriever:
             raise TimeoutError("the embedding budget ran out while the call was queued")
         return self.embedder.embed_query(text, timeout=remaining)
 
-    def _compounds(self, question: str) -> list[str]:
-        """The knowledge base's own spelling of the question's compounds (vocabulary.py)."""
+    def _compounds(self, question: str, community: str | None) -> list[str]:
+        """The community's own spelling of the question's compounds (vocabulary.py)."""
         candidates = compound_candidates(question)
-        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups()))
+        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)

@@ -77,8 +77,9 @@ class SearchBackend(Protocol):
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
 
-    def word_frequencies(self, words: list[str]) -> dict[str, int]:
-        """How many chunks hold each word (0: none, -1: a stopword), 020_word_frequencies.sql."""
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
+        """How many of a community's chunks hold each word (0: none, -1: a stopword); None sums
+        over every community (020, per community since 032)."""
         ...
 
 
@@ -132,11 +133,12 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.floor)
         return [_chunk(row) for row in rows]
 
-    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
         if not words:
             return {}
         with self.db.connection() as conn:
-            return dict(conn.execute(sqlfiles.query("word_frequencies"), {"words": words}).fetchall())
+            return dict(conn.execute(sqlfiles.query("word_frequencies"),
+                                     {"words": words, "community": community}).fetchall())
 
 
 class SupabaseBackend:
@@ -158,10 +160,11 @@ class SupabaseBackend:
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         return [_chunk(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
 
-    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
         if not words:
             return {}
-        return {row["word"]: int(row["df"]) for row in self._rpc("arc_word_frequencies", {"words": words})}
+        return {row["word"]: int(row["df"])
+                for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})}
 
     def version(self, community: str | None = None) -> int:
         from postgrest.exceptions import APIError
