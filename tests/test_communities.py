@@ -191,14 +191,15 @@ def two_communities(make_database, embedder, tmp_path):
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     ingest_sample_corpus(ingestor)  # an existing single-community knowledge base: 'default'
-    settings = make_settings(tmp_path, url, api_token="ask", ingest_token="admin")
+    settings = make_settings(tmp_path, url, api_token=ASK_TOKEN, ingest_token=ADMIN_TOKEN)
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
     yield client, db, url, tmp_path
     db.close()
 
 
-ASK = {"X-ARC-Token": "ask"}
-ADMIN = {"X-ARC-Token": "admin"}
+ASK_TOKEN, ADMIN_TOKEN = "ask-ask-ask-ask-ask-ask-1", "admin-admin-admin-admin-1"
+ASK = {"X-ARC-Token": ASK_TOKEN}
+ADMIN = {"X-ARC-Token": ADMIN_TOKEN}
 
 
 def test_the_webhooks_take_a_community_and_refuse_an_ambiguous_or_unknown_one(two_communities):
@@ -276,7 +277,7 @@ def test_the_command_line_takes_a_community(two_communities, monkeypatch):
     assert deleted.exit_code == 0, deleted.output
 
 
-RIDGE_TOKEN = "ridge-only-secret-0001"
+RIDGE_TOKEN = "ridge-only-secret-0001-000"
 BOTH_TOKEN = "both-communities-secret-1"
 
 
@@ -297,7 +298,11 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
     tokens = f"ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
     assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).community_tokens == {
         RIDGE_TOKEN: ("ridge",), BOTH_TOKEN: ("hollow", "ridge")}
-    settings = make_settings(tmp_path, url, api_token="ask", ingest_token="admin", community_tokens=tokens)
+    from worker.config import ConfigError
+
+    with pytest.raises(ConfigError, match="at least 24"):  # as long as the other tokens must be
+        Settings.from_env({"ARC_COMMUNITY_TOKENS": "ridge:sixteen-chars-ok"})
+    settings = make_settings(tmp_path, url, api_token=ASK_TOKEN, ingest_token=ADMIN_TOKEN, community_tokens=tokens)
     client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
     ridge_only = {"X-ARC-Token": RIDGE_TOKEN}
 

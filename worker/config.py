@@ -215,8 +215,8 @@ class Settings(BaseModel):
             communities = tuple(n.strip() for n in names.split(",") if n.strip())
             if not sep or not token or not communities:
                 raise ValueError("entries are COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
-            if len(token) < 16:
-                raise ValueError("a community token needs at least 16 characters")
+            if len(token) < MIN_TOKEN_LENGTH:  # as strong as the tokens it stands beside
+                raise ValueError(f"a community token needs at least {MIN_TOKEN_LENGTH} characters")
             scoped[token] = communities
         return scoped
 
