@@ -358,4 +358,12 @@ def test_the_vocabulary_reads_the_question_s_community(database_factory, embedde
     assert backend.word_frequencies(words, "cedar-hollow") == {"backyard": 0, "yard": 1, "the": -1}
     assert backend.word_frequencies(words, "cedar-ridge") == {"backyard": 1, "yard": 0, "the": -1}
     assert backend.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}  # every community
+    # the same function over Supabase's RPC route (the stand-in runs it by its named arguments)
+    from tests.postgrest_standin import PostgrestStandin
+    from worker.retrieve.search import SupabaseBackend
+
+    with PostgrestStandin(url) as server:
+        rpc = SupabaseBackend(server.url, server.api_key)
+        assert rpc.word_frequencies(words, "cedar-ridge") == {"backyard": 1, "yard": 0, "the": -1}
+        assert rpc.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}
     db.close()
