@@ -62,8 +62,9 @@ class RetrievalRequest(BaseModel):
     token_budget: int = Field(default=4000, ge=50, le=32000)
     min_relevance: float | None = Field(
         default=None, ge=0, le=1,
-        description="Chunks below this score stay out of the context (default: the first five need only "
-                    "the no-results threshold, later ones ARC_MIN_RELEVANCE).")
+        description="A hard minimum: chunks below this score stay out of the context and the chunk list "
+                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (8) need only the no-results threshold, "
+                    "later ones ARC_MIN_RELEVANCE).")
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
