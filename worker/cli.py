@@ -21,17 +21,47 @@ def _settings() -> Settings:
 
 
 def _runtime(settings: Settings, *, migrate: bool = True):
+    from .errors import DatabaseUnavailable
     from .runtime import open_runtime
     from .store.embedded import exit_on_signals
 
     exit_on_signals()
     try:
-        return open_runtime(settings, migrate=migrate)
+        runtime = open_runtime(settings, migrate=False)  # migrated below, where failing is one line
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the embedded database's folder
+        raise click.ClickException(f"ARC_DATA_DIR {settings.data_dir}: {exc.strerror or exc}") from None
+    if migrate:
+        # the server starts without its database and waits for it; a command has nothing to wait for
+        runtime.schema_ready = False
+        try:
+            runtime.ensure_schema()
+        except DatabaseUnavailable as exc:
+            runtime.close()
+            raise click.ClickException(_unreachable(exc.__cause__ or exc)) from None
+        except ArcError as exc:
+            runtime.close()
+            raise click.ClickException(str(exc)) from None
+    return runtime
 
 
-@click.group()
+def _unreachable(exc: BaseException) -> str:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"database unreachable (DATABASE_URL): {reason}"
+
+
+class _Commands(click.Group):
+    """A database that goes away mid-command is one line naming DATABASE_URL, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except psycopg.OperationalError as exc:
+            raise click.ClickException(_unreachable(exc)) from None
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="arc-retrieval")
 def main() -> None:
     """Hybrid retrieval over governing documents, for n8n agents."""
@@ -58,7 +88,7 @@ def db_init() -> None:
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     except psycopg.OperationalError as exc:
-        raise click.ClickException(f"database unreachable: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        raise click.ClickException(_unreachable(exc)) from None
     finally:
         runtime.close()
 

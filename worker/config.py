@@ -7,7 +7,10 @@ in the README.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
@@ -201,6 +204,64 @@ class Settings(BaseModel):
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    # -- settings checked at start, so a typo is one line naming it, not a traceback or a 503 later
+    @field_validator("database_url")
+    @classmethod
+    def _conninfo(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        from psycopg.conninfo import conninfo_to_dict
+
+        if value is not None:
+            try:
+                conninfo_to_dict(value)
+                if value.startswith(("postgres://", "postgresql://")):
+                    urlsplit(value).port  # noqa: B018  a port that is no number raises here
+            except Exception:  # psycopg's message repeats the URL, password included
+                raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _a_folder(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{value} is a file, not a folder")
+        return value
+
+    @field_validator("auth_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        if not _HEADER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not an HTTP header name (letters, digits and - only, e.g. X-ARC-Token)")
+        return value
+
+    @field_validator("supabase_url", "openai_base_url", "azure_openai_endpoint", "llm_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{value[:80]!r} is not an http(s) URL")
+        return value
+
+    @field_validator("azure_openai_api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        if not _AZURE_API_VERSION.fullmatch(value):
+            raise ValueError(f"{value[:40]!r} is not an Azure OpenAI API version (a date, e.g. 2024-10-21)")
+        return value
+
+    @field_validator("supabase_key")
+    @classmethod
+    def _service_key(cls, value: str | None) -> str | None:
+        role = _supabase_key_role(value) if value else None
+        if role is not None and role != "service_role":
+            raise ValueError(f"this is the {role} key; the worker needs the project's service_role key "
+                             "(Project Settings > API), the only role that may search")
+        return value
+
     @model_validator(mode="after")
     def _resolve(self) -> Settings:
         # Defaults that depend on other settings are filled here, once, so that the rest of the
@@ -270,6 +331,28 @@ class Settings(BaseModel):
             return cls(**values)
         except ValidationError as exc:
             raise ConfigError(_one_line(exc)) from None
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+_AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
+
+
+def _supabase_key_role(key: str) -> str | None:
+    """The role a Supabase key carries: a legacy key is a JWT with a ``role`` claim, a new one
+    says it in its prefix; None when the key does not tell."""
+    if key.startswith("sb_publishable_"):
+        return "anon (publishable)"
+    if key.startswith("sb_secret_"):
+        return "service_role"
+    parts = key.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    role = claims.get("role") if isinstance(claims, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def _one_line(exc: ValidationError) -> str:
