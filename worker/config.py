@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -170,6 +171,9 @@ class Settings(BaseModel):
     ocr: bool = True
     ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # The embedding provider came from a key alone (no EMBEDDING_PROVIDER/MODEL/DIM): the runtime
+    # then keeps the local model a knowledge base was built with (worker/runtime.py)
+    _embedding_from_key: bool = PrivateAttr(False)
 
     @field_validator("read_database_urls", mode="before")
     @classmethod
@@ -309,11 +313,22 @@ class Settings(BaseModel):
                                  "(e.g. openssl rand -hex 32)")
         if not 0 <= self.no_results_below <= self.low_confidence_below <= 1:
             raise ValueError("need 0 <= ARC_NO_RESULTS_BELOW <= ARC_LOW_CONFIDENCE_BELOW <= 1")
+        self._embedding_from_key = provider != "local" and not (
+            self.embedding_provider or self.embedding_model or self.embedding_dim)
         object.__setattr__(self, "embedding_provider", provider)
         object.__setattr__(self, "embedding_model", model)
         object.__setattr__(self, "embedding_dim", dim)
         object.__setattr__(self, "reranker", reranker)
         return self
+
+    @property
+    def embedding_from_key(self) -> bool:
+        return self._embedding_from_key
+
+    def with_local_embeddings(self) -> Settings:
+        """These settings with the local model for embeddings (the LLM settings unchanged)."""
+        return self.model_copy(update={"embedding_provider": "local", "embedding_model": LOCAL_MODEL,
+                                       "embedding_dim": LOCAL_DIM})
 
     @property
     def llm_credentials_present(self) -> bool:
