@@ -200,6 +200,8 @@ class IngestFields(BaseModel):
     superseded_by: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
                                       description="A newer document, already stored, that replaces this one.")
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
+    replace: bool = Field(False, description="Replace a stored document of this id that came from another "
+                                             "source (the same file ingested again always updates it).")
 
     @field_validator("name")
     @classmethod
@@ -237,6 +239,7 @@ class IngestResponse(BaseModel):
     document_name: str
     chunks: int
     replaced_chunks: int
+    replaced: list[str] = Field(default_factory=list, description="The document ids this ingest replaced.")
     amended_chunks: int = Field(0, description="Chunks of other documents' sections this one amends, marked.")
     notes: list[str] = Field(default_factory=list, description="e.g. a named section that matched nothing.")
     request_id: str | None = None
