@@ -36,6 +36,11 @@ OPENAI_MODEL = "text-embedding-3-large"
 OPENAI_DIM = 1536
 
 
+# Off a terminal (a container, n8n, a pipe), a long ingest reports its progress as a log line at
+# most this often, and once at the end, instead of a progress bar nobody sees.
+PROGRESS_LOG_SECONDS = 10.0
+
+
 class ConfigError(Exception):
     """A setting is missing, malformed or contradicts another; the message is one line."""
 

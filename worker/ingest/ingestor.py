@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 from psycopg.types.json import Jsonb
-from tqdm import tqdm
 
 from ..config import DOCUMENT_TYPES
 from ..embeddings import Embedder
 from ..errors import IngestError
+from ..logs import progress as progress_of
 from ..models import DOCUMENT_ID_PATTERN, Amendment
 from ..sections import amends
 from ..store import bm25, sqlfiles
@@ -162,14 +162,17 @@ class Ingestor:
         if not replace:
             refuse_clashes(documents, stored)
         texts = embedding_texts(documents)
+        what = _named(documents)
+        log.info(f"ingesting {what}", extra={"document_ids": [d.document_id for d in documents][:20],
+                                             "chunks": len(texts)})
         if embeddings is None:
-            embeddings = self.embed(texts, progress=progress)
+            embeddings = self.embed(texts, progress=progress, what=what)
         if len(embeddings) != len(texts):
             raise IngestError(f"{len(embeddings)} embeddings for {len(texts)} chunks")
         replaced = 0
         offset = 0
         marks = _Marks()
-        bar = tqdm(total=len(texts), desc="storing", unit="chunk", disable=not progress)
+        bar = progress_of(len(texts), f"storing {what}", "chunk", terminal=progress, logger=log)
         with self.db.connect() as conn:
             for start in range(0, len(documents), batch_documents):
                 batch = documents[start:start + batch_documents]
@@ -179,7 +182,8 @@ class Ingestor:
                 bar.update(n)
         bar.close()
         bm25.refresh(self.db)  # bounded, and never fails the load
-        log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
+        log.info(f"ingested {what}", extra={"documents": len(documents), "chunks": len(texts),
+                                            "replaced": [d.document_id for d in documents if d.document_id in stored][:20]})
         return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
                             sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
                             marks.chunks, tuple(marks.notes),
@@ -210,9 +214,9 @@ class Ingestor:
                         if link == "supersedes" else "ingest that document first")
                 raise IngestError(f"{link}: no document {other!r} in the knowledge base ({hint})", link)
 
-    def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
+    def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256, what: str = "") -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-        with tqdm(total=len(texts), desc="embedding", unit="chunk", disable=not progress) as bar:
+        with progress_of(len(texts), f"embedding {what}".strip(), "chunk", terminal=progress, logger=log) as bar:
             for start in range(0, len(texts), batch):
                 out[start:start + batch] = self.embedder.embed(texts[start:start + batch])
                 bar.update(min(batch, len(texts) - start))
@@ -253,6 +257,13 @@ class Ingestor:
                         if entry.get("document_id") == doc.document_id:
                             _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks)
         return replaced
+
+
+def _named(documents: Sequence[DocumentInput]) -> str:
+    """What a load is, for its log lines: the document itself, or how many."""
+    if len(documents) == 1:
+        return f"{documents[0].name!r} ({documents[0].document_id})"
+    return f"{len(documents)} documents"
 
 
 def refuse_clashes(documents: Sequence[DocumentInput], stored: dict[str, tuple[str, str | None]]) -> None:
