@@ -51,14 +51,13 @@ def configure_logging(level: str | None = None) -> None:
 
 class LogProgress:
     """tqdm's ``update``/``close`` as INFO log lines ("embedding Pool Rules: 512/2048 chunks"), at
-    most every ``PROGRESS_LOG_SECONDS`` and once at the end: progress where no terminal shows a bar."""
+    most every ``every`` seconds (config.PROGRESS_LOG_SECONDS) and once at the end: progress where
+    no terminal shows a bar."""
 
-    def __init__(self, total: int, desc: str, unit: str, logger: logging.Logger):
-        from .config import PROGRESS_LOG_SECONDS
-
+    def __init__(self, total: int, desc: str, unit: str, logger: logging.Logger, every: float):
         self.total, self.desc, self.unit, self.log = total, desc, unit, logger
         self.done = 0
-        self.every = PROGRESS_LOG_SECONDS
+        self.every = every
         self.last = time.monotonic()
         self.closed = False
 
@@ -84,11 +83,11 @@ class LogProgress:
         self.close()
 
 
-def progress(total: int, desc: str, unit: str, *, terminal: bool, logger: logging.Logger):
-    """A progress bar on a terminal, log lines elsewhere."""
+def progress(total: int, desc: str, unit: str, *, terminal: bool, logger: logging.Logger, every: float):
+    """A progress bar on a terminal, log lines (at most one per ``every`` seconds) elsewhere."""
     if terminal:
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit)
-    return LogProgress(total, desc, unit, logger)
+    return LogProgress(total, desc, unit, logger, every)
 

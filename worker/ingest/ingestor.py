@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from ..config import DOCUMENT_TYPES
+from ..config import DOCUMENT_TYPES, PROGRESS_LOG_SECONDS
 from ..embeddings import Embedder
 from ..errors import IngestError
 from ..logs import progress as progress_of
@@ -172,7 +172,8 @@ class Ingestor:
         replaced = 0
         offset = 0
         marks = _Marks()
-        bar = progress_of(len(texts), f"storing {what}", "chunk", terminal=progress, logger=log)
+        bar = progress_of(len(texts), f"storing {what}", "chunk", terminal=progress, logger=log,
+                          every=PROGRESS_LOG_SECONDS)
         with self.db.connect() as conn:
             for start in range(0, len(documents), batch_documents):
                 batch = documents[start:start + batch_documents]
@@ -216,7 +217,8 @@ class Ingestor:
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256, what: str = "") -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-        with progress_of(len(texts), f"embedding {what}".strip(), "chunk", terminal=progress, logger=log) as bar:
+        with progress_of(len(texts), f"embedding {what}".strip(), "chunk", terminal=progress, logger=log,
+                         every=PROGRESS_LOG_SECONDS) as bar:
             for start in range(0, len(texts), batch):
                 out[start:start + batch] = self.embedder.embed(texts[start:start + batch])
                 bar.update(min(batch, len(texts) - start))

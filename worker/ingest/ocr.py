@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import PROGRESS_LOG_SECONDS
 from ..logs import progress
 from .bounds import Budget
 
@@ -170,7 +171,7 @@ class Ocr:
         pending: deque[Future[PageText]] = deque()
         with ThreadPoolExecutor(max_workers=workers) as pool, \
                 progress(len(numbers), f"OCR {path.name}", "page", terminal=self.progress,
-                         logger=logging.getLogger("arc.ocr")) as bar:
+                         logger=logging.getLogger("arc.ocr"), every=PROGRESS_LOG_SECONDS) as bar:
             for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers)):
                 if budget is not None:
                     budget.check()
