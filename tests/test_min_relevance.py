@@ -33,12 +33,18 @@ def test_a_minimum_no_chunk_reaches_means_no_results(client, query):
 
 @pytest.mark.parametrize("top_k", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize("query", QUESTIONS)
-def test_never_more_chunks_than_top_k_and_every_context_chunk_listed(client, query, top_k):
+def test_never_more_chunks_than_top_k(client, query, top_k):
     for body in ({}, {"min_relevance": 0.0}):
         answer = ask(client, query=query, top_k=top_k, **body)
         assert len(answer["chunks"]) <= top_k, (top_k, [c["source"] for c in answer["chunks"]])
         listed = {c["source"] for c in answer["chunks"] if c["source"]}
-        assert listed == set(range(1, answer["sources"] + 1))
+        assert listed <= set(range(1, answer["sources"] + 1)) and 1 in listed, "SOURCE 1's chunk is listed"
+
+
+@pytest.mark.parametrize("query", QUESTIONS)
+def test_with_room_every_source_of_the_context_is_listed(client, query):
+    answer = ask(client, query=query, top_k=20)
+    assert {c["source"] for c in answer["chunks"] if c["source"]} == set(range(1, answer["sources"] + 1))
 
 
 def test_the_openapi_description_gives_the_readme_default(client):

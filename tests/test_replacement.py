@@ -31,22 +31,24 @@ def test_the_cli_refuses_another_file_under_a_stored_id_unless_asked(make_databa
     runner = CliRunner()
     letter = tmp_path / "letter.txt"
     letter.write_text("DECISION\nThe shed request at 12 Aspen Lane is denied.\n")
-    first = runner.invoke(main, ["ingest", str(letter), "--name", "Shed decision"])
+    letter_args = ["ingest", str(letter), "--document-type", "response_letter", "--name", "Shed decision"]
+    first = runner.invoke(main, letter_args)
     assert first.exit_code == 0 and "replaced nothing" in first.output, first.output
 
     pdf = tmp_path / "letter.pdf"
     pdf.write_bytes(make_pdf([["NOTICE", "The pool opens on May 1."]]))
-    clash = runner.invoke(main, ["ingest", str(pdf), "--name", "Pool notice"])
+    clash = runner.invoke(main, ["ingest", str(pdf), "--document-type", "other", "--name", "Pool notice"])
     assert clash.exit_code == 1 and isinstance(clash.exception, SystemExit), clash.output
     said = clash.output.strip().splitlines()[-1]
     assert "'letter'" in said and "Shed decision" in said and "letter.txt" in said and "--replace" in said, said
     assert stored(url, "letter")[0] == ("Shed decision", "letter.txt"), "the stored document is untouched"
 
     letter.write_text("DECISION\nThe shed request at 12 Aspen Lane is approved.\n")
-    update = runner.invoke(main, ["ingest", str(letter), "--name", "Shed decision"])
+    update = runner.invoke(main, letter_args)
     assert update.exit_code == 0 and "replaced 1 stored document(s) (1 chunks): letter" in update.output, update.output
 
-    replaced = runner.invoke(main, ["ingest", str(pdf), "--name", "Pool notice", "--replace"])
+    replaced = runner.invoke(main, ["ingest", str(pdf), "--document-type", "other", "--name", "Pool notice",
+                                    "--replace"])
     assert replaced.exit_code == 0 and "replaced 1 stored document(s)" in replaced.output, replaced.output
     assert stored(url, "letter")[0] == ("Pool notice", "letter.pdf")
 
@@ -56,7 +58,9 @@ def test_a_manifest_is_refused_on_a_clash_and_says_what_it_replaced(make_databas
     monkeypatch.setenv("DATABASE_URL", url)
     runner = CliRunner()
     (tmp_path / "other.md").write_text("# Other\n\nParking is free.\n")
-    assert runner.invoke(main, ["ingest", str(tmp_path / "other.md"), "--document-id", "rules"]).exit_code == 0
+    other = runner.invoke(main, ["ingest", str(tmp_path / "other.md"), "--document-type", "other",
+                                 "--document-id", "rules"])
+    assert other.exit_code == 0, other.output
     folder = tmp_path / "community"
     folder.mkdir()
     (folder / "rules.md").write_text("# Rules\n\nDogs must be leashed.\n")
@@ -93,12 +97,16 @@ def upload(client, filename: str, content: bytes, **fields):
 def test_the_json_webhook_refuses_a_clash_unless_asked_and_says_what_it_replaced(ingest_client):
     first = post(ingest_client, text="Trash goes out on Monday.", document_type="other", document_id="trash")
     assert first.status_code == 200 and first.get_json()["replaced"] == [], first.get_json()
-    clash = post(ingest_client, text="Trash goes out on Tuesday.", document_type="other", document_id="trash")
-    assert clash.status_code == 422, clash.get_json()
-    error = clash.get_json()
-    assert "document_id" in json.dumps(error) and "replace" in json.dumps(error), error
-    done = post(ingest_client, text="Trash goes out on Tuesday.", document_type="other", document_id="trash",
-                replace=True)
+    # the same id named again: an update of that text, and said
+    update = post(ingest_client, text="Trash goes out on Monday morning.", document_type="other", document_id="trash")
+    assert update.status_code == 200 and update.get_json()["replaced"] == ["trash"], update.get_json()
+    # an id only derived from a title, or a file under a text's id, is a clash
+    for clash in (post(ingest_client, text="# Trash\n\nTrash goes out on Tuesday.", document_type="other"),
+                  upload(ingest_client, "trash.md", b"# Trash\n\nTrash goes out on Friday.\n")):
+        assert clash.status_code == 422, clash.get_json()
+        error = json.dumps(clash.get_json())
+        assert "document_id" in error and "'trash'" in error and "replace" in error, error
+    done = post(ingest_client, text="# Trash\n\nTrash goes out on Tuesday.", document_type="other", replace=True)
     assert done.status_code == 200 and done.get_json()["replaced"] == ["trash"], done.get_json()
 
 

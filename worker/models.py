@@ -201,7 +201,8 @@ class IngestFields(BaseModel):
                                       description="A newer document, already stored, that replaces this one.")
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
     replace: bool = Field(False, description="Replace a stored document of this id that came from another "
-                                             "source (the same file ingested again always updates it).")
+                                             "source (the same file, or a text sent again under the "
+                                             "document_id it names, always updates it).")
 
     @field_validator("name")
     @classmethod

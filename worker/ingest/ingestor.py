@@ -52,6 +52,7 @@ class DocumentInput:
     amends: tuple[Amendment, ...] = ()
     metadata: dict = field(default_factory=dict)
     name_in_context: bool = True  # benchmark records name nothing but themselves
+    id_given: bool = False  # the caller named the id (a text sent again under it updates it)
     ocr_pages: int = 0
     ocr_seconds: float = 0.0
 
@@ -281,8 +282,8 @@ def refuse_clashes(documents: Sequence[DocumentInput], stored: dict[str, tuple[s
         if doc.document_id not in stored:
             continue
         name, stored_source = stored[doc.document_id]
-        if source is not None and source == stored_source:
-            continue  # the same file again: an update
+        if source == stored_source and (source is not None or doc.id_given):
+            continue  # the same file again, or a text sent again under the id its caller named: an update
         held = f"{name!r}" + (f" from {stored_source}" if stored_source else "")
         raise IngestError(f"document_id {doc.document_id!r} already holds {held}; ingest with another "
                           "document_id, or replace it (--replace on the command line, also for a manifest; "

@@ -17,19 +17,16 @@ def qualifying(ranking: list[ChunkResult], minimum: float | None) -> list[ChunkR
 
 
 def listed(ranking: list[ChunkResult], in_context: list[ChunkResult], top_k: int) -> list[ChunkResult]:
-    """At most ``top_k`` chunks, best first: every chunk in the context (a neighbour that completes
-    one included) and, in the room left, the ranking's next best."""
+    """At most ``top_k`` chunks: the context's own chunks first (a passage's ranked chunk before a
+    neighbour that only completes its sentence), then the ranking's next best; shown in ranking
+    order, the neighbours after it."""
+    rank = {c.id: i for i, c in enumerate(ranking)}
     context_ids = {c.id for c in in_context}
-    shown = ranking[:top_k]
-    shown_ids = {c.id for c in shown}
-    extra = [c for c in in_context if c.id not in shown_ids]
-    while extra and len(shown) + len(extra) > top_k:
-        # make room by dropping the lowest-ranked chunk the context does not use
-        spare = next((i for i in range(len(shown) - 1, -1, -1) if shown[i].id not in context_ids), None)
-        if spare is None:
-            break
-        shown.pop(spare)
-    return shown + extra[: max(top_k - len(shown), 0)]
+    ranked_in_context = sorted((c for c in in_context if c.id in rank), key=lambda c: rank[c.id])
+    neighbours = [c for c in in_context if c.id not in rank]
+    rest = [c for c in ranking if c.id not in context_ids]
+    kept = {c.id for c in (ranked_in_context + neighbours + rest)[:top_k]}
+    return [c for c in ranking if c.id in kept] + [c for c in neighbours if c.id in kept]
 
 
 def empty_context_warning(minimum: float, best: float | None) -> str:
