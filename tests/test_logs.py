@@ -21,7 +21,7 @@ from worker.serve.app import create_app
 from worker.store.database import Database
 from worker.store.knowledge_base import EMPTY_WARNING
 
-TOKEN = "retrieve-secret-4f1c"
+TOKEN = "retrieve-secret-4f1c-0123456789abcdef"
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.store.database import Database
 
-HEADERS = {"X-ARC-Token": "ingest-secret"}
+HEADERS = {"X-ARC-Token": "ingest-secret-0123456789abcdef"}
 
 
 def stored(url: str, document_id: str) -> list[tuple[str, str | None]]:
@@ -79,8 +79,8 @@ def ingest_client(make_database, embedder, tmp_path_factory):
     url = make_database("replace_hook")
     db = Database(url)
     db.migrate(embedder.dim)
-    settings = make_settings(tmp_path_factory.mktemp("d"), url, api_token="retrieve-secret",
-                             ingest_token="ingest-secret")
+    settings = make_settings(tmp_path_factory.mktemp("d"), url, api_token="retrieve-secret-0123456789abcdef",
+                             ingest_token="ingest-secret-0123456789abcdef")
     yield create_app(runtime=Runtime(settings, db, embedder)).test_client()
     db.close()
 
