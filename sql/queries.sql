@@ -60,6 +60,11 @@ where document_id = %(document_id)s and superseded_by is distinct from %(superse
 select wanted.document_id from unnest(%(ids)s::text[]) as wanted(document_id)
 where exists (select 1 from knowledge_chunks k where k.document_id = wanted.document_id)
 
+-- name: stored_sources
+-- What each of these ids holds now: its name and the file it came from (chunk 0 carries both).
+select document_id, document_name, metadata->>'source_file' from knowledge_chunks
+where document_id = any(%(ids)s::text[]) and chunk_index = 0
+
 -- name: superseding_document
 -- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
 -- before this one was ever ingested (its first chunk records "supersedes"; indexed: 011).

@@ -7,7 +7,10 @@ in the README.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
@@ -16,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -30,6 +34,11 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
 OPENAI_MODEL = "text-embedding-3-large"
 OPENAI_DIM = 1536
+
+
+# Off a terminal (a container, n8n, a pipe), a long ingest reports its progress as a log line at
+# most this often, and once at the end, instead of a progress bar nobody sees.
+PROGRESS_LOG_SECONDS = 10.0
 
 
 class ConfigError(Exception):
@@ -171,6 +180,9 @@ class Settings(BaseModel):
     ocr: bool = True
     ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # The embedding provider came from a key alone (no EMBEDDING_PROVIDER/MODEL/DIM): the runtime
+    # then keeps the local model a knowledge base was built with (worker/runtime.py)
+    _embedding_from_key: bool = PrivateAttr(False)
 
     @field_validator("read_database_urls", mode="before")
     @classmethod
@@ -204,6 +216,64 @@ class Settings(BaseModel):
     @classmethod
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    # -- settings checked at start, so a typo is one line naming it, not a traceback or a 503 later
+    @field_validator("database_url")
+    @classmethod
+    def _conninfo(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        from psycopg.conninfo import conninfo_to_dict
+
+        if value is not None:
+            try:
+                conninfo_to_dict(value)
+                if value.startswith(("postgres://", "postgresql://")):
+                    urlsplit(value).port  # noqa: B018  a port that is no number raises here
+            except Exception:  # psycopg's message repeats the URL, password included
+                raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _a_folder(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{value} is a file, not a folder")
+        return value
+
+    @field_validator("auth_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        if not _HEADER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not an HTTP header name (letters, digits and - only, e.g. X-ARC-Token)")
+        return value
+
+    @field_validator("supabase_url", "openai_base_url", "azure_openai_endpoint", "llm_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{value[:80]!r} is not an http(s) URL")
+        return value
+
+    @field_validator("azure_openai_api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        if not _AZURE_API_VERSION.fullmatch(value):
+            raise ValueError(f"{value[:40]!r} is not an Azure OpenAI API version (a date, e.g. 2024-10-21)")
+        return value
+
+    @field_validator("supabase_key")
+    @classmethod
+    def _service_key(cls, value: str | None) -> str | None:
+        role = _supabase_key_role(value) if value else None
+        if role is not None and role != "service_role":
+            raise ValueError(f"this is the {role} key; the worker needs the project's service_role key "
+                             "(Project Settings > API), the only role that may search")
+        return value
 
     @model_validator(mode="after")
     def _resolve(self) -> Settings:
@@ -252,11 +322,22 @@ class Settings(BaseModel):
                                  "(e.g. openssl rand -hex 32)")
         if not 0 <= self.no_results_below <= self.low_confidence_below <= 1:
             raise ValueError("need 0 <= ARC_NO_RESULTS_BELOW <= ARC_LOW_CONFIDENCE_BELOW <= 1")
+        self._embedding_from_key = provider != "local" and not (
+            self.embedding_provider or self.embedding_model or self.embedding_dim)
         object.__setattr__(self, "embedding_provider", provider)
         object.__setattr__(self, "embedding_model", model)
         object.__setattr__(self, "embedding_dim", dim)
         object.__setattr__(self, "reranker", reranker)
         return self
+
+    @property
+    def embedding_from_key(self) -> bool:
+        return self._embedding_from_key
+
+    def with_local_embeddings(self) -> Settings:
+        """These settings with the local model for embeddings (the LLM settings unchanged)."""
+        return self.model_copy(update={"embedding_provider": "local", "embedding_model": LOCAL_MODEL,
+                                       "embedding_dim": LOCAL_DIM})
 
     @property
     def llm_credentials_present(self) -> bool:
@@ -274,6 +355,28 @@ class Settings(BaseModel):
             return cls(**values)
         except ValidationError as exc:
             raise ConfigError(_one_line(exc)) from None
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+_AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
+
+
+def _supabase_key_role(key: str) -> str | None:
+    """The role a Supabase key carries: a legacy key is a JWT with a ``role`` claim, a new one
+    says it in its prefix; None when the key does not tell."""
+    if key.startswith("sb_publishable_"):
+        return "anon (publishable)"
+    if key.startswith("sb_secret_"):
+        return "service_role"
+    parts = key.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    role = claims.get("role") if isinstance(claims, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def _one_line(exc: ValidationError) -> str:

@@ -62,8 +62,9 @@ class RetrievalRequest(BaseModel):
     token_budget: int = Field(default=4000, ge=50, le=32000)
     min_relevance: float | None = Field(
         default=None, ge=0, le=1,
-        description="Chunks below this score stay out of the context (default: the first five need only "
-                    "the no-results threshold, later ones ARC_MIN_RELEVANCE).")
+        description="A hard minimum: chunks below this score stay out of the context and the chunk list "
+                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (8) need only the no-results threshold, "
+                    "later ones ARC_MIN_RELEVANCE).")
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
@@ -199,6 +200,9 @@ class IngestFields(BaseModel):
     superseded_by: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
                                       description="A newer document, already stored, that replaces this one.")
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
+    replace: bool = Field(False, description="Replace a stored document of this id that came from another "
+                                             "source (the same file, or a text sent again under the "
+                                             "document_id it names, always updates it).")
 
     @field_validator("name")
     @classmethod
@@ -236,6 +240,7 @@ class IngestResponse(BaseModel):
     document_name: str
     chunks: int
     replaced_chunks: int
+    replaced: list[str] = Field(default_factory=list, description="The document ids this ingest replaced.")
     amended_chunks: int = Field(0, description="Chunks of other documents' sections this one amends, marked.")
     notes: list[str] = Field(default_factory=list, description="e.g. a named section that matched nothing.")
     request_id: str | None = None

@@ -27,6 +27,7 @@ from ..models import (
 )
 from ..tokens import TokenCounter, default_counter
 from . import context as context_stage
+from . import minimum
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -172,12 +173,14 @@ class Retriever:
             if status == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(candidates, request)
+                built = self._assemble(minimum.qualifying(candidates, request.min_relevance), request)
+            if request.min_relevance is not None and not built.chunks and status != "no_results":
+                status, message = "no_results", NO_RESULTS_MESSAGE
+                warnings.append(minimum.empty_context_warning(request.min_relevance, best))
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
-            shown = candidates[: request.top_k]
-            shown_ids = {c.id for c in shown}
-            shown += [c for c in built.chunks if c.id not in shown_ids]
+            shown = minimum.listed(minimum.qualifying(candidates, request.min_relevance), built.chunks,
+                                   request.top_k)
             for chunk in shown:
                 chunk.source = in_context.get(chunk.id)
         timings = dict(timer.timings, total=timer.total())
@@ -205,7 +208,9 @@ class Retriever:
             ranked, counter=self.counter, token_budget=request.token_budget,
             min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
             min_chunks=0 if explicit else self.policy.min_context_chunks,
-            floor=0.0, max_chunks=request.top_k, neighbours=self._neighbours)
+            floor=0.0, max_chunks=request.top_k,
+            # neighbours are not scored against the question: a hard minimum leaves them out
+            neighbours=None if explicit else self._neighbours)
 
     # -- stages --------------------------------------------------------------------------------
 
