@@ -30,7 +30,8 @@ from worker.ingest.readers import read_path  # noqa: E402
 GOLD = "heronwood-ccrs"
 SOURCES = {"transcription (Markdown)": "documents/covenants-conditions-and-restrictions.md",
            "scanned PDF (OCR)": "documents/scanned/covenants-conditions-and-restrictions.pdf"}
-COLUMNS = ["evidence_in_context", "evidence_in_source1", "answerable_empty_context", "mean_context_tokens"]
+COLUMNS = ["evidence_in_context", "evidence_in_source1", "answerable_empty_context", "status_right", "hedged",
+           "answerable_no_results_with_evidence", "mean_context_tokens"]
 
 
 def one_document_dataset(dataset: AnswerDataset, file: str, workdir: Path) -> AnswerDataset:
