@@ -55,6 +55,29 @@ def test_metrics_on_hand_made_outcomes():
     assert parts["kind"]["unanswerable"]["negatives_success"] == 1.0
 
 
+def test_status_measures_on_hand_made_outcomes():
+    """Status right, hedged, refusals with the evidence in the knowledge base, and the AUROC."""
+    def scored(question, sources, status, confidence, in_kb=None):
+        found = outcome(question, sources, status, 10)
+        found.confidence, found.evidence_in_kb = confidence, in_kb
+        return found
+
+    outcomes = [
+        scored(q("1", "answerable", ["fence rule"]), ["the fence rule"], "success", 0.9, True),      # right
+        scored(q("2", "answerable", ["shed size"]), ["the shed size"], "low_confidence", 0.4, True),  # hedged
+        scored(q("3", "answerable", ["solar"]), [], "no_results", 0.1, True),          # refused, evidence in KB
+        scored(q("4", "answerable", ["paint"]), [], "no_results", 0.05, False),        # refused, not in the KB
+        scored(q("5", "unanswerable"), ["something"], "success", 0.6),                 # wrong
+        scored(q("6", "off_topic"), [], "no_results", 0.0),                            # right
+    ]
+    s = summarise(outcomes)
+    assert s["status_right"] == pytest.approx(2 / 6, abs=1e-4)
+    assert s["hedged"] == 0.5  # of the two answerable questions with their evidence in the context
+    assert s["answerable_no_results_with_evidence"] == 1
+    # answerable 0.9 0.4 0.1 0.05 against negatives 0.6 and 0.0: 5 of 8 pairs won
+    assert s["confidence_auroc"] == pytest.approx(5 / 8)
+
+
 DOCS = {
     "oakridge": {
         "guidelines.md": "# Oakridge Design Guidelines\n\n## Fences\n\nRear yard fences may not exceed six feet "
@@ -120,4 +143,12 @@ def test_eval_command_on_an_answer_dataset(tiny, tmp_path, monkeypatch):
     assert data["breakdown"]["arc-retrieval"]["tag"]["where"]["questions"] == 1
     report = (out / "results.md").read_text()
     assert "| arc-retrieval |" in report and "## Status thresholds" in report
+    # Each community is its own knowledge base, reported on its own and in the combined file.
+    assert set(data["communities"]) == {"oakridge", "pinecrest"}
+    assert data["communities"]["oakridge"]["questions"] == 3
+    assert {"status_right", "hedged", "answerable_no_results_with_evidence", "confidence_auroc"} <= set(arc)
+    assert "## arc-retrieval per community" in report
+    for community in ("oakridge", "pinecrest"):
+        assert json.loads((out / community / "results.json").read_text())["systems"]["arc-retrieval"]["questions"] \
+            == sum(row["community"] == community for row in QUESTIONS)
     assert (out / "chart.png").stat().st_size > 1000
