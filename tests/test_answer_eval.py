@@ -78,6 +78,28 @@ def test_status_measures_on_hand_made_outcomes():
     assert s["confidence_auroc"] == pytest.approx(5 / 8)
 
 
+def test_leave_one_community_out_fits_on_the_others_and_shows_on_the_held_out_one():
+    from worker.evaluation.answer_harness import leave_one_community_out
+
+    def one(community, i, kind, confidence):
+        question = Question(id=f"{community}{i}", community=community, question="q", kind=kind,
+                            evidence=("rule",) if kind == "answerable" else ())
+        found = Outcome(question=question, context="the rule", sources=["the rule"], tokens=5, latency_ms=1.0,
+                        status="success" if confidence >= 0.5 else "low_confidence")
+        found.confidence = confidence
+        return found
+
+    # a and b separate at 0.5; c's scores sit higher, so a cut fitted on a and b lets its negative through
+    outcomes = [one(c, i, kind, v) for c, rows in {
+        "a": [("answerable", 0.7), ("answerable", 0.6), ("unanswerable", 0.3)],
+        "b": [("answerable", 0.8), ("unanswerable", 0.4), ("off_topic", 0.1)],
+        "c": [("answerable", 0.9), ("unanswerable", 0.55)]}.items() for i, (kind, v) in enumerate(rows)]
+    rows = {r["community"]: r for r in leave_one_community_out(outcomes)}
+    assert 0.4 < rows["c"]["cut"] <= 0.55
+    assert rows["c"]["negatives_success"] == 1.0 and rows["c"]["status_right"] == 0.5
+    assert rows["a"]["status_right"] == 1.0 and rows["a"]["hedged"] == 0.0
+
+
 DOCS = {
     "oakridge": {
         "guidelines.md": "# Oakridge Design Guidelines\n\n## Fences\n\nRear yard fences may not exceed six feet "

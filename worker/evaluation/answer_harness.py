@@ -106,6 +106,7 @@ class AnswerResults:
             "breakdown": {name: breakdown(o) for name, o in self.outcomes.items()},
             "questions": {name: [x.row() for x in o] for name, o in self.outcomes.items()},
             "threshold_sweep": threshold_sweep(self.outcomes[ARC]),
+            "leave_one_community_out": leave_one_community_out(self.outcomes[ARC]),
         }
 
 
@@ -273,6 +274,17 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
                   "|---|" + "---|" * len(columns)]
         for community, row in data["communities"].items():
             lines.append(f"| {community} | " + " | ".join(_cell(row.get(k)) for k, _ in columns) + " |")
+    loo = data["leave_one_community_out"]
+    if loo:
+        lines += ["", "## The success cut, leave one community out", "",
+                  "The cut on `confidence.score` that gives the most right statuses on the other communities, "
+                  "applied to this one, against the configured cut (the same for all). A cut that only "
+                  "works where it was fitted shows here.", "",
+                  "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
+                  "status right at the configured cut |", "|---|---|---|---|---|---|"]
+        for row in loo:
+            lines.append(f"| {row['community']} | {row['cut']:.2f} | {row['status_right']:.2f} | {row['hedged']:.2f} | "
+                         f"{row['negatives_success']:.2f} | {row['status_right_configured']:.2f} |")
     lines += ["", "## arc-retrieval by question kind", "",
               "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` | mean tokens |",
               "|---|---|---|---|---|---|---|---|"]
@@ -314,6 +326,37 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     _chart(systems, out / "chart.png", results.dataset)
     budget.chart(data, out / "budget.png", results.dataset)
     return data
+
+
+def _statuses_at(outcomes: list[Outcome], cut: float) -> dict[str, float]:
+    """Status right, hedged and negatives success had ``success`` started at ``cut``."""
+    def success(o: Outcome) -> bool:
+        return o.confidence is not None and o.confidence >= cut and o.status != "no_results"
+
+    answered = [o for o in outcomes if o.question.kind == "answerable" and o.in_context]
+    negatives = [o for o in outcomes if o.question.negative]
+    right = [success(o) and o.in_context if o.question.kind == "answerable" else not success(o) for o in outcomes]
+    return {"status_right": sum(right) / max(len(outcomes), 1),
+            "hedged": sum(not success(o) for o in answered) / max(len(answered), 1),
+            "negatives_success": sum(success(o) for o in negatives) / max(len(negatives), 1)}
+
+
+def leave_one_community_out(outcomes: list[Outcome]) -> list[dict]:
+    """Fit the success cut on all communities but one, show it on that one."""
+    communities = list(dict.fromkeys(o.question.community for o in outcomes))
+    if len(communities) < 3 or all(o.confidence is None for o in outcomes):
+        return []
+    scale = sorted({round(o.confidence, 2) for o in outcomes if o.confidence is not None})
+    rows = []
+    for held in communities:
+        others = [o for o in outcomes if o.question.community != held]
+        mine = [o for o in outcomes if o.question.community == held]
+        cut = max(scale, key=lambda c: (_statuses_at(others, c)["status_right"], -abs(c - 0.5)))
+        shown = _statuses_at(mine, cut)
+        actual = sum((o.status == "success" and o.in_context) if o.question.kind == "answerable"
+                     else o.status != "success" for o in mine) / len(mine)
+        rows.append({"community": held, "cut": cut, **shown, "status_right_configured": actual})
+    return rows
 
 
 def threshold_sweep(outcomes: list[Outcome], start: float = 0.2, stop: float = 0.65,
