@@ -309,6 +309,10 @@ class Retriever:
             self._calibration_thread.start()
         return self.calibration
 
+    def refresh_calibration(self) -> None:
+        """After a change this process made: start the new calibration now, not at the next question."""
+        self._calibration_now()
+
     def stop_calibration(self) -> None:
         self._stopping.set()
         thread = self._calibration_thread
