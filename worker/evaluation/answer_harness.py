@@ -277,8 +277,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     loo = data["leave_one_community_out"]
     if loo:
         lines += ["", "## The success cut, leave one community out", "",
-                  "The cut on `confidence.score` that gives the most right statuses on the other communities, "
-                  "applied to this one, against the configured cut (the same for all). A cut that only "
+                  "The cut on `confidence.score` that gives the most right statuses on the other communities "
+                  "(each point of negatives `success` above 0.05 costing two), applied to this one, against the configured cut (the same for all). A cut that only "
                   "works where it was fitted shows here.", "",
                   "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
                   "status right at the configured cut |", "|---|---|---|---|---|---|"]
@@ -341,6 +341,15 @@ def _statuses_at(outcomes: list[Outcome], cut: float) -> dict[str, float]:
             "negatives_success": sum(success(o) for o in negatives) / max(len(negatives), 1)}
 
 
+# What a fitted cut aims at (issue 32): the most right statuses, with negatives answered
+# `success` held to 5%: each point above that costs two points of status right.
+NEGATIVES_SUCCESS_TARGET = 0.05
+
+
+def _fit(shown: dict[str, float]) -> float:
+    return shown["status_right"] - 2 * max(0.0, shown["negatives_success"] - NEGATIVES_SUCCESS_TARGET)
+
+
 def leave_one_community_out(outcomes: list[Outcome]) -> list[dict]:
     """Fit the success cut on all communities but one, show it on that one."""
     communities = list(dict.fromkeys(o.question.community for o in outcomes))
@@ -351,7 +360,7 @@ def leave_one_community_out(outcomes: list[Outcome]) -> list[dict]:
     for held in communities:
         others = [o for o in outcomes if o.question.community != held]
         mine = [o for o in outcomes if o.question.community == held]
-        cut = max(scale, key=lambda c: (_statuses_at(others, c)["status_right"], -abs(c - 0.5)))
+        cut = max(scale, key=lambda c: (_fit(_statuses_at(others, c)), -abs(c - 0.5)))
         shown = _statuses_at(mine, cut)
         actual = sum((o.status == "success" and o.in_context) if o.question.kind == "answerable"
                      else o.status != "success" for o in mine) / len(mine)
