@@ -100,7 +100,7 @@ class Retriever:
                  embedding_timeout: float = 10.0,
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
                  search_cache: SearchCache | None = None, authority: Adjustments | None = None,
-                 cuts: confidence_stage.StatusCuts = confidence_stage.StatusCuts(), calibrate: bool = True,
+                 cuts: confidence_stage.StatusCuts = confidence_stage.StatusCuts(), calibrate: bool = False,
                  calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS):
         self.embedder = embedder
         self.backend = backend
@@ -115,6 +115,8 @@ class Retriever:
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self.cuts = cuts
+        # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever
+        # built by hand for one purpose does not start background searches of its own.
         self.calibrate = calibrate
         self.calibration_questions = calibration_questions
         self.calibration: confidence_stage.Calibration | None = None
