@@ -277,7 +277,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     loo = data["leave_one_community_out"]
     if loo:
         lines += ["", "## The success cut, leave one community out", "",
-                  "The cut on `confidence.score` that gives the most right statuses on the other communities "
+                  "The cut on the status signal (`confidence.score`; the best relevance when uncalibrated) "
+                  "that gives the most right statuses on the other communities "
                   "(each point of negatives `success` above 0.05 costing two), applied to this one, against the configured cut (the same for all). A cut that only "
                   "works where it was fitted shows here.", "",
                   "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
