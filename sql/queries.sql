@@ -191,3 +191,7 @@ order by 1 desc
 
 -- name: word_frequencies
 select word, df from arc_word_frequencies(%(words)s::text[])
+
+-- name: calibration_chunks
+-- A fixed sample (the same rows for the same chunks) of the chunks a status calibration asks back.
+select content from knowledge_chunks where superseded_by is null order by md5(id::text) limit %(limit)s

@@ -83,6 +83,10 @@ ENV_VARS: dict[str, str] = {
     "ARC_MAX_UPLOAD_BYTES": "max_upload_bytes",
     "ARC_NO_RESULTS_BELOW": "no_results_below",
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
+    "ARC_STATUS_CALIBRATION": "status_calibration",
+    "ARC_SUCCESS_AT": "success_at",
+    "ARC_NO_RESULTS_AT": "no_results_at",
+    "ARC_CALIBRATION_QUESTIONS": "calibration_questions",
     "ARC_MIN_RELEVANCE": "min_relevance",
     "ARC_MIN_CONTEXT_CHUNKS": "min_context_chunks",
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
@@ -166,8 +170,15 @@ class Settings(BaseModel):
     # the ingest webhook's own limit: a PDF of scanned pages runs to tens of MB
     max_upload_bytes: int = Field(50_000_000, ge=1024)
 
+    # Fixed cuts on the best relevance, used only while the knowledge base has no calibration.
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5
+    # The status calibrated on each knowledge base (worker/confidence.py): cuts on the confidence
+    # 0 (what unrelated questions score there) .. 1 (what its own sentences score there).
+    status_calibration: bool = True
+    success_at: float = Field(0.5, ge=0, le=2)
+    no_results_at: float = Field(0.2, ge=-1, le=2)
+    calibration_questions: int = Field(120, ge=10, le=2000)
     min_relevance: float = Field(0.5, ge=0, le=1)
     min_context_chunks: int = Field(7, ge=0, le=20)
     statement_timeout_ms: int = Field(5000, ge=100)
@@ -322,6 +333,8 @@ class Settings(BaseModel):
                                  "(e.g. openssl rand -hex 32)")
         if not 0 <= self.no_results_below <= self.low_confidence_below <= 1:
             raise ValueError("need 0 <= ARC_NO_RESULTS_BELOW <= ARC_LOW_CONFIDENCE_BELOW <= 1")
+        if self.no_results_at > self.success_at:
+            raise ValueError("need ARC_NO_RESULTS_AT <= ARC_SUCCESS_AT")
         self._embedding_from_key = provider != "local" and not (
             self.embedding_provider or self.embedding_model or self.embedding_dim)
         object.__setattr__(self, "embedding_provider", provider)

@@ -75,6 +75,10 @@ class SearchBackend(Protocol):
         """How many chunks hold each word (0: none, -1: a stopword), 020_word_frequencies.sql."""
         ...
 
+    def calibration_chunks(self, limit: int) -> list[str]:
+        """A fixed sample of chunk texts for the status calibration (worker/confidence.py)."""
+        ...
+
 
 class PostgresBackend:
     """Searches and neighbour fetches on the primary, or spread over read replicas when there are
@@ -127,6 +131,10 @@ class PostgresBackend:
         with self.db.connection() as conn:
             return dict(conn.execute(sqlfiles.query("word_frequencies"), {"words": words}).fetchall())
 
+    def calibration_chunks(self, limit: int) -> list[str]:
+        with self.db.connection() as conn:
+            return [row[0] for row in conn.execute(sqlfiles.query("calibration_chunks"), {"limit": limit}).fetchall()]
+
 
 class SupabaseBackend:
     """The same SQL function through Supabase's PostgREST RPC route."""
@@ -151,6 +159,11 @@ class SupabaseBackend:
         if not words:
             return {}
         return {row["word"]: int(row["df"]) for row in self._rpc("arc_word_frequencies", {"words": words})}
+
+    def calibration_chunks(self, limit: int) -> list[str]:
+        # PostgREST serves only the RPC functions here; without a sample the status keeps the
+        # fixed thresholds (the calibration is None).
+        return []
 
     def version(self) -> int:
         from postgrest.exceptions import APIError

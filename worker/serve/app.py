@@ -15,6 +15,7 @@ from ..ingest.bounds import ReadLimits
 from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
 from ..models import RetrievalResponse
+from ..retrieve.confidence import StatusCuts
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
 from ..retrieve.rerank import LLMReranker
 from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
@@ -50,6 +51,9 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = PostgresBackend(runtime.db, read_replicas(runtime))
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
+                     cuts=StatusCuts(settings.success_at, settings.no_results_at),
+                     calibrate=settings.status_calibration,
+                     calibration_questions=settings.calibration_questions,
                      policy=ContextPolicy(min_relevance=settings.min_relevance,
                                           min_context_chunks=settings.min_context_chunks),
                      embedding_timeout=settings.embedding_timeout,

@@ -95,6 +95,7 @@ def ingest() -> Any:
             arc.metrics.ingest_cancelled.inc()
         raise
     arc.retriever.search_cache.clear()
+    arc.retriever.refresh_calibration()
     log.info("document ingested", extra={"document_id": document.document_id, "document_name": document.name,
                                          "chunks": report.chunks, "replaced": list(report.replaced)})
     return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
