@@ -172,6 +172,11 @@ def test_http_refuses_without_the_token(http_server):
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "arc-retrieval"
 
 
+def test_http_health_is_open(http_server):
+    r = requests.get(http_server.replace("/mcp", "/healthz"), timeout=10)
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
 def test_http_rejects_a_foreign_host_or_origin(http_server):
     """DNS rebinding: a page elsewhere cannot reach the loopback server through a browser."""
     auth = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}

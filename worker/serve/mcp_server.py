@@ -45,6 +45,7 @@ log = logging.getLogger("arc.mcp")
 
 SERVER_NAME = "arc-retrieval"
 MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
 SEARCH_TOOL = "search_governing_documents"
 LIST_TOOL = "list_governing_documents"
 
@@ -297,6 +298,9 @@ class TokenGate:
             return
         from starlette.datastructures import Headers
 
+        if scope["path"] == HEALTH_PATH:  # open, as the webhook's: the image's HEALTHCHECK asks it
+            await _json(send, 200, {"status": "ok"}, [])
+            return
         address = (scope.get("client") or ("unknown", 0))[0]
         if wait := self.face.auth_guard.blocked(address):
             await _json(send, 429, {"error": "rate_limited", "message": "too many failed authentication "
