@@ -196,3 +196,36 @@ def test_http_rate_limit_is_a_tool_error_saying_when_to_retry(http_server):
     refused = [r for r in results if r.is_error]
     assert refused and not results[0].is_error
     assert "rate limited" in refused[0].content[0].text and "retry after" in refused[0].content[0].text
+
+
+# -- in process: what a failure inside the pipeline looks like to the agent ---------------------
+
+class _Failing:
+    """A retriever whose pipeline fails the way a bug would, with a secret in its message."""
+
+    def __init__(self, exc: Exception):
+        self.exc = exc
+        self.search_cache = None
+
+    def answer(self, request, request_id=None):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc,expected", [
+    (RuntimeError("password=hunter2 at /srv/secret.py line 3"), "the worker failed to answer; the error was logged"),
+    (__import__("psycopg").OperationalError("connection to 10.0.0.5 failed: password=hunter2"),
+     "the knowledge base is temporarily unavailable; retry shortly"),
+])
+def test_a_failure_is_one_plain_line_never_a_trace_or_secret(sample_runtime, exc, expected):
+    from worker.serve.mcp_server import McpFace, build_server
+
+    face = McpFace.build(sample_runtime, retriever=_Failing(exc))
+
+    async def go():
+        async with Client(build_server(face)) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": "fence"})
+
+    result = run(go)
+    assert result.is_error
+    assert result.content[0].text.endswith(expected), result.content[0].text
+    assert "hunter2" not in str(result) and "Traceback" not in str(result)
