@@ -3,7 +3,7 @@ side in one run, to the webhook (gunicorn, one process), to the MCP server over 
 (``arc-retrieval mcp --http``, stateless, the SDK's own client) and over stdio (``arc-retrieval
 mcp``, as Claude Desktop runs it), all on one embedded database holding the sample corpus.
 
-    .venv/bin/python benchmarks/mcp.py --out benchmarks/mcp
+    .venv/bin/python benchmarks/mcp_latency.py --out benchmarks/mcp_latency
 
 Tuned to measure the protocol, not the cache: rate limit and result cache off, every question
 asked once untimed first (so every timed call embeds from the embedding cache and runs the hybrid
@@ -119,9 +119,10 @@ def main() -> None:
         finally:
             stop_worker(mcp)
             stop_worker(worker)
-    result["command"] = f"python benchmarks/mcp.py --out {args.out} --rounds {args.rounds}"
+    result["command"] = f"python benchmarks/mcp_latency.py --out {args.out} --rounds {args.rounds}"
     result["questions"] = len(QUESTIONS)
-    result["machine"] = f"{os.cpu_count()} cores"
+    # other work on the machine moves every column alike; the load says how much there was
+    result["machine"] = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
     (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [f"# MCP tool call vs webhook ({result['machine']}, sequential, {args.rounds} rounds of "
              f"{len(QUESTIONS)} questions)", "", f"    {result['command']}", "",
