@@ -229,3 +229,33 @@ def test_a_failure_is_one_plain_line_never_a_trace_or_secret(sample_runtime, exc
     assert result.is_error
     assert result.content[0].text.endswith(expected), result.content[0].text
     assert "hunter2" not in str(result) and "Traceback" not in str(result)
+
+
+def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tmp_path):
+    """The Dockerfile's documented override (its comment, the README's Docker section) with the
+    image's HEALTHCHECK, on an embedded database of its own, which stops with it."""
+    import shlex
+    import signal
+
+    from tests.test_dockerfile import parse_dockerfile
+
+    line = next(l for l in (ROOT / "Dockerfile").read_text().splitlines() if "arc-retrieval mcp" in l)
+    command = shlex.split(line.split("IMAGE", 1)[1])
+    assert command[:3] == ["arc-retrieval", "mcp", "--http"] and command[-2:] == ["--port", "8080"]
+    assert " ".join(command) in (ROOT / "README.md").read_text().replace("\n", " ")
+    port = free_port()
+    command[0] = str(Path(sys.executable).parent / "arc-retrieval")
+    command[-1] = str(port)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPENAI_API_KEY", "ARC_API_TOKEN")}
+    env.update({"ARC_DATA_DIR": str(tmp_path), "ARC_API_TOKEN": TOKEN})
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        wait_for(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok, 90, "the MCP server")
+        check = [c.replace("127.0.0.1:8080", f"127.0.0.1:{port}") for c in parse_dockerfile()["healthcheck"]]
+        check[0] = sys.executable
+        assert subprocess.run(check, timeout=10).returncode == 0
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    assert not list((tmp_path / "pgdata").glob("postmaster.pid")), "the embedded database stopped with it"

@@ -142,13 +142,13 @@ class McpFace:
     # -- what each tool runs (in a worker thread: the pipeline blocks) ------------------------
 
     def search(self, arguments: dict[str, Any], client: str) -> RetrievalResponse:
+        self._admit(client)  # before validation, as the webhook's guard: invalid calls count too
         try:
             request = RetrievalRequest.model_validate(arguments)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "arguments"
             raise ToolError(f"invalid argument {field}: {first['msg']}") from None
-        self._admit(client)
         request_id = "mcp-" + uuid.uuid4().hex[:16]
         with guarded():
             self.runtime.ensure_schema()
