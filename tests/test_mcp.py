@@ -240,7 +240,7 @@ def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tm
     from tests.test_dockerfile import parse_dockerfile
 
     line = next(l for l in (ROOT / "Dockerfile").read_text().splitlines() if "arc-retrieval mcp" in l)
-    command = shlex.split(line.split("IMAGE", 1)[1])
+    command = shlex.split(line.split("docker run ... arc-retrieval:latest ", 1)[1])  # after the image's name
     assert command[:3] == ["arc-retrieval", "mcp", "--http"] and command[-2:] == ["--port", "8080"]
     assert " ".join(command) in (ROOT / "README.md").read_text().replace("\n", " ")
     port = free_port()
