@@ -119,7 +119,7 @@ def main() -> None:
         finally:
             stop_worker(mcp)
             stop_worker(worker)
-    result["command"] = f"python benchmarks/mcp_latency.py --out {args.out} --rounds {args.rounds}"
+    result["command"] = f".venv/bin/python benchmarks/mcp_latency.py --out {args.out} --rounds {args.rounds}"
     result["questions"] = len(QUESTIONS)
     # other work on the machine moves every column alike; the load says how much there was
     result["machine"] = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
