@@ -190,7 +190,7 @@ def _compare(op: Callable[[float, float], bool]) -> Callable[[Any, Any], bool]:
 
 
 def _text(value: Any) -> str:
-    return str(value).lower() if not isinstance(value, bool) else str(value).lower()
+    return str(value).lower()  # conditions are typed by hand: "True" matches true, "CCR" matches ccr
 
 
 OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
