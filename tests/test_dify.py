@@ -9,7 +9,7 @@ import pytest
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 
-TOKEN = "dify-api-key"
+TOKEN = "dify-api-key-0123456789abcdef0123"
 FENCE = "What is the maximum fence height in my backyard?"
 
 # Dify's published request, as Dify sends it (only the query and knowledge id are ours below).

@@ -22,7 +22,7 @@ from tests.test_n8n import free_port, stop, wait_for
 from worker.serve.mcp_server import LIST_TOOL, SEARCH_TOOL
 
 ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "mcp-secret"
+TOKEN = "mcp-secret-0123456789abcdef01234567"
 FENCE = "What's the max fence height allowed in my backyard??"
 
 
