@@ -368,5 +368,25 @@ def serve(host: str | None, port: int | None, workers: int | None, load_sample: 
     run(bind=bind, workers=workers, load_sample=load_sample)
 
 
+@main.command()
+@click.option("--http", "over_http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (--http).")
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(1, 65535), help="Port (--http).")
+@click.option("--load-sample", is_flag=True, help="Load the sample corpus if the knowledge base is empty.")
+def mcp(over_http: bool, host: str, port: int, load_sample: bool) -> None:
+    """Serve the search as an MCP server (stdio for Claude Desktop, --http for n8n and others)."""
+    from .serve.mcp_server import open_face, run_http, run_stdio
+
+    settings = _settings()
+    from .store.embedded import exit_on_signals
+
+    exit_on_signals()
+    try:
+        face = open_face(settings, load_sample=load_sample)
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    run_http(face, host, port) if over_http else run_stdio(face)
+
+
 if __name__ == "__main__":
     main()

@@ -109,6 +109,8 @@ ENV_VARS: dict[str, str] = {
     "ARC_CONVERT_TIMEOUT": "convert_timeout",
     "ARC_CONVERT_MEMORY_MB": "convert_memory_mb",
     "ARC_READ_TIMEOUT": "read_timeout",
+    "ARC_MCP_ALLOWED_HOSTS": "mcp_allowed_hosts",
+    "ARC_MCP_ALLOWED_ORIGINS": "mcp_allowed_origins",
 }
 
 # A shared secret shorter than this is refused at start: guessable, or a placeholder left in.
@@ -194,6 +196,11 @@ class Settings(BaseModel):
     # The embedding provider came from a key alone (no EMBEDDING_PROVIDER/MODEL/DIM): the runtime
     # then keeps the local model a knowledge base was built with (worker/runtime.py)
     _embedding_from_key: bool = PrivateAttr(False)
+    # The MCP server over HTTP (worker/serve/mcp_server.py): the Host and Origin headers it
+    # accepts, comma-separated ("host:*" allows any port), against DNS rebinding. No Origin
+    # header (a server-side client such as n8n) is always accepted.
+    mcp_allowed_hosts: str = "127.0.0.1:*,localhost:*,[::1]:*"
+    mcp_allowed_origins: str = ""
 
     @field_validator("read_database_urls", mode="before")
     @classmethod

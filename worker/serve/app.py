@@ -24,6 +24,7 @@ from ..store.querylog import QueryLog
 from ..store.replicas import ReadReplicas
 from . import guards, pages
 from .admission import Admission
+from .dify import dify
 from .documents_api import DOCUMENTS_ROUTE, documents
 from .metrics import Metrics, cache_families, database_families, pool_families
 from .ops_api import OPS_ROUTES, ops
@@ -107,7 +108,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     app.extensions["arc"] = arc
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
-    for blueprint in (webhooks, documents, ops):
+    for blueprint in (webhooks, documents, ops, dify):
         app.register_blueprint(blueprint)
     register_error_handlers(app)
     pages.init_app(app)
