@@ -36,4 +36,5 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
 # Listening on 0.0.0.0 requires ARC_API_TOKEN (or ARC_AUTH_DISABLED=true behind an authenticating proxy).
 # gunicorn_conf's worker class reads each request before it takes a thread and drops clients
 # slower than ARC_CLIENT_TIMEOUT, so slow or idle connections cannot starve the workers.
+# The MCP server instead (README "Agents over MCP"): docker run ... arc-retrieval:latest arc-retrieval mcp --http --host 0.0.0.0 --port 8080
 CMD ["gunicorn", "--config", "python:worker.serve.gunicorn_conf", "worker.serve.app:create_app()"]

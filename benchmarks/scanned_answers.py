@@ -30,7 +30,8 @@ from worker.ingest.readers import read_path  # noqa: E402
 GOLD = "heronwood-ccrs"
 SOURCES = {"transcription (Markdown)": "documents/covenants-conditions-and-restrictions.md",
            "scanned PDF (OCR)": "documents/scanned/covenants-conditions-and-restrictions.pdf"}
-COLUMNS = ["evidence_in_context", "evidence_in_source1", "answerable_empty_context", "mean_context_tokens"]
+COLUMNS = ["evidence_in_context", "evidence_in_source1", "answerable_empty_context", "status_right", "hedged",
+           "answerable_no_results_with_evidence", "negatives_success", "mean_answerable_tokens"]
 
 
 def one_document_dataset(dataset: AnswerDataset, file: str, workdir: Path) -> AnswerDataset:
@@ -44,7 +45,9 @@ def one_document_dataset(dataset: AnswerDataset, file: str, workdir: Path) -> An
     folder.mkdir(parents=True)
     manifest = {"community": community, "documents": [{**entry, "file": str((source / file).resolve())}]}
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    questions = [q for q in dataset.questions if q.gold_document == GOLD]
+    # The community's unanswerable and off-topic questions too: a status that says success to
+    # everything would otherwise look right.
+    questions = [q for q in dataset.questions if q.gold_document == GOLD or (q.community == community and q.negative)]
     return AnswerDataset(f"{dataset.name} CC&R questions", {community: folder}, questions)
 
 
@@ -69,17 +72,20 @@ def main(argv: list[str] | None = None) -> int:
             text = normalise_for_match(" ".join(b.text for b in read_path(
                 Path(json.loads((next(iter(subset.communities.values())) / "manifest.json").read_text())
                      ["documents"][0]["file"])).blocks))
-            present = sum(any(normalise_for_match(e) in text for e in q.evidence) for q in subset.questions)
+            answerable = [q for q in subset.questions if q.kind == "answerable"]
+            present = sum(any(normalise_for_match(e) in text for e in q.evidence) for q in answerable)
             rows[label] = {"seconds": seconds,
-                           "evidence_in_document_text": round(present / len(subset.questions), 4),
+                           "evidence_in_document_text": round(present / len(answerable), 4),
                            ARC: summarise(results.outcomes[ARC]), N8N: summarise(results.outcomes[N8N]),
                            "questions": [o.row() for o in results.outcomes[ARC]]}
-            missed = [(q["id"], q["status"]) for q in rows[label]["questions"] if not q["evidence_in_context"]]
+            missed = [(q["id"], q["status"]) for q in rows[label]["questions"] if q["kind"] == "answerable" and not q["evidence_in_context"]]
             print(label, json.dumps({k: v for k, v in rows[label].items() if k != "questions"}), "missed:", missed,
                   flush=True)
 
     questions = len([q for q in dataset.questions if q.gold_document == GOLD])
-    lines = [f"{questions} CC&R questions (gold `{GOLD}`); knowledge base: the CC&Rs alone.", "",
+    negatives = sum(q.negative for q in subset.questions)
+    lines = [f"{questions} CC&R questions (gold `{GOLD}`) and the community's {negatives} unanswerable and off-topic "
+             "ones; knowledge base: the CC&Rs alone.", "",
              "| source | system | evidence in the document's text | "
              + " | ".join(c.replace("_", " ") for c in COLUMNS) + " | ingest + ask (s) |",
              "|---|---|---|" + "---|" * (len(COLUMNS) + 1)]

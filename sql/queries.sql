@@ -61,6 +61,11 @@ select wanted.document_id from unnest(%(ids)s::text[]) as wanted(document_id)
 where exists (select 1 from knowledge_chunks k
               where k.community = %(community)s and k.document_id = wanted.document_id)
 
+-- name: stored_sources
+-- What each of these ids holds now: its name and the file it came from (chunk 0 carries both).
+select document_id, document_name, metadata->>'source_file' from knowledge_chunks
+where community = %(community)s and document_id = any(%(ids)s::text[]) and chunk_index = 0
+
 -- name: superseding_document
 -- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
 -- before this one was ever ingested (its first chunk records "supersedes"; indexed: 011).
@@ -196,3 +201,9 @@ order by 1 desc
 
 -- name: word_frequencies
 select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text)
+
+-- name: calibration_chunks
+-- A fixed sample (the same rows for the same chunks) of the chunks a status calibration asks back.
+select content from knowledge_chunks
+where superseded_by is null and (%(community)s::text is null or community = %(community)s)
+order by md5(id::text) limit %(limit)s

@@ -11,6 +11,7 @@ get the same answers as one JSON body.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -112,6 +113,12 @@ def _answer_from(tool_output: str) -> str:
         data = json.loads(tool_output)
     except ValueError:
         data = {"context": tool_output}
+    if isinstance(data, list) and data and isinstance(data[0], dict) and data[0].get("type") == "text":
+        # An MCP tool's content blocks (n8n 1.x hands those over; 2.x its structured content):
+        # "status: ..." and "message: ..." lines, then the [SOURCE n] context.
+        text = "\n".join(str(block.get("text", "")) for block in data if isinstance(block, dict))
+        status = re.search(r"^status: (\w+)", text, re.MULTILINE)
+        data = {"status": status.group(1) if status else "unknown", "context": text[text.find("[SOURCE 1]"):]}
     if isinstance(data, list) and data:
         data = data[0]
     if not isinstance(data, dict):

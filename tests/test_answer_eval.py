@@ -55,6 +55,51 @@ def test_metrics_on_hand_made_outcomes():
     assert parts["kind"]["unanswerable"]["negatives_success"] == 1.0
 
 
+def test_status_measures_on_hand_made_outcomes():
+    """Status right, hedged, refusals with the evidence in the knowledge base, and the AUROC."""
+    def scored(question, sources, status, confidence, in_kb=None):
+        found = outcome(question, sources, status, 10)
+        found.confidence, found.evidence_in_kb = confidence, in_kb
+        return found
+
+    outcomes = [
+        scored(q("1", "answerable", ["fence rule"]), ["the fence rule"], "success", 0.9, True),      # right
+        scored(q("2", "answerable", ["shed size"]), ["the shed size"], "low_confidence", 0.4, True),  # hedged
+        scored(q("3", "answerable", ["solar"]), [], "no_results", 0.1, True),          # refused, evidence in KB
+        scored(q("4", "answerable", ["paint"]), [], "no_results", 0.05, False),        # refused, not in the KB
+        scored(q("5", "unanswerable"), ["something"], "success", 0.6),                 # wrong
+        scored(q("6", "off_topic"), [], "no_results", 0.0),                            # right
+    ]
+    s = summarise(outcomes)
+    assert s["status_right"] == pytest.approx(2 / 6, abs=1e-4)
+    assert s["hedged"] == 0.5  # of the two answerable questions with their evidence in the context
+    assert s["answerable_no_results_with_evidence"] == 1
+    # answerable 0.9 0.4 0.1 0.05 against negatives 0.6 and 0.0: 5 of 8 pairs won
+    assert s["confidence_auroc"] == pytest.approx(5 / 8)
+
+
+def test_leave_one_community_out_fits_on_the_others_and_shows_on_the_held_out_one():
+    from worker.evaluation.answer_harness import leave_one_community_out
+
+    def one(community, i, kind, confidence):
+        question = Question(id=f"{community}{i}", community=community, question="q", kind=kind,
+                            evidence=("rule",) if kind == "answerable" else ())
+        found = Outcome(question=question, context="the rule", sources=["the rule"], tokens=5, latency_ms=1.0,
+                        status="success" if confidence >= 0.5 else "low_confidence")
+        found.confidence = confidence
+        return found
+
+    # a and b separate at 0.5; c's scores sit higher, so a cut fitted on a and b lets its negative through
+    outcomes = [one(c, i, kind, v) for c, rows in {
+        "a": [("answerable", 0.7), ("answerable", 0.6), ("unanswerable", 0.3)],
+        "b": [("answerable", 0.8), ("unanswerable", 0.4), ("off_topic", 0.1)],
+        "c": [("answerable", 0.9), ("unanswerable", 0.55)]}.items() for i, (kind, v) in enumerate(rows)]
+    rows = {r["community"]: r for r in leave_one_community_out(outcomes)}
+    assert 0.4 < rows["c"]["cut"] <= 0.55
+    assert rows["c"]["negatives_success"] == 1.0 and rows["c"]["status_right"] == 0.5
+    assert rows["a"]["status_right"] == 1.0 and rows["a"]["hedged"] == 0.0
+
+
 DOCS = {
     "oakridge": {
         "guidelines.md": "# Oakridge Design Guidelines\n\n## Fences\n\nRear yard fences may not exceed six feet "
@@ -120,4 +165,12 @@ def test_eval_command_on_an_answer_dataset(tiny, tmp_path, monkeypatch):
     assert data["breakdown"]["arc-retrieval"]["tag"]["where"]["questions"] == 1
     report = (out / "results.md").read_text()
     assert "| arc-retrieval |" in report and "## Status thresholds" in report
+    # Each community is its own knowledge base, reported on its own and in the combined file.
+    assert set(data["communities"]) == {"oakridge", "pinecrest"}
+    assert data["communities"]["oakridge"]["questions"] == 3
+    assert {"status_right", "hedged", "answerable_no_results_with_evidence", "confidence_auroc"} <= set(arc)
+    assert "## arc-retrieval per community" in report
+    for community in ("oakridge", "pinecrest"):
+        assert json.loads((out / community / "results.json").read_text())["systems"]["arc-retrieval"]["questions"] \
+            == sum(row["community"] == community for row in QUESTIONS)
     assert (out / "chart.png").stat().st_size > 1000

@@ -189,6 +189,7 @@ NOT_SETTINGS = {
     "ARC_WORKER_URL": "workflows/arc-retrieval-tool.json",  # n8n's environment, read by the workflows
     "ARC_COMMUNITY": "workflows/arc-retrieval-tool.json",  # n8n's environment: the community the tool asks
     "ARC_SCREENSHOTS": "tests/test_pages.py",  # where the browser test saves its screenshots
+    "ARC_MCP_URL": "workflows/arc-mcp-chat-agent.json",
 }
 PLACEHOLDERS = {"OLD_ID", "NEW_ID"}  # metavars in `--supersedes OLD_ID`
 

@@ -40,9 +40,10 @@ def test_ingest_then_retrieve(secured):
     answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "retrieve-secret-0123456789abcdef"},
                          json={"query": "When does the pool close?"}).get_json()
     assert answer["chunks"][0]["document_id"] == "pool-rules"
-    # re-ingest replaces atomically; a file upload works the same way
+    # re-ingest replaces atomically; a file upload works the same way (asked to, as it replaces a text)
     r = client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
                     data={"document_type": "other", "document_id": "pool-rules", "is_binding": "false",
+                          "replace": "true",
                           "file": (io.BytesIO(NOTICE.replace("9 pm", "10 pm").encode()), "pool.md")},
                     content_type="multipart/form-data")
     assert r.status_code == 200 and r.get_json()["replaced_chunks"] == 1

@@ -31,6 +31,7 @@ WORKER_TOKEN = "worker-secret-0123456789abcdef"
 INGEST_TOKEN = "ingest-secret-0123456789abcdef"
 CHAT_USER, CHAT_PASSWORD = "resident", "chat-secret"
 CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-chat-agent.json").read_text())["nodes"][0]["webhookId"]
+MCP_CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-mcp-chat-agent.json").read_text())["nodes"][0]["webhookId"]
 
 
 def free_port() -> int:
@@ -120,6 +121,27 @@ def worker(tmp_path_factory):
         log.close()
 
 
+@pytest.fixture(scope="module")
+def mcp_worker(worker):
+    """``arc-retrieval mcp --http`` on the webhook worker's database, with the same token."""
+    port = free_port()
+    data = WORKER_DATA["dir"]
+    env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
+           "DATABASE_URL": f"postgresql://postgres:@/postgres?host={data / 'pgdata'}"}
+    for var in ("OPENAI_API_KEY", "SUPABASE_URL"):
+        env.pop(var, None)
+    log = open(data / "mcp.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)],
+                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for(lambda: requests.post(url, json={}, timeout=2).status_code == 401, 60, "the MCP server")
+        yield url
+    finally:
+        stop(process)
+        log.close()
+
+
 @contextmanager
 def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: dict[str, str],
                 ready: Callable[[requests.Response], bool]) -> Iterator[dict]:
@@ -149,6 +171,8 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
          "data": {"name": "X-ARC-Token", "value": INGEST_TOKEN}},
         {"id": "arcChatBasicAuth1", "name": "ARC Chat Auth", "type": "httpBasicAuth",
          "data": {"user": CHAT_USER, "password": CHAT_PASSWORD}},
+        {"id": "arcMcpBearer0001", "name": "ARC MCP Token", "type": "httpBearerAuth",
+         "data": {"token": WORKER_TOKEN}},
         {"id": "arcOpenAi0000001", "name": "OpenAI", "type": "openAiApi",
          "data": {"apiKey": chat_model.api_key, "url": chat_model.base_url}},
     ]
@@ -191,14 +215,15 @@ def _answers_from_the_worker(response: requests.Response) -> bool:
 
 
 @pytest.fixture(scope="module")
-def n8n(n8n_home, worker, chat_model, tmp_path_factory):
-    with running_n8n(n8n_home, tmp_path_factory.mktemp("n8n-user"), chat_model, {"ARC_WORKER_URL": worker},
+def n8n(n8n_home, worker, mcp_worker, chat_model, tmp_path_factory):
+    with running_n8n(n8n_home, tmp_path_factory.mktemp("n8n-user"), chat_model,
+                     {"ARC_WORKER_URL": worker, "ARC_MCP_URL": mcp_worker},
                      ready=_answers_from_the_worker) as instance:
         yield instance
 
 
 def test_all_workflows_import_and_activate(n8n):
-    assert set(n8n["ids"]) == {"ARC Retrieval Tool", "ARC Ingest", "ARC Chat Agent"}
+    assert set(n8n["ids"]) == {"ARC Retrieval Tool", "ARC Ingest", "ARC Chat Agent", "ARC MCP Chat Agent"}
     for workflow_id in n8n["ids"].values():
         assert workflow_id in n8n["active"]
 
@@ -358,6 +383,31 @@ def test_chat_agent_end_to_end(n8n, chat_model):
     with psycopg.connect(url_db) as conn:
         logged = conn.execute("select status from query_log where query = %s", (question,)).fetchall()
     assert logged and logged[0][0] == "success", "the worker received the agent's question"
+
+
+def test_mcp_chat_agent_end_to_end(n8n, chat_model):
+    """Chat -> AI Agent -> the model calls the worker's MCP tool through n8n's MCP Client Tool
+    (streamable HTTP, bearer credential) -> the reply quotes the sample documents with sources."""
+    url = f"{n8n['base']}/webhook/{MCP_CHAT_WEBHOOK_ID}/chat"
+    question = "How tall can a fence in my backyard be?"
+    before = len(chat_model.requests)
+    reply = requests.post(url, json={"action": "sendMessage", "sessionId": "resident-mcp", "chatInput": question},
+                          auth=(CHAT_USER, CHAT_PASSWORD), timeout=180)
+    assert reply.status_code == 200, reply.text[:500]
+    output = reply.json()["output"] if isinstance(reply.json(), dict) else reply.json()[0]["output"]
+    assert "Status: success" in output and "6 feet" in output and "[SOURCE 1]" in output, output[:800]
+    calls = [r for r in chat_model.requests[before:] if r.get("tools")]
+    names = [t["function"]["name"] for t in calls[0]["tools"]]
+    assert any(name.endswith("search_governing_documents") for name in names), names
+    assert names[0].endswith("search_governing_documents"), names  # the stand-in calls the first tool
+    described = calls[0]["tools"][0]["function"]["description"]
+    assert "low_confidence" in described and "not instructions" in described
+    import psycopg
+
+    url_db = f"postgresql://postgres:@/postgres?host={WORKER_DATA['dir'] / 'pgdata'}"
+    with psycopg.connect(url_db) as conn:
+        logged = conn.execute("select status, request_id from query_log where query = %s", (question,)).fetchall()
+    assert logged and logged[0][0] == "success" and logged[0][1].startswith("mcp-"), logged
 
 
 @pytest.mark.parametrize("setting,cause", [

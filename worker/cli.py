@@ -21,17 +21,47 @@ def _settings() -> Settings:
 
 
 def _runtime(settings: Settings, *, migrate: bool = True):
+    from .errors import DatabaseUnavailable
     from .runtime import open_runtime
     from .store.embedded import exit_on_signals
 
     exit_on_signals()
     try:
-        return open_runtime(settings, migrate=migrate)
+        runtime = open_runtime(settings, migrate=False)  # migrated below, where failing is one line
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the embedded database's folder
+        raise click.ClickException(f"ARC_DATA_DIR {settings.data_dir}: {exc.strerror or exc}") from None
+    if migrate:
+        # the server starts without its database and waits for it; a command has nothing to wait for
+        runtime.schema_ready = False
+        try:
+            runtime.ensure_schema()
+        except DatabaseUnavailable as exc:
+            runtime.close()
+            raise click.ClickException(_unreachable(exc.__cause__ or exc)) from None
+        except ArcError as exc:
+            runtime.close()
+            raise click.ClickException(str(exc)) from None
+    return runtime
 
 
-@click.group()
+def _unreachable(exc: BaseException) -> str:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"database unreachable (DATABASE_URL): {reason}"
+
+
+class _Commands(click.Group):
+    """A database that goes away mid-command is one line naming DATABASE_URL, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except psycopg.OperationalError as exc:
+            raise click.ClickException(_unreachable(exc)) from None
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="arc-retrieval")
 def main() -> None:
     """Hybrid retrieval over governing documents, for n8n agents."""
@@ -58,7 +88,7 @@ def db_init() -> None:
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     except psycopg.OperationalError as exc:
-        raise click.ClickException(f"database unreachable: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        raise click.ClickException(_unreachable(exc)) from None
     finally:
         runtime.close()
 
@@ -110,14 +140,17 @@ def db_sql(dim: int) -> None:
 @click.option("--amends", "amends", multiple=True, metavar="DOCUMENT_ID:SECTION[;SECTION...]",
               help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).")
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
+@click.option("--replace", is_flag=True,
+              help="Replace a stored document of the same id that came from another file (the same file always updates).")
 @click.option("--community", metavar="NAME", default=None,
               help="The community (association) the documents belong to; needed once the knowledge base holds several.")
 def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, supersedes: str | None,
            superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool,
-           community: str | None) -> None:
+           replace: bool, community: str | None) -> None:
     """Ingest documents: Markdown (.md, .markdown), text (.txt), PDF (.pdf; scanned pages read by
     OCR), Word (.docx), HTML (.html, .htm), or a BEIR corpus.jsonl; or a folder with a manifest.json
-    (every document it lists, with its id, type and binding). Re-ingesting replaces a document."""
+    (every document it lists, with its id, type and binding). Re-ingesting a file updates its
+    document; another file under a stored id needs --replace."""
     from .ingest.amendments import parse_amends
     from .ingest.ingestor import (
         Ingestor,
@@ -144,17 +177,18 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
         if sample:
             report = ingest_sample_corpus(ingestor, progress=progress, community=community)
         elif folders:
-            report = ingest_manifest(ingestor, folders[0], progress=progress, community=community)
+            report = ingest_manifest(ingestor, folders[0], progress=progress, replace=replace,
+                                     community=community)
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
                                   supersedes=supersedes, superseded_by=superseded_by, name=name,
-                                  document_id=document_id, progress=progress,
+                                  document_id=document_id, progress=progress, replace=replace,
                                   amends=tuple(parse_amends(a) for a in amends), community=community)
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
                        f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")
-        click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) "
-                   f"(replaced {report.replaced_chunks}) into community {report.community}")
+        click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) into community "
+                   f"{report.community}; {report.replaced_line()}")
         if len(report.document_ids) <= 50:
             for assigned in report.document_ids:
                 click.echo(f"  document id: {assigned}")
@@ -357,6 +391,26 @@ def serve(host: str | None, port: int | None, workers: int | None, load_sample: 
     from .serve.server import run
 
     run(bind=bind, workers=workers, load_sample=load_sample)
+
+
+@main.command()
+@click.option("--http", "over_http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (--http).")
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(1, 65535), help="Port (--http).")
+@click.option("--load-sample", is_flag=True, help="Load the sample corpus if the knowledge base is empty.")
+def mcp(over_http: bool, host: str, port: int, load_sample: bool) -> None:
+    """Serve the search as an MCP server (stdio for Claude Desktop, --http for n8n and others)."""
+    from .serve.mcp_server import open_face, run_http, run_stdio
+
+    settings = _settings()
+    from .store.embedded import exit_on_signals
+
+    exit_on_signals()
+    try:
+        face = open_face(settings, load_sample=load_sample)
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    run_http(face, host, port) if over_http else run_stdio(face)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ in the README.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
@@ -16,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -30,6 +34,11 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
 OPENAI_MODEL = "text-embedding-3-large"
 OPENAI_DIM = 1536
+
+
+# Off a terminal (a container, n8n, a pipe), a long ingest reports its progress as a log line at
+# most this often, and once at the end, instead of a progress bar nobody sees.
+PROGRESS_LOG_SECONDS = 10.0
 
 
 class ConfigError(Exception):
@@ -75,6 +84,10 @@ ENV_VARS: dict[str, str] = {
     "ARC_MAX_UPLOAD_BYTES": "max_upload_bytes",
     "ARC_NO_RESULTS_BELOW": "no_results_below",
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
+    "ARC_STATUS_CALIBRATION": "status_calibration",
+    "ARC_SUCCESS_AT": "success_at",
+    "ARC_NO_RESULTS_AT": "no_results_at",
+    "ARC_CALIBRATION_QUESTIONS": "calibration_questions",
     "ARC_MIN_RELEVANCE": "min_relevance",
     "ARC_MIN_CONTEXT_CHUNKS": "min_context_chunks",
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
@@ -97,6 +110,8 @@ ENV_VARS: dict[str, str] = {
     "ARC_CONVERT_TIMEOUT": "convert_timeout",
     "ARC_CONVERT_MEMORY_MB": "convert_memory_mb",
     "ARC_READ_TIMEOUT": "read_timeout",
+    "ARC_MCP_ALLOWED_HOSTS": "mcp_allowed_hosts",
+    "ARC_MCP_ALLOWED_ORIGINS": "mcp_allowed_origins",
 }
 
 # A shared secret shorter than this is refused at start: guessable, or a placeholder left in.
@@ -161,8 +176,15 @@ class Settings(BaseModel):
     # the ingest webhook's own limit: a PDF of scanned pages runs to tens of MB
     max_upload_bytes: int = Field(50_000_000, ge=1024)
 
+    # Fixed cuts on the best relevance, used only while the knowledge base has no calibration.
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5
+    # The status calibrated on each knowledge base (worker/confidence.py): cuts on the confidence
+    # 0 (what unrelated questions score there) .. 1 (what its own sentences score there).
+    status_calibration: bool = True
+    success_at: float = Field(0.5, ge=0, le=2)
+    no_results_at: float = Field(0.2, ge=-1, le=2)
+    calibration_questions: int = Field(120, ge=10, le=2000)
     min_relevance: float = Field(0.5, ge=0, le=1)
     min_context_chunks: int = Field(7, ge=0, le=20)
     statement_timeout_ms: int = Field(5000, ge=100)
@@ -175,6 +197,14 @@ class Settings(BaseModel):
     ocr: bool = True
     ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # The embedding provider came from a key alone (no EMBEDDING_PROVIDER/MODEL/DIM): the runtime
+    # then keeps the local model a knowledge base was built with (worker/runtime.py)
+    _embedding_from_key: bool = PrivateAttr(False)
+    # The MCP server over HTTP (worker/serve/mcp_server.py): the Host and Origin headers it
+    # accepts, comma-separated ("host:*" allows any port), against DNS rebinding. No Origin
+    # header (a server-side client such as n8n) is always accepted.
+    mcp_allowed_hosts: str = "127.0.0.1:*,localhost:*,[::1]:*"
+    mcp_allowed_origins: str = ""
 
     @field_validator("read_database_urls", mode="before")
     @classmethod
@@ -225,6 +255,64 @@ class Settings(BaseModel):
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    # -- settings checked at start, so a typo is one line naming it, not a traceback or a 503 later
+    @field_validator("database_url")
+    @classmethod
+    def _conninfo(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        from psycopg.conninfo import conninfo_to_dict
+
+        if value is not None:
+            try:
+                conninfo_to_dict(value)
+                if value.startswith(("postgres://", "postgresql://")):
+                    urlsplit(value).port  # noqa: B018  a port that is no number raises here
+            except Exception:  # psycopg's message repeats the URL, password included
+                raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _a_folder(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{value} is a file, not a folder")
+        return value
+
+    @field_validator("auth_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        if not _HEADER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not an HTTP header name (letters, digits and - only, e.g. X-ARC-Token)")
+        return value
+
+    @field_validator("supabase_url", "openai_base_url", "azure_openai_endpoint", "llm_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{value[:80]!r} is not an http(s) URL")
+        return value
+
+    @field_validator("azure_openai_api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        if not _AZURE_API_VERSION.fullmatch(value):
+            raise ValueError(f"{value[:40]!r} is not an Azure OpenAI API version (a date, e.g. 2024-10-21)")
+        return value
+
+    @field_validator("supabase_key")
+    @classmethod
+    def _service_key(cls, value: str | None) -> str | None:
+        role = _supabase_key_role(value) if value else None
+        if role is not None and role != "service_role":
+            raise ValueError(f"this is the {role} key; the worker needs the project's service_role key "
+                             "(Project Settings > API), the only role that may search")
+        return value
+
     @model_validator(mode="after")
     def _resolve(self) -> Settings:
         # Defaults that depend on other settings are filled here, once, so that the rest of the
@@ -272,11 +360,24 @@ class Settings(BaseModel):
                                  "(e.g. openssl rand -hex 32)")
         if not 0 <= self.no_results_below <= self.low_confidence_below <= 1:
             raise ValueError("need 0 <= ARC_NO_RESULTS_BELOW <= ARC_LOW_CONFIDENCE_BELOW <= 1")
+        if self.no_results_at > self.success_at:
+            raise ValueError("need ARC_NO_RESULTS_AT <= ARC_SUCCESS_AT")
+        self._embedding_from_key = provider != "local" and not (
+            self.embedding_provider or self.embedding_model or self.embedding_dim)
         object.__setattr__(self, "embedding_provider", provider)
         object.__setattr__(self, "embedding_model", model)
         object.__setattr__(self, "embedding_dim", dim)
         object.__setattr__(self, "reranker", reranker)
         return self
+
+    @property
+    def embedding_from_key(self) -> bool:
+        return self._embedding_from_key
+
+    def with_local_embeddings(self) -> Settings:
+        """These settings with the local model for embeddings (the LLM settings unchanged)."""
+        return self.model_copy(update={"embedding_provider": "local", "embedding_model": LOCAL_MODEL,
+                                       "embedding_dim": LOCAL_DIM})
 
     @property
     def llm_credentials_present(self) -> bool:
@@ -294,6 +395,28 @@ class Settings(BaseModel):
             return cls(**values)
         except ValidationError as exc:
             raise ConfigError(_one_line(exc)) from None
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+_AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
+
+
+def _supabase_key_role(key: str) -> str | None:
+    """The role a Supabase key carries: a legacy key is a JWT with a ``role`` claim, a new one
+    says it in its prefix; None when the key does not tell."""
+    if key.startswith("sb_publishable_"):
+        return "anon (publishable)"
+    if key.startswith("sb_secret_"):
+        return "service_role"
+    parts = key.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    role = claims.get("role") if isinstance(claims, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def _one_line(exc: ValidationError) -> str:

@@ -47,3 +47,47 @@ def configure_logging(level: str | None = None) -> None:
     root.setLevel(wanted if wanted in logging.getLevelNamesMapping() else "INFO")
     for noisy in ("httpx", "openai", "psycopg.pool", "urllib3", "pgserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class LogProgress:
+    """tqdm's ``update``/``close`` as INFO log lines ("embedding Pool Rules: 512/2048 chunks"), at
+    most every ``every`` seconds (config.PROGRESS_LOG_SECONDS) and once at the end: progress where
+    no terminal shows a bar."""
+
+    def __init__(self, total: int, desc: str, unit: str, logger: logging.Logger, every: float):
+        self.total, self.desc, self.unit, self.log = total, desc, unit, logger
+        self.done = 0
+        self.every = every
+        self.last = time.monotonic()
+        self.closed = False
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if time.monotonic() - self.last >= self.every and self.done < self.total:
+            self._say()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._say()
+
+    def _say(self) -> None:
+        self.last = time.monotonic()
+        self.log.info(f"{self.desc}: {self.done}/{self.total} {self.unit}s",
+                      extra={"step": self.desc, "done": self.done, "total": self.total})
+
+    def __enter__(self) -> LogProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def progress(total: int, desc: str, unit: str, *, terminal: bool, logger: logging.Logger, every: float):
+    """A progress bar on a terminal, log lines (at most one per ``every`` seconds) elsewhere."""
+    if terminal:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit=unit)
+    return LogProgress(total, desc, unit, logger, every)
+

@@ -72,8 +72,9 @@ class RetrievalRequest(BaseModel):
     token_budget: int = Field(default=4000, ge=50, le=32000)
     min_relevance: float | None = Field(
         default=None, ge=0, le=1,
-        description="Chunks below this score stay out of the context (default: the first five need only "
-                    "the no-results threshold, later ones ARC_MIN_RELEVANCE).")
+        description="A hard minimum: chunks below this score stay out of the context and the chunk list "
+                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (8) need only the no-results threshold, "
+                    "later ones ARC_MIN_RELEVANCE).")
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
@@ -166,6 +167,10 @@ class RetrievalResponse(BaseModel):
     context_tokens: int
     sources: int
     best_score: float | None
+    confidence: dict[str, Any] | None = Field(
+        None, description="What the status was decided on: the best first-stage relevance, its calibrated score "
+                          "(0 = what unrelated questions score on this knowledge base, 1 = what its own sentences "
+                          "score), the two anchors and the knowledge-base version they were measured at.")
     reranked: bool
     warnings: list[str]
     usage: dict[str, int] = Field(default_factory=dict)
@@ -215,6 +220,9 @@ class IngestFields(BaseModel):
     superseded_by: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
                                       description="A newer document, already stored, that replaces this one.")
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
+    replace: bool = Field(False, description="Replace a stored document of this id that came from another "
+                                             "source (the same file, or a text sent again under the "
+                                             "document_id it names, always updates it).")
     community: str | None = _community_field()
 
     @field_validator("name")
@@ -254,6 +262,7 @@ class IngestResponse(BaseModel):
     document_name: str
     chunks: int
     replaced_chunks: int
+    replaced: list[str] = Field(default_factory=list, description="The document ids this ingest replaced.")
     amended_chunks: int = Field(0, description="Chunks of other documents' sections this one amends, marked.")
     notes: list[str] = Field(default_factory=list, description="e.g. a named section that matched nothing.")
     request_id: str | None = None

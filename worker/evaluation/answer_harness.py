@@ -35,6 +35,7 @@ from .answers import (
     Outcome,
     Question,
     breakdown,
+    evidence_found,
     split_sources,
     summarise,
 )
@@ -79,14 +80,33 @@ class AnswerResults:
     model: str
     outcomes: dict[str, list[Outcome]]
     budgets: budget.BudgetRuns = field(default_factory=budget.BudgetRuns)
+    calibrations: dict[str, dict | None] = field(default_factory=dict)
+    reranker: str = "off"
+
+    def communities(self) -> list[str]:
+        return list(dict.fromkeys(o.question.community for o in self.outcomes[ARC]))
+
+    def community(self, name: str) -> AnswerResults:
+        def mine(outcomes: list[Outcome]) -> list[Outcome]:
+            return [o for o in outcomes if o.question.community == name]
+
+        budgets = budget.BudgetRuns(
+            equal_tokens={s: mine(out) for s, out in self.budgets.equal_tokens.items()},
+            at_budget={s: {b: mine(out) for b, out in runs.items()} for s, runs in self.budgets.at_budget.items()})
+        return AnswerResults(f"{self.dataset} / {name}", self.model, {s: mine(out) for s, out in self.outcomes.items()},
+                             budgets=budgets, calibrations={name: self.calibrations.get(name)}, reranker=self.reranker)
 
     def to_json(self) -> dict:
         return {**self.budgets.to_json(self.outcomes[ARC]),
-            "dataset": self.dataset, "embedding_model": self.model,
+            "dataset": self.dataset, "embedding_model": self.model, "reranker": self.reranker,
+            "calibrations": self.calibrations,
             "systems": {name: summarise(o) for name, o in self.outcomes.items()},
+            "communities": {c: summarise([o for o in self.outcomes[ARC] if o.question.community == c])
+                            for c in self.communities()},
             "breakdown": {name: breakdown(o) for name, o in self.outcomes.items()},
             "questions": {name: [x.row() for x in o] for name, o in self.outcomes.items()},
             "threshold_sweep": threshold_sweep(self.outcomes[ARC]),
+            "leave_one_community_out": leave_one_community_out(self.outcomes[ARC]),
         }
 
 
@@ -96,6 +116,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
     budgets = budget.BudgetRuns()
+    calibrations: dict[str, dict | None] = {}
     workdir = Path(tempfile.mkdtemp(prefix="answers-", dir=data_dir))
     server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     try:
@@ -113,9 +134,19 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 ingestor.write(documents, cache.embed(embedding_texts(documents)))
                 index = anchors.build_index([manifest.path_of(e) for e in manifest.documents], cache.embed)
                 cache.save()
-                client = _webhook_client(settings, db, embedder)
+                client, retriever = _webhook_client(settings, db, embedder)
+                # What a deployed worker does in the background after an ingest, done before
+                # the first question so that every question is answered calibrated.
+                calibration = retriever.calibrate_now() if settings.status_calibration else None
+                calibrations[community] = None if calibration is None else {
+                    "floor": round(calibration.floor, 4), "match": round(calibration.match, 4),
+                    "questions": calibration.questions, "kb_version": calibration.version}
+                corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in documents)
                 for question in tqdm(questions, desc=community, unit="q", disable=not progress):
-                    outcomes[ARC].append(_ask_worker(client, settings, question))
+                    outcome = _ask_worker(client, settings, question)
+                    outcome.evidence_in_kb = (question.kind == "answerable"
+                                              and evidence_found(question.evidence, corpus))
+                    outcomes[ARC].append(outcome)
                     budget.measure(budgets, question, outcomes[ARC][-1], index=index, embedder=embedder,
                                    counter=counter, ask=lambda b, q=question: _ask_worker(client, settings, q,
                                                                                           token_budget=b))
@@ -123,7 +154,8 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                     outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
             finally:
                 db.close()
-        return AnswerResults(dataset.name, embedder.model, outcomes, budgets)
+        return AnswerResults(dataset.name, embedder.model, outcomes, budgets=budgets, calibrations=calibrations,
+                             reranker="on" if settings.reranker == "llm" else "off")
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -137,12 +169,13 @@ def _new_database(server_url: str, community: str) -> str:
 
 
 def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
-    from ..serve.app import create_app
+    from ..serve.app import build_retriever, create_app
 
     # The webhook exactly as configured, on this community's database; the rate limit is for
-    # callers, not for an evaluation that asks 70 questions in a row.
+    # callers, not for an evaluation that asks 134 questions in a row.
     runtime = Runtime(settings.model_copy(update={"rate_limit": 0}), db, embedder)
-    return create_app(runtime=runtime).test_client()
+    retriever = build_retriever(runtime)
+    return create_app(runtime=runtime, retriever=retriever).test_client(), retriever
 
 
 def _ask_worker(client, settings: Settings, question: Question, **request) -> Outcome:
@@ -157,8 +190,14 @@ def _ask_worker(client, settings: Settings, question: Question, **request) -> Ou
         raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {body}")
     return Outcome(question=question, context=body["context"], sources=split_sources(body["context"]),
                    tokens=body["context_tokens"], latency_ms=latency, status=body["status"],
-                   best_score=body["best_score"],
+                   best_score=body["best_score"], confidence=_confidence(body),
                    notes={"filter": body["query"]["filter_source"], "warnings": body["warnings"]})
+
+
+def _confidence(body: dict) -> float | None:
+    """The number the status was decided on: the calibrated score, else the best relevance."""
+    confidence = body.get("confidence") or {}
+    return confidence.get("score") if confidence.get("score") is not None else confidence.get("relevance")
 
 
 def _anchor(question: Question, index: anchors.AnchorIndex, embedder: CachedEmbedder, counter,
@@ -178,6 +217,10 @@ def _anchor(question: Question, index: anchors.AnchorIndex, embedder: CachedEmbe
 _MAIN_COLUMNS = [
     ("evidence_in_context", "evidence in context"),
     ("evidence_in_source1", "evidence in SOURCE 1"),
+    ("status_right", "status right"),
+    ("hedged", "hedged"),
+    ("answerable_no_results_with_evidence", "`no_results` with evidence in KB"),
+    ("confidence_auroc", "confidence AUROC"),
     ("answerable_empty_context", "answerable, empty context"),
     ("answerable_no_results", "answerable `no_results`"),
     ("negatives_success", "negatives `success`"),
@@ -200,17 +243,49 @@ def _cell(value) -> str:
 def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     data = results.to_json()
+    communities = results.communities()
+    if len(communities) > 1:
+        # Each community is its own knowledge base: its own file, the same settings.
+        for community in communities:
+            write_answer_report(results.community(community), out / community, command=command)
     (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
     systems = data["systems"]
     n = systems[ARC]
     lines = [f"# Answer quality: {results.dataset}", "",
              f"{n['questions']} questions ({n['answerable']} answerable, {n['negatives']} unanswerable or off "
-             f"topic), embedding model {results.model}, reranker off unless configured.", "",
+             f"topic), embedding model {results.model}, reranker {results.reranker}.", "",
              f"Command: `{command}`", "",
+             "Status calibration per knowledge base (`floor`: median best relevance of off-domain questions; "
+             "`match`: of the knowledge base's own sentences asked back): " +
+             ("; ".join(f"{c}: " + (f"floor {v['floor']:.3f}, match {v['match']:.3f}" if v else "none")
+                        for c, v in results.calibrations.items()) or "off") + ".", "",
              "| system | " + " | ".join(label for _, label in _MAIN_COLUMNS) + " |",
              "|---|" + "---|" * len(_MAIN_COLUMNS)]
     for name, row in systems.items():
         lines.append(f"| {name} | " + " | ".join(_cell(row.get(key)) for key, _ in _MAIN_COLUMNS) + " |")
+    if len(communities) > 1:
+        columns = [("questions", "questions"), ("evidence_in_context", "evidence in context"),
+                   ("evidence_in_source1", "SOURCE 1"), ("status_right", "status right"), ("hedged", "hedged"),
+                   ("negatives_success", "negatives `success`"),
+                   ("answerable_no_results_with_evidence", "`no_results` with evidence"),
+                   ("confidence_auroc", "confidence AUROC"), ("mean_context_tokens", "mean tokens")]
+        lines += ["", "## arc-retrieval per community (each its own knowledge base, the same settings)", "",
+                  "| community | " + " | ".join(label for _, label in columns) + " |",
+                  "|---|" + "---|" * len(columns)]
+        for community, row in data["communities"].items():
+            lines.append(f"| {community} | " + " | ".join(_cell(row.get(k)) for k, _ in columns) + " |")
+    loo = data["leave_one_community_out"]
+    if loo:
+        lines += ["", "## The success cut, leave one community out", "",
+                  "The cut on the status signal (`confidence.score`; the best relevance when uncalibrated) "
+                  "that gives the most right statuses on the other communities "
+                  "(each point of negatives `success` above 0.05 costing two), applied to this one, against the configured cut (the same for all). A cut that only "
+                  "works where it was fitted shows here.", "",
+                  "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
+                  "status right at the configured cut |", "|---|---|---|---|---|---|"]
+        for row in loo:
+            lines.append(f"| {row['community']} | {row['cut']:.2f} | {row['status_right']:.2f} | {row['hedged']:.2f} | "
+                         f"{row['negatives_success']:.2f} | {row['status_right_configured']:.2f} |")
     lines += ["", "## arc-retrieval by question kind", "",
               "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` | mean tokens |",
               "|---|---|---|---|---|---|---|---|"]
@@ -252,6 +327,46 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     _chart(systems, out / "chart.png", results.dataset)
     budget.chart(data, out / "budget.png", results.dataset)
     return data
+
+
+def _statuses_at(outcomes: list[Outcome], cut: float) -> dict[str, float]:
+    """Status right, hedged and negatives success had ``success`` started at ``cut``."""
+    def success(o: Outcome) -> bool:
+        return o.confidence is not None and o.confidence >= cut and o.status != "no_results"
+
+    answered = [o for o in outcomes if o.question.kind == "answerable" and o.in_context]
+    negatives = [o for o in outcomes if o.question.negative]
+    right = [success(o) and o.in_context if o.question.kind == "answerable" else not success(o) for o in outcomes]
+    return {"status_right": sum(right) / max(len(outcomes), 1),
+            "hedged": sum(not success(o) for o in answered) / max(len(answered), 1),
+            "negatives_success": sum(success(o) for o in negatives) / max(len(negatives), 1)}
+
+
+# What a fitted cut aims at (issue 32): the most right statuses, with negatives answered
+# `success` held to 5%: each point above that costs two points of status right.
+NEGATIVES_SUCCESS_TARGET = 0.05
+
+
+def _fit(shown: dict[str, float]) -> float:
+    return shown["status_right"] - 2 * max(0.0, shown["negatives_success"] - NEGATIVES_SUCCESS_TARGET)
+
+
+def leave_one_community_out(outcomes: list[Outcome]) -> list[dict]:
+    """Fit the success cut on all communities but one, show it on that one."""
+    communities = list(dict.fromkeys(o.question.community for o in outcomes))
+    if len(communities) < 3 or all(o.confidence is None for o in outcomes):
+        return []
+    scale = sorted({round(o.confidence, 2) for o in outcomes if o.confidence is not None})
+    rows = []
+    for held in communities:
+        others = [o for o in outcomes if o.question.community != held]
+        mine = [o for o in outcomes if o.question.community == held]
+        cut = max(scale, key=lambda c: (_fit(_statuses_at(others, c)), -abs(c - 0.5)))
+        shown = _statuses_at(mine, cut)
+        actual = sum((o.status == "success" and o.in_context) if o.question.kind == "answerable"
+                     else o.status != "success" for o in mine) / len(mine)
+        rows.append({"community": held, "cut": cut, **shown, "status_right_configured": actual})
+    return rows
 
 
 def threshold_sweep(outcomes: list[Outcome], start: float = 0.2, stop: float = 0.65,

@@ -129,6 +129,8 @@ class Outcome:
     latency_ms: float
     status: str | None = None  # anchors have no status
     best_score: float | None = None
+    confidence: float | None = None  # the signal the status was decided on (calibrated, or the best relevance)
+    evidence_in_kb: bool | None = None  # an evidence phrase is somewhere in the knowledge base's text
     notes: dict = field(default_factory=dict)
 
     @property
@@ -146,7 +148,8 @@ class Outcome:
     def row(self) -> dict:
         q = self.question
         return {"id": q.id, "community": q.community, "kind": q.kind, "tags": q.tags, "status": self.status,
-                "best_score": self.best_score, "tokens": self.tokens, "sources": len(self.sources),
+                "best_score": self.best_score, "confidence": self.confidence, "tokens": self.tokens,
+                "sources": len(self.sources),
                 "evidence_in_context": self.in_context if q.kind == "answerable" else None,
                 "evidence_in_source1": self.in_source1 if q.kind == "answerable" else None,
                 "latency_ms": round(self.latency_ms, 2), **self.notes}
@@ -179,8 +182,33 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, float | int | None]:
             "answerable_low_confidence": _mean([o.status == "low_confidence" for o in answerable]),
             "negatives_success": _mean([o.status == "success" for o in negatives]),
             "negatives_no_results": _mean([o.status == "no_results" for o in negatives]),
+            # The yardstick: success with the evidence in the context; anything but success for
+            # unanswerable and off-topic questions.
+            "status_right": _mean([status_right(o) for o in outcomes]),
+            # Right answers the agent is told to doubt: evidence in the context, status not success.
+            "hedged": _mean([o.status != "success" for o in answerable if o.in_context]),
+            # The worst answer: a refusal although the knowledge base holds the evidence.
+            "answerable_no_results_with_evidence": sum(o.status == "no_results" and bool(o.evidence_in_kb)
+                                                       for o in answerable),
+            "confidence_auroc": auroc([o.confidence for o in answerable], [o.confidence for o in negatives]),
         })
     return summary
+
+
+def status_right(outcome: Outcome) -> bool:
+    if outcome.question.negative:
+        return outcome.status != "success"
+    return outcome.status == "success" and outcome.in_context
+
+
+def auroc(positives: Sequence[float | None], negatives: Sequence[float | None]) -> float | None:
+    """How often an answerable question's confidence beats an unanswerable one's (ties half)."""
+    pos = [p for p in positives if p is not None]
+    neg = [n for n in negatives if n is not None]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return round(wins / (len(pos) * len(neg)), 4)
 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict[str, dict[str, dict]]:

@@ -70,6 +70,8 @@ def chunk_blocks(blocks: Iterable[Block], count_tokens: Callable[[str], int], ma
             flush()
             current_section = block.section
             lead_in = None
+        elif current and block.page != current_page:
+            flush()  # a chunk is cited by one page: a rule printed on page 2 is not "page 1"
         if is_table(block.text):  # a chunk of its own (or row groups, each with the header rows)
             flush()
             for piece in _table_pieces(block.text, count_tokens, budget):

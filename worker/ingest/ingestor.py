@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 from psycopg.types.json import Jsonb
-from tqdm import tqdm
 
-from ..config import DOCUMENT_TYPES
+from ..config import DOCUMENT_TYPES, PROGRESS_LOG_SECONDS
 from ..embeddings import Embedder
 from ..errors import IngestError
+from ..logs import progress as progress_of
 from ..models import DOCUMENT_ID_PATTERN, Amendment
 from ..sections import amends
 from ..store import bm25, communities, sqlfiles
@@ -52,6 +52,7 @@ class DocumentInput:
     amends: tuple[Amendment, ...] = ()
     metadata: dict = field(default_factory=dict)
     name_in_context: bool = True  # benchmark records name nothing but themselves
+    id_given: bool = False  # the caller named the id (a text sent again under it updates it)
     ocr_pages: int = 0
     ocr_seconds: float = 0.0
 
@@ -85,7 +86,15 @@ class IngestReport:
     ocr_seconds: float = 0.0
     amended_chunks: int = 0
     notes: tuple[str, ...] = ()  # what the admin should know: a section named that matched nothing
-    community: str = ""
+    replaced: tuple[str, ...] = ()  # the ids that held a document before this load
+    community: str = ""  # the community the load went to
+
+    def replaced_line(self) -> str:
+        """What the load replaced, said the same way on every ingest path."""
+        if not self.replaced:
+            return "replaced nothing"
+        shown = ", ".join(self.replaced[:20]) + (f" and {len(self.replaced) - 20} more" if len(self.replaced) > 20 else "")
+        return f"replaced {len(self.replaced)} stored document(s) ({self.replaced_chunks} chunks): {shown}"
 
 
 def slugify(text: str) -> str:
@@ -145,20 +154,31 @@ class Ingestor:
         return document
 
     def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
-              *, progress: bool = False, batch_documents: int = 256, community: str | None = None) -> IngestReport:
+              *, progress: bool = False, batch_documents: int = 256, replace: bool = True,
+              community: str | None = None) -> IngestReport:
         """Embed (unless given) and store documents, each replaced atomically, in ``community``
-        (unnamed: the knowledge base's only one; an error when it holds several)."""
+        (unnamed: the knowledge base's only one; an error when it holds several).
+
+        ``replace=False`` (what the CLI, the webhook and a manifest pass unless asked to replace)
+        refuses an id that holds a document from another source; re-ingesting the same file updates it."""
         community = communities.resolve_for_write(community, communities.list_communities(self.db))
         self.check_links(documents, community)  # before the embedding bill
+        stored = self.stored_sources(documents, community)
+        if not replace:
+            refuse_clashes(documents, stored)
         texts = embedding_texts(documents)
+        what = _named(documents)
+        log.info(f"ingesting {what}", extra={"document_ids": [d.document_id for d in documents][:20],
+                                             "chunks": len(texts)})
         if embeddings is None:
-            embeddings = self.embed(texts, progress=progress)
+            embeddings = self.embed(texts, progress=progress, what=what)
         if len(embeddings) != len(texts):
             raise IngestError(f"{len(embeddings)} embeddings for {len(texts)} chunks")
         replaced = 0
         offset = 0
         marks = _Marks()
-        bar = tqdm(total=len(texts), desc="storing", unit="chunk", disable=not progress)
+        bar = progress_of(len(texts), f"storing {what}", "chunk", terminal=progress, logger=log,
+                          every=PROGRESS_LOG_SECONDS)
         with self.db.connect() as conn:
             for start in range(0, len(documents), batch_documents):
                 batch = documents[start:start + batch_documents]
@@ -168,10 +188,21 @@ class Ingestor:
                 bar.update(n)
         bar.close()
         bm25.refresh(self.db, community=community)  # bounded, and never fails the load
-        log.info("ingested", extra={"documents": len(documents), "chunks": len(texts)})
+        log.info(f"ingested {what}", extra={"documents": len(documents), "chunks": len(texts),
+                                            "replaced": [d.document_id for d in documents if d.document_id in stored][:20]})
         return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
                             sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
-                            marks.chunks, tuple(marks.notes), community)
+                            marks.chunks, tuple(marks.notes),
+                            replaced=tuple(d.document_id for d in documents if d.document_id in stored),
+                            community=community)
+
+    def stored_sources(self, documents: Sequence[DocumentInput], community: str) -> dict[str, tuple[str, str | None]]:
+        """Of these documents' ids, those stored already in ``community``: id -> (name, source file)."""
+        with self.db.connect() as conn:
+            rows = conn.execute(sqlfiles.query("stored_sources"),
+                                {"ids": [d.document_id for d in documents],
+                                 "community": community}).fetchall()
+        return {document_id: (name, source) for document_id, name, source in rows}
 
     def check_links(self, documents: Sequence[DocumentInput], community: str) -> None:
         """A document named by --supersedes, --superseded-by or --amends must be stored already or
@@ -195,9 +226,10 @@ class Ingestor:
                         "ingest that document first")
                 raise IngestError(f"{link}: no document {other!r} in the knowledge base ({hint})", link)
 
-    def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256) -> np.ndarray:
+    def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256, what: str = "") -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-        with tqdm(total=len(texts), desc="embedding", unit="chunk", disable=not progress) as bar:
+        with progress_of(len(texts), f"embedding {what}".strip(), "chunk", terminal=progress, logger=log,
+                         every=PROGRESS_LOG_SECONDS) as bar:
             for start in range(0, len(texts), batch):
                 out[start:start + batch] = self.embedder.embed(texts[start:start + batch])
                 bar.update(min(batch, len(texts) - start))
@@ -240,6 +272,34 @@ class Ingestor:
                         if entry.get("document_id") == doc.document_id:
                             _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks, community)
         return replaced
+
+
+def _named(documents: Sequence[DocumentInput]) -> str:
+    """What a load is, for its log lines: the document itself, or how many."""
+    if len(documents) == 1:
+        return f"{documents[0].name!r} ({documents[0].document_id})"
+    return f"{len(documents)} documents"
+
+
+def refuse_clashes(documents: Sequence[DocumentInput], stored: dict[str, tuple[str, str | None]]) -> None:
+    """An id already holding a document from another source (letter.txt, then letter.pdf; a
+    webhook text, then another) is an error unless the caller asks to replace: never a silent swap."""
+    seen: dict[str, str | None] = {}
+    for doc in documents:
+        source = doc.metadata.get("source_file")
+        if doc.document_id in seen and seen[doc.document_id] != source:
+            raise IngestError(f"document_id {doc.document_id!r} is given to both {seen[doc.document_id]} and "
+                              f"{source} in this load: give one of them another document_id", "document_id")
+        seen[doc.document_id] = source
+        if doc.document_id not in stored:
+            continue
+        name, stored_source = stored[doc.document_id]
+        if source == stored_source and (source is not None or doc.id_given):
+            continue  # the same file again, or a text sent again under the id its caller named: an update
+        held = f"{name!r}" + (f" from {stored_source}" if stored_source else "")
+        raise IngestError(f"document_id {doc.document_id!r} already holds {held}; ingest with another "
+                          "document_id, or replace it (--replace on the command line, also for a manifest; "
+                          "\"replace\": true on the webhook)", "document_id")
 
 
 @dataclass
@@ -305,7 +365,8 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                  supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
                  superseded_by: str | None = None,
                  amends: tuple[Amendment, ...] = (),
-                 on_file: Callable[[Path], None] | None = None, community: str | None = None) -> IngestReport:
+                 on_file: Callable[[Path], None] | None = None, replace: bool = False,
+                 community: str | None = None) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
@@ -326,7 +387,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                                                amends=amends))
         if on_file:
             on_file(path)
-    return ingestor.write(documents, progress=progress, community=community)
+    return ingestor.write(documents, progress=progress, replace=replace, community=community)
 
 
 SAMPLE_DIR = Path(__file__).parent.parent / "sample_corpus"
@@ -343,10 +404,10 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
     ]
 
 
-def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False,
+def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False, replace: bool = False,
                     community: str | None = None) -> IngestReport:
     """Ingest every document a ``manifest.json`` lists (a file or the folder holding it)."""
-    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress,
+    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress, replace=replace,
                           community=community)
 
 

@@ -9,6 +9,7 @@ clear error, never a document silently stored without that page.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -22,6 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import PROGRESS_LOG_SECONDS
+from ..logs import progress
 from .bounds import Budget
 
 RENDER_DPI = 300
@@ -151,7 +154,6 @@ class Ocr:
         if not self.enabled:
             raise OcrUnavailable(f"page {numbers[0]} has no text and OCR is off (ARC_OCR=false)")
         from PIL import ImageFilter
-        from tqdm import tqdm
 
         engine = Tesseract(self.language)
 
@@ -168,7 +170,8 @@ class Ocr:
         workers = os.cpu_count() or 1
         pending: deque[Future[PageText]] = deque()
         with ThreadPoolExecutor(max_workers=workers) as pool, \
-                tqdm(total=len(numbers), desc=f"OCR {path.name}", unit="page", disable=not self.progress) as bar:
+                progress(len(numbers), f"OCR {path.name}", "page", terminal=self.progress,
+                         logger=logging.getLogger("arc.ocr"), every=PROGRESS_LOG_SECONDS) as bar:
             for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers)):
                 if budget is not None:
                     budget.check()

@@ -41,7 +41,8 @@ _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
 _HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
 _TEXT_HEADING_L1 = re.compile(rf"^{_HEADING_WORDS}\b[\s\w.:-]{{0,70}}$", re.I)
-_TEXT_HEADING_NUM = re.compile(r"^(?:section\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{0,70}$")
+_TEXT_HEADING_NUM = re.compile(r"^(?:(?i:section)\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{0,70}$")
+_SECTION_WORD = re.compile(r"^section\s+(\d+(?:\.\d+)*)", re.I)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,9 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
     if html_too_deep(html, max_nesting):
         raise ValueError(f"HTML nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
     soup = BeautifulSoup(html, "html.parser")
-    for tag in soup(["script", "style", "noscript", "template", "nav", "header", "footer"]):
+    # <title> names the page, it is no passage of it: the document's title unless an <h1> names it
+    title = " ".join(soup.title.get_text().split()) if soup.title else ""
+    for tag in soup(["title", "script", "style", "noscript", "template", "nav", "header", "footer"]):
         tag.decompose()
     for link in soup("a", href=True):
         if _UNSAFE_URL.match(link["href"]):
@@ -110,7 +113,8 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
     for image in soup("img"):
         if not image.get("src") or _UNSAFE_URL.match(image["src"]):
             image.replace_with(image.get("alt") or "")
-    return MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
+    body = MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
+    return f"# {title}\n\n{body}" if title and soup.find("h1") is None else body
 
 
 def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
@@ -366,6 +370,11 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
                 titled = True
                 continue
             level = _text_heading_level(line)
+            if level is not None and (section := _SECTION_WORD.match(line)):
+                # "Section 2. Driveways": a sibling of "Section 1. Roofs", inside the ARTICLE above
+                # them if there is one; a wrapped sentence's line "Section 3 of the Declaration" is no heading
+                level = _section_level(section.group(1), stack) \
+                    if not paragraph or _ends_sentence(paragraph[-1]) else None
             if level is not None:
                 flush()
                 _enter(stack, level, line)
@@ -376,11 +385,11 @@ def _parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
             titled = True
             if ITEM.match(line):
                 flush()
-            if not paragraph and (run_in := _RUN_IN_SECTION.match(line)):
+            if (not paragraph or _ends_sentence(paragraph[-1])) and (run_in := _RUN_IN_SECTION.match(line)):
                 # "Section 4. Criteria for Approval. Within ten (10) days ...": a section of its
                 # own, as a heading line would make it (one rule per chunk, not an article's worth)
                 flush()
-                level = run_in.group(1).count(".") + (2 if any(lv == 1 for lv, _ in stack) else 1)
+                level = _section_level(run_in.group(1), stack)
                 _enter(stack, level, run_in.group(0).strip().rstrip("."))
             if not paragraph:
                 paragraph_page = page
@@ -501,6 +510,13 @@ def _enter(stack: list[tuple[int, str]], level: int, name: str) -> None:
     while stack and stack[-1][0] >= level:
         stack.pop()
     stack.append((level, name))
+
+
+def _section_level(number: str, stack: list[tuple[int, str]]) -> int:
+    """"Section 4.2" sits one level below an article, chapter or part above it, and beside
+    "Section 4.1": the sections met before it are its siblings, never its parents."""
+    in_part = any(not _SECTION_WORD.match(name) for level, name in stack if level == 1)
+    return number.count(".") + (2 if in_part else 1)
 
 
 def _text_heading_level(line: str) -> int | None:

@@ -93,7 +93,7 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
             continue
         budget.take(chunk)
         chosen.append(chunk)
-    if not chosen and ranked and ranked[0].final_score >= floor:
+    if not chosen and ranked and ranked[0].final_score >= (floor if min_chunks else min_relevance):
         # Not even the best chunk fits the budget: hand over its beginning rather than nothing.
         chosen.append(_truncated(ranked[0], counter, token_budget))
         budget.take(chosen[0])
@@ -123,7 +123,9 @@ def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> 
     """The chunk cut at a token boundary so that its whole ``[SOURCE n]`` block fits the budget."""
     overhead = counter.count(format_source(99, chunk.model_copy(update={"content": ""})))
     keep = max(token_budget - overhead - 2, 0)
-    content = counter.truncate(chunk.content, keep).rstrip() + " …" if keep else "…"
+    content = counter.truncate(chunk.content, keep).rstrip() if keep else ""
+    if content != chunk.content:  # "…" only where text was cut
+        content = f"{content} …" if content else "…"
     cut = chunk.model_copy(update={"content": content})
     while counter.count(format_source(99, cut)) > token_budget and len(cut.content) > 1:
         cut = cut.model_copy(update={"content": cut.content[: len(cut.content) * 3 // 4].rstrip() + " …"})

@@ -7,9 +7,12 @@ call :meth:`Retriever.answer`, so they measure the same code path.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import threading
 import time
-from collections.abc import Collection, Iterator
+import weakref
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
@@ -19,6 +22,7 @@ import numpy as np
 
 from ..embeddings import CachedEmbedder
 from ..models import (
+    DEFAULT_COMMUNITY,
     ChunkResult,
     QueryInfo,
     RetrievalRequest,
@@ -27,7 +31,9 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
+from . import confidence as confidence_stage
 from . import context as context_stage
+from . import minimum
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -55,15 +61,12 @@ NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. D
                       "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
 LOW_CONFIDENCE_MESSAGE = ("Only weakly related passages were found. Answer cautiously, cite the sources, and "
                           "say that the documents may not address the question directly.")
+STATUS_MESSAGES = {"success": None, "low_confidence": LOW_CONFIDENCE_MESSAGE, "no_results": NO_RESULTS_MESSAGE}
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    """Statuses act on each chunk's ``final_score``: the adjusted rerank score when the LLM
-    reranker ran, else ``relevance`` (weighted cosine similarity + normalised BM25, 0..1)."""
-
-    no_results_below: float = 0.3
-    low_confidence_below: float = 0.5
+# The status acts on the best first-stage relevance, measured against the knowledge base's own
+# calibration (worker/confidence.py); these fixed cuts on it apply only while there is none.
+Thresholds = confidence_stage.FixedThresholds
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,9 @@ class Retriever:
                  thresholds: Thresholds = Thresholds(), policy: ContextPolicy = ContextPolicy(),
                  embedding_timeout: float = 10.0,
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
-                 search_cache: SearchCache | None = None, authority: Adjustments | None = None):
+                 search_cache: SearchCache | None = None, authority: Adjustments | None = None,
+                 cuts: confidence_stage.StatusCuts = confidence_stage.StatusCuts(), calibrate: bool = False,
+                 calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS):
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
@@ -111,9 +116,23 @@ class Retriever:
         self.search_cache = search_cache if search_cache is not None else SearchCache()
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
+        self.cuts = cuts
+        # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever
+        # built by hand for one purpose does not start background searches of its own.
+        self.calibrate = calibrate
+        self.calibration_questions = calibration_questions
+        self.calibration: confidence_stage.Calibration | None = None
+        self._calibrated_version: int | None = None
+        self._calibrating = threading.Lock()
+        self._calibration_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # A calibration still running when the interpreter exits stops between two searches
+        # instead of being killed inside the embedding model.
+        atexit.register(_stop_calibration, weakref.ref(self))
 
     def close(self) -> None:
         """Drop queued provider calls; a stopping worker has no request left to give them to."""
+        self.stop_calibration()
         self._embed_pool.shutdown()
         self._search_pool.shutdown()
         close = getattr(self.reranker, "close", None)
@@ -171,17 +190,23 @@ class Retriever:
 
         candidates = bring_amendments(candidates, request.top_k)
         best = candidates[0].final_score if candidates else None
-        status, message = self._status(best)
+        # The status carries without the reranker: it reads the first-stage relevance, the one
+        # score the calibration measured, whether or not an LLM reordered the list.
+        confidence = confidence_stage.decide(max((c.relevance for c in candidates), default=None),
+                                             self._calibration_now(), self.cuts, self.thresholds)
+        status, message = confidence.status, STATUS_MESSAGES[confidence.status]
         with timer.stage("context"):
             if status == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(candidates, request)
+                built = self._assemble(minimum.qualifying(candidates, request.min_relevance), request)
+            if request.min_relevance is not None and not built.chunks and status != "no_results":
+                status, message = "no_results", NO_RESULTS_MESSAGE
+                warnings.append(minimum.empty_context_warning(request.min_relevance, best))
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
-            shown = candidates[: request.top_k]
-            shown_ids = {c.id for c in shown}
-            shown += [c for c in built.chunks if c.id not in shown_ids]
+            shown = minimum.listed(minimum.qualifying(candidates, request.min_relevance), built.chunks,
+                                   request.top_k)
             for chunk in shown:
                 chunk.source = in_context.get(chunk.id)
         timings = dict(timer.timings, total=timer.total())
@@ -193,7 +218,9 @@ class Retriever:
                             steered_to=steer or None),
             chunks=shown, context=built.text, context_tokens=built.tokens,
             sources=len(set(built.source_of.values())),
-            best_score=None if best is None else round(best, 4), reranked=reranked, warnings=warnings,
+            best_score=None if best is None else round(best, 4),
+            confidence={**confidence.public(), "rerank": _best_rerank(candidates) if reranked else None},
+            reranked=reranked, warnings=warnings,
             usage=usage, timings_ms=timings, request_id=request_id, community=community,
             debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
                    "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
@@ -209,7 +236,9 @@ class Retriever:
             ranked, counter=self.counter, token_budget=request.token_budget,
             min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
             min_chunks=0 if explicit else self.policy.min_context_chunks,
-            floor=0.0, max_chunks=request.top_k, neighbours=self._neighbours)
+            floor=0.0, max_chunks=request.top_k,
+            # neighbours are not scored against the question: a hard minimum leaves them out
+            neighbours=None if explicit else self._neighbours)
 
     # -- stages --------------------------------------------------------------------------------
 
@@ -268,12 +297,103 @@ class Retriever:
             n.final_score = 0.0
         return found
 
-    def _status(self, best: float | None) -> tuple[str, str | None]:
-        if best is None or best < self.thresholds.no_results_below:
-            return "no_results", NO_RESULTS_MESSAGE
-        if best < self.thresholds.low_confidence_below:
-            return "low_confidence", LOW_CONFIDENCE_MESSAGE
-        return "success", None
+    # -- status calibration --------------------------------------------------------------------
+
+    def _calibration_now(self) -> confidence_stage.Calibration | None:
+        """The knowledge base's calibration. A change to the knowledge base starts a new one in
+        the background; until it is ready the previous one answers (one document more or less
+        barely moves the scale), or the fixed thresholds when there is none yet."""
+        if not self.calibrate:
+            return None
+        try:
+            version = self.backend.version()
+        except Exception:  # the search itself reports an unreachable database
+            return self.calibration
+        if (version != self._calibrated_version and not self._stopping.is_set()
+                and self._calibrating.acquire(blocking=False)):
+            self._calibration_thread = threading.Thread(target=self._calibrate_locked, args=(version,),
+                                                        name="arc-calibration", daemon=True)
+            self._calibration_thread.start()
+        return self.calibration
+
+    def refresh_calibration(self) -> None:
+        """After a change this process made: start the new calibration now, not at the next question."""
+        self._calibration_now()
+
+    def stop_calibration(self) -> None:
+        self._stopping.set()
+        thread = self._calibration_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+    def calibrate_now(self) -> confidence_stage.Calibration | None:
+        """Calibrate for the current knowledge base version before returning (ingestion and the
+        evaluation call this; requests never wait for it)."""
+        with self._calibrating:
+            return self._calibrate(self.backend.version())
+
+    def _calibrate_locked(self, version: int) -> None:
+        try:
+            self._calibrate(version)
+        except CalibrationStopped:
+            pass
+        except Exception as exc:  # the database went away, the provider failed: try on the next change
+            self._calibrated_version = version
+            log.warning("status calibration failed; the previous calibration stays",
+                        extra={"reason": type(exc).__name__})
+        finally:
+            self._calibrating.release()
+
+    def _calibrate(self, version: int) -> confidence_stage.Calibration | None:
+        started = time.perf_counter()
+        # One calibration for the knowledge base, measured on one community (its chunks asked back
+        # within it): hybrid_search reads one community, and sister associations' documents are
+        # alike enough that one scale serves them all. A calibration per community is not done yet.
+        known = self.backend.communities()
+        community = DEFAULT_COMMUNITY if DEFAULT_COMMUNITY in known else next(iter(known), None)
+        sample = getattr(self.backend, "calibration_chunks", None)
+        chunks = sample(self.calibration_questions * 2, community) if sample is not None else []
+        found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
+                                           self.calibration_questions)
+        self.calibration, self._calibrated_version = found, version
+        log.info("status calibrated", extra={"kb_version": version, "ms": round((time.perf_counter() - started) * 1000),
+                                             "floor": found and round(found.floor, 4),
+                                             "match": found and round(found.match, 4)})
+        return found
+
+    def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[float]:
+        """Each text's best first-stage relevance in ``community``, by the same path a question takes."""
+        processed = [preprocess(t) for t in texts]
+        vectors = self.embedder.embed([p.normalized for p in processed])
+        best = []
+        for p, vector in zip(processed, vectors):
+            if self._stopping.is_set():
+                raise CalibrationStopped
+            params = SearchParams(query_text=p.normalized, embedding=vector,
+                                  expansion_text=" ".join(expand(p.normalized) + self._compounds(p.normalized, community))
+                                  or None,
+                                  vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.default_fusion,
+                                  community=community)
+            found = first_stage_order(self.backend.search(params), have_embedding=True, steer=[],
+                                      steer_boost=1.0, authority=self.authority)
+            best.append(max((c.relevance for c in found), default=0.0))
+        return best
+
+
+def _best_rerank(candidates: list[ChunkResult]) -> float | None:
+    """The LLM's best score, beside the status for the agent to weigh; the status carries without it."""
+    scores = [c.rerank_score for c in candidates if c.rerank_score is not None]
+    return round(max(scores), 4) if scores else None
+
+
+class CalibrationStopped(Exception):
+    pass
+
+
+def _stop_calibration(ref: weakref.ref) -> None:
+    retriever = ref()
+    if retriever is not None:
+        retriever.stop_calibration()
 
 
 # The calibrated first-stage score: cosine similarity and normalised BM25 blended 0.7/0.3,

@@ -82,6 +82,11 @@ class SearchBackend(Protocol):
         over every community (020, per community since 032)."""
         ...
 
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
+        """A fixed sample of a community's chunk texts (None: every community's) for the status
+        calibration (worker/confidence.py)."""
+        ...
+
 
 class PostgresBackend:
     """Searches and neighbour fetches on the primary, or spread over read replicas when there are
@@ -140,6 +145,11 @@ class PostgresBackend:
             return dict(conn.execute(sqlfiles.query("word_frequencies"),
                                      {"words": words, "community": community}).fetchall())
 
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
+        with self.db.connection() as conn:
+            return [row[0] for row in conn.execute(sqlfiles.query("calibration_chunks"),
+                                                   {"limit": limit, "community": community}).fetchall()]
+
 
 class SupabaseBackend:
     """The same SQL function through Supabase's PostgREST RPC route."""
@@ -165,6 +175,11 @@ class SupabaseBackend:
             return {}
         return {row["word"]: int(row["df"])
                 for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})}
+
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
+        # PostgREST serves only the RPC functions here; without a sample the status keeps the
+        # fixed thresholds (the calibration is None).
+        return []
 
     def version(self, community: str | None = None) -> int:
         from postgrest.exceptions import APIError

@@ -15,6 +15,7 @@ from ..ingest.bounds import ReadLimits
 from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
 from ..models import RetrievalResponse
+from ..retrieve.confidence import StatusCuts
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
 from ..retrieve.rerank import LLMReranker
 from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
@@ -23,6 +24,7 @@ from ..store.querylog import QueryLog
 from ..store.replicas import ReadReplicas
 from . import guards, pages
 from .admission import Admission
+from .dify import dify
 from .documents_api import DOCUMENTS_ROUTE, documents
 from .metrics import Metrics, cache_families, database_families, pool_families
 from .ops_api import OPS_ROUTES, ops
@@ -50,6 +52,9 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = PostgresBackend(runtime.db, read_replicas(runtime))
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
+                     cuts=StatusCuts(settings.success_at, settings.no_results_at),
+                     calibrate=settings.status_calibration,
+                     calibration_questions=settings.calibration_questions,
                      policy=ContextPolicy(min_relevance=settings.min_relevance,
                                           min_context_chunks=settings.min_context_chunks),
                      embedding_timeout=settings.embedding_timeout,
@@ -103,7 +108,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     app.extensions["arc"] = arc
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
-    for blueprint in (webhooks, documents, ops):
+    for blueprint in (webhooks, documents, ops, dify):
         app.register_blueprint(blueprint)
     register_error_handlers(app)
     pages.init_app(app)

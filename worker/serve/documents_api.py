@@ -69,5 +69,6 @@ def delete_document(document_id: str) -> Any:
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
     arc.retriever.search_cache.clear()
+    arc.retriever.refresh_calibration()
     return jsonify(DeleteResponse(status="deleted", document_id=document_id, deleted_chunks=deleted,
                                   request_id=g.request_id).model_dump(mode="json"))

@@ -8,6 +8,7 @@ database (when DATABASE_URL is unset), applies migrations once, and stops the da
 
 from __future__ import annotations
 
+import logging
 import os
 
 
@@ -56,7 +57,7 @@ def on_starting(server) -> None:
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
     from worker.serve.security import check_exposure
-    from worker.store import sqlfiles
+    from worker.store import knowledge_base, sqlfiles
 
     configure_logging()
     try:
@@ -72,6 +73,8 @@ def on_starting(server) -> None:
         if empty:
             ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
+    if knowledge_base.is_empty(runtime.db):
+        logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
     runtime.db.close()
     if runtime.embedded is not None:
         # Workers connect to the database this master started.

@@ -22,6 +22,8 @@ from ..models import (
     TextFormat,
 )
 
+from .dify import DIFY_ROUTE, DifyError, DifyRequest, DifyResponse
+
 REF = "#/components/schemas/{model}"
 
 
@@ -53,7 +55,8 @@ def openapi_document() -> dict[str, Any]:
     _, schema = models_json_schema(
         [(RetrievalRequest, "validation"), (RetrievalResponse, "serialization"), (ErrorResponse, "serialization"),
          (IngestRequest, "validation"), (IngestResponse, "serialization"),
-         (DocumentList, "serialization"), (DocumentDetail, "serialization"), (DeleteResponse, "serialization")],
+         (DocumentList, "serialization"), (DocumentDetail, "serialization"), (DeleteResponse, "serialization"),
+         (DifyRequest, "validation"), (DifyResponse, "serialization"), (DifyError, "serialization")],
         ref_template=REF)
     components = schema.get("$defs", {})
 
@@ -140,6 +143,24 @@ def openapi_document() -> dict[str, Any]:
                                   "503": error("Database unavailable, or another load holds the knowledge base "
                                                "past ARC_WRITE_LOCK_WAIT; see Retry-After")},
                 },
+            },
+            DIFY_ROUTE: {
+                "post": {
+                    "operationId": "difyRetrieval",
+                    "summary": "Dify's External Knowledge API: records for a question (the API token as Bearer)",
+                    "requestBody": {"required": True, "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/DifyRequest"}}}},
+                    "responses": {"200": ok("Records, best first", "DifyResponse"),
+                                  **{code: {"description": what, "content": {"application/json": {
+                                      "schema": {"$ref": "#/components/schemas/DifyError"}}}}
+                                     for code, what in (("400", "Not a JSON object"),
+                                                        ("403", "1001 malformed Authorization header, 1002 wrong key"),
+                                                        ("404", "2001 unknown knowledge_id"),
+                                                        ("422", "A field is invalid; error_msg names it"),
+                                                        ("429", "Rate limited; see Retry-After"))},
+                                  "413": error("Body too large"),
+                                  "503": error("Database unavailable, or the providers are full; see Retry-After")},
+                }
             },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Process up"}}}},
             "/readyz": {"get": {"operationId": "readyz", "responses": {

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from ..store import knowledge_base
 from .openapi import openapi_document
 from .services import services
 
@@ -30,6 +31,12 @@ def readyz() -> Any:
             db_ok = False
     body = {"status": "ready" if db_ok else "not_ready", "database": db_ok,
             "embedding_model": runtime.embedder.model}
+    empty = knowledge_base.is_empty(runtime.db) if db_ok else None
+    if empty is not None:
+        # ready all the same (documents arrive through the ingest webhook), but never silently empty
+        body["knowledge_base_empty"] = empty
+        if empty:
+            body["warning"] = knowledge_base.EMPTY_WARNING
     return jsonify(body), 200 if db_ok else 503
 
 

@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
-from ..errors import InvalidInput
+from ..errors import IngestError, InvalidInput
 from ..ingest.bounds import Budget
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import communities, knowledge_base, sqlfiles
@@ -190,16 +190,18 @@ def upload() -> Any:
     # reading the document counts against admission control, as on the ingest webhook
     with arc.ingest_admission.slot(), arc.admission.slot():
         try:
-            document, community = _uploaded_document(arc.ingestor, form, budget=Budget(
+            document, replace, community = _uploaded_document(arc.ingestor, form, budget=Budget(
                 arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
         except (ValidationError, InvalidInput) as exc:
             message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             return render_template("pages/error.html", title="Not ingested", message=message), 422
-        report = arc.ingestor.write([document], community=community)
+        try:
+            report = arc.ingestor.write([document], replace=replace, community=community)
+        except IngestError as exc:  # an id holding a document from another file, unless asked to replace
+            return render_template("pages/error.html", title="Not ingested", message=str(exc)), 422
     arc.retriever.search_cache.clear()
-    message = (f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks"
-               + (f", replacing {report.replaced_chunks}" if report.replaced_chunks else ""))
+    message = f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks; {report.replaced_line()}"
     return redirect(url_for("pages.documents", message=message))
 
 

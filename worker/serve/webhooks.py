@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import select
 import socket
 import tempfile
@@ -24,9 +25,11 @@ from ..models import (
     IngestRequest,
     IngestResponse,
     RetrievalRequest,
+    RetrievalResponse,
     TextFormat,
     unwrap,
 )
+from ..store import knowledge_base
 from . import community_scope
 from .responses import validation_error
 from .services import services
@@ -35,6 +38,7 @@ RETRIEVAL_ROUTE = "/webhook/arc-retrieval"
 INGEST_ROUTE = "/webhook/arc-ingest"
 
 webhooks = Blueprint("webhooks", __name__)
+log = logging.getLogger("arc.webhook")
 
 
 @webhooks.post(RETRIEVAL_ROUTE)
@@ -48,9 +52,23 @@ def retrieve() -> Any:
     arc.runtime.ensure_schema()
     with arc.admission.slot():
         answer = arc.retriever.answer(req, request_id=g.request_id)
+    if answer.status == "no_results" and knowledge_base.is_empty(arc.runtime.db):
+        answer.warnings.append(knowledge_base.EMPTY_WARNING)
     arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
     arc.query_log.record(answer)
+    log_answer(answer)
     return jsonify(answer.model_dump(mode="json", exclude_none=False))
+
+
+def log_answer(answer: RetrievalResponse) -> None:
+    """One INFO line per question, enough to follow a conversation in the logs (the request id
+    comes with every line); never the question's text, a credential or a passage."""
+    score = "-" if answer.best_score is None else f"{answer.best_score:.2f}"
+    log.info(f"question {answer.status}: best {score}, {len(answer.chunks)} chunks, {answer.context_tokens} "
+             f"tokens, {answer.timings_ms.get('total', 0.0):.0f} ms", extra={
+        "status": answer.status, "best_score": answer.best_score, "chunks": len(answer.chunks),
+        "sources": answer.sources, "context_tokens": answer.context_tokens,
+        "ms": round(answer.timings_ms.get("total", 0.0), 1), "warnings": len(answer.warnings)})
 
 
 @webhooks.post(INGEST_ROUTE)
@@ -68,12 +86,11 @@ def ingest() -> Any:
         arc.runtime.ensure_schema()
         with arc.ingest_admission.slot(), arc.admission.slot():
             if posted is None:
-                document, community = _uploaded_document(arc.ingestor, budget=budget)
+                document, replace, community = _uploaded_document(arc.ingestor, budget=budget)
             else:
-                document = arc.ingestor.prepare_text(_parse_posted(posted, arc.ingestor, budget),
-                                                     metadata={"source": "webhook"}, **posted.document_args())
+                document, replace = _posted_document(posted, arc.ingestor, budget), posted.replace
                 community = posted.community
-            report = arc.ingestor.write([document], community=community_scope.checked(community))
+            report = arc.ingestor.write([document], replace=replace, community=community_scope.checked(community))
     except ValidationError as exc:
         return validation_error(exc)
     except IngestError as exc:
@@ -81,9 +98,13 @@ def ingest() -> Any:
             arc.metrics.ingest_cancelled.inc()
         raise
     arc.retriever.search_cache.clear()
+    arc.retriever.refresh_calibration()
+    log.info("document ingested", extra={"document_id": document.document_id, "document_name": document.name,
+                                         "community": report.community,
+                                         "chunks": report.chunks, "replaced": list(report.replaced)})
     return jsonify(IngestResponse(status="ingested", community=report.community, document_id=document.document_id,
                                   document_name=document.name, chunks=report.chunks,
-                                  replaced_chunks=report.replaced_chunks,
+                                  replaced_chunks=report.replaced_chunks, replaced=list(report.replaced),
                                   amended_chunks=report.amended_chunks, notes=list(report.notes),
                                   request_id=g.request_id).model_dump(mode="json"))
 
@@ -93,6 +114,16 @@ def _posted_request() -> IngestRequest:
     return IngestRequest.model_validate(unwrap(json_body(
         "send the document as JSON (Content-Type: application/json) or as a form upload "
         "(multipart/form-data, the file in a field named file)")))
+
+
+def _posted_document(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> DocumentInput:
+    parsed = _parse_posted(posted, ingestor, budget)
+    if not (posted.document_id or posted.name or parsed.title):
+        # without one, every such text would be stored as "document", each replacing the last
+        raise InvalidInput("required when the text has no title and no name is given", "document_id")
+    document = ingestor.prepare_text(parsed, metadata={"source": "webhook"}, **posted.document_args())
+    document.id_given = posted.document_id is not None  # a text sent again under its named id updates it
+    return document
 
 
 def _parse_posted(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> ParsedDocument:
@@ -129,7 +160,7 @@ BINARY_SUFFIXES = (".pdf", ".docx")
 
 
 def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None,
-                       budget: Budget | None = None) -> tuple[DocumentInput, str | None]:
+                       budget: Budget | None = None) -> tuple[DocumentInput, bool, str | None]:
     """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
     PDF with OCR for scanned pages, Word), described by the form's other fields (``form``: those
     fields, when the caller's form holds others of its own)."""
@@ -139,8 +170,9 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
     # an empty field is one not filled in (forms, and n8n's ingest workflow, send every field)
     fields: dict[str, Any] = {key: value for key, value in (request.form if form is None else form).items()
                               if value.strip()}
-    if "is_binding" in fields:
-        fields["is_binding"] = fields["is_binding"].lower() in ("1", "true", "yes", "on")
+    for flag in ("is_binding", "replace"):
+        if flag in fields:
+            fields[flag] = _form_bool(fields[flag], flag)
     if "amends" in fields:  # a list: as the JSON body has it, written out as JSON text
         try:
             fields["amends"] = json.loads(fields["amends"])
@@ -164,7 +196,19 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
         copy = Path(folder) / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
         upload.save(copy)
         return ingestor.prepare_file(copy, source_name=filename, metadata={"source": "webhook"},
-                                     budget=budget, **described.document_args()), described.community
+                                     budget=budget, **described.document_args()), described.replace, described.community
+
+
+_FORM_TRUE, _FORM_FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _form_bool(value: str, field: str) -> bool:
+    """A form's yes/no field: a value that is neither is an error, not "no"."""
+    if value.lower() in _FORM_TRUE:
+        return True
+    if value.lower() in _FORM_FALSE:
+        return False
+    raise InvalidInput(f"true or false, got {value[:40]!r}", field)
 
 
 def json_body(not_json: str = "send the request as JSON (Content-Type: application/json)") -> dict[str, Any]:

@@ -47,3 +47,17 @@ def _summary(row) -> DocumentSummary:
     return DocumentSummary(document_id=row[0], name=row[1], document_type=row[2], is_binding=row[3],
                            superseded_by=row[4], chunks=row[5], pages=row[6], ingested_at=row[7],
                            source_file=row[8], amended_by=sorted(row[9].split(",")) if row[9] else [])
+
+
+EMPTY_WARNING = ("the knowledge base is empty: no document has been ingested "
+                 "(arc-retrieval ingest PATHS, the ingest webhook, or serve --load-sample)")
+
+
+def is_empty(db: Database) -> bool | None:
+    """Whether no chunk is stored; None when the database does not answer (it says so elsewhere)."""
+    try:
+        with db.connection() as conn:
+            return bool(conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0])
+    except Exception:  # unreachable or not migrated yet: not this check's to report
+        return None
+

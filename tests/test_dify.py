@@ -1,0 +1,141 @@
+"""Dify's External Knowledge API (``POST /retrieval``, worker/serve/dify.py) through the real Flask
+app over the sample corpus, checked against the request and response examples Dify publishes
+("External Knowledge API": request syntax, response syntax, error codes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.runtime import Runtime
+from worker.serve.app import create_app
+
+TOKEN = "dify-api-key-0123456789abcdef0123"
+FENCE = "What is the maximum fence height in my backyard?"
+
+# Dify's published request, as Dify sends it (only the query and knowledge id are ours below).
+DIFY_REQUEST = {"knowledge_id": "your-knowledge-id", "query": "your question",
+                "retrieval_setting": {"top_k": 2, "score_threshold": 0.5}}
+# Dify's published response: every record has these keys, of these types.
+DIFY_RESPONSE = {"records": [{"metadata": {"path": "s3://dify/knowledge.txt", "description": "dify knowledge document"},
+                              "score": 0.98, "title": "knowledge.txt",
+                              "content": "This is the document for external knowledge."}]}
+
+
+@pytest.fixture(scope="module")
+def dify_client(sample_runtime):
+    settings = sample_runtime.settings.model_copy(update={"api_token": TOKEN, "rate_limit": 0.0})
+    app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
+    return app.test_client()
+
+
+def post(client, body, auth: str | None = f"Bearer {TOKEN}"):
+    headers = {"Authorization": auth} if auth is not None else {}
+    return client.post("/retrieval", json=body, headers=headers)
+
+
+def test_the_published_request_shape_gets_the_published_response_shape(dify_client):
+    r = post(dify_client, {**DIFY_REQUEST, "knowledge_id": "all", "query": FENCE})
+    assert r.status_code == 200, r.get_json()
+    body = r.get_json()
+    assert set(body) == set(DIFY_RESPONSE)
+    records = body["records"]
+    assert 1 <= len(records) <= 2
+    example = DIFY_RESPONSE["records"][0]
+    for record in records:
+        assert set(record) == set(example)
+        for key, value in example.items():
+            assert isinstance(record[key], type(value)), key
+        assert 0.5 <= record["score"] <= 1
+        assert None not in record["metadata"].values()  # Dify's pipeline fails on a null metadata value
+    assert [r["score"] for r in records] == sorted((r["score"] for r in records), reverse=True)
+    assert "6 feet" in records[0]["content"] or "six feet" in records[0]["content"].lower()
+    assert records[0]["title"].endswith("4.2 Fencing")
+
+
+def test_score_is_the_workers_final_score(dify_client):
+    webhook = dify_client.post("/webhook/arc-retrieval", json={"query": FENCE},
+                               headers={"X-ARC-Token": TOKEN}).get_json()
+    records = post(dify_client, {"knowledge_id": "all", "query": FENCE,
+                                 "retrieval_setting": {"top_k": 3, "score_threshold": 0.0}}).get_json()["records"]
+    assert [r["score"] for r in records] == [round(c["final_score"], 4) for c in webhook["chunks"][:3]]
+    assert [r["content"] for r in records] == [c["content"] for c in webhook["chunks"][:3]]
+
+
+def test_score_threshold_and_top_k_are_obeyed(dify_client):
+    def records(top_k, threshold):
+        return post(dify_client, {"knowledge_id": "all", "query": FENCE,
+                                  "retrieval_setting": {"top_k": top_k, "score_threshold": threshold}}
+                    ).get_json()["records"]
+
+    everything = records(10, 0.0)
+    assert len(everything) == 10
+    cut = (everything[0]["score"] + everything[-1]["score"]) / 2
+    kept = records(10, cut)
+    assert kept and len(kept) < 10 and all(r["score"] >= cut for r in kept)
+    assert records(10, 1.0) == [] or all(r["score"] == 1.0 for r in records(10, 1.0))
+    assert len(records(50, 0.0)) == 20  # the webhook's own ceiling
+
+
+def test_a_document_type_is_a_knowledge_id(dify_client):
+    records = post(dify_client, {"knowledge_id": "ccr", "query": FENCE,
+                                 "retrieval_setting": {"top_k": 5, "score_threshold": 0.0}}).get_json()["records"]
+    assert records and {r["metadata"]["document_type"] for r in records} == {"ccr"}
+
+
+def test_metadata_condition_filters_records(dify_client):
+    def records(condition):
+        return post(dify_client, {"knowledge_id": "all", "query": FENCE, "metadata_condition": condition,
+                                  "retrieval_setting": {"top_k": 5, "score_threshold": 0.0}}).get_json()["records"]
+
+    # the older page's shape: name as a list of names
+    only = records({"logical_operator": "and", "conditions": [
+        {"name": ["document_type"], "comparison_operator": "is", "value": "design_guidelines"}]})
+    assert only and {r["metadata"]["document_type"] for r in only} == {"design_guidelines"}
+    # the newer page's shape: one name; "or" of two conditions
+    either = records({"logical_operator": "or", "conditions": [
+        {"name": "document_type", "comparison_operator": "is", "value": "ccr"},
+        {"name": "section_path", "comparison_operator": "contains", "value": "fenc"}]})
+    assert either and all(r["metadata"]["document_type"] == "ccr" or "fenc" in r["metadata"]["section_path"].lower()
+                          for r in either)
+    assert records({"conditions": [{"name": "document_type", "comparison_operator": "in",
+                                    "value": ["nothing"]}]}) == []
+
+
+def test_an_unknown_knowledge_id_is_error_2001(dify_client):
+    r = post(dify_client, DIFY_REQUEST)  # Dify's example id, which this worker does not have
+    assert r.status_code == 404
+    assert r.get_json()["error_code"] == 2001 and "does not exist" in r.get_json()["error_msg"]
+
+
+@pytest.mark.parametrize("auth,code", [
+    (None, 1001), ("", 1001), (TOKEN, 1001), ("Basic " + TOKEN, 1001), ("Bearer ", 1001),
+    ("Bearer wrong-key", 1002), (f"Bearer {TOKEN}x", 1002),
+])
+def test_authorization_errors_are_difys(dify_client, auth, code):
+    r = post(dify_client, {**DIFY_REQUEST, "knowledge_id": "all"}, auth=auth)
+    assert r.status_code == 403
+    body = r.get_json()
+    assert body["error_code"] == code and set(body) == {"error_code", "error_msg"}
+    assert TOKEN not in body["error_msg"]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"knowledge_id": "all", "query": "fence"}, "retrieval_setting"),
+    ({"knowledge_id": "all", "query": "  ", "retrieval_setting": {"top_k": 2, "score_threshold": 0.5}}, "query"),
+    ({"knowledge_id": "all", "query": "fence", "retrieval_setting": {"top_k": 0, "score_threshold": 0.5}},
+     "retrieval_setting.top_k"),
+    ({"knowledge_id": "all", "query": "fence", "retrieval_setting": {"top_k": 2, "score_threshold": 2}},
+     "retrieval_setting.score_threshold"),
+    ({"knowledge_id": "all", "query": "fence", "retrieval_setting": {"top_k": 2, "score_threshold": 0.5},
+      "metadata_condition": {"conditions": [{"name": "x", "comparison_operator": "like"}]}},
+     "metadata_condition.conditions.0.comparison_operator"),
+])
+def test_invalid_requests_name_the_field(dify_client, body, field):
+    r = post(dify_client, body)
+    assert r.status_code == 422
+    assert r.get_json()["error_msg"].startswith(field + ":"), r.get_json()
+
+
+def test_a_body_that_is_not_json_is_refused_cleanly(dify_client):
+    r = dify_client.post("/retrieval", data="knowledge_id=all", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 400 and r.get_json()["error_code"] == 400

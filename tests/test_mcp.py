@@ -1,0 +1,261 @@
+"""The MCP server (worker/serve/mcp_server.py) through the official SDK's own client: over stdio
+(``arc-retrieval mcp`` as a subprocess, as Claude Desktop runs it) and over streamable HTTP
+(``arc-retrieval mcp --http``, as n8n's MCP Client Tool calls it), on the real sample corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+import requests
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.test_n8n import free_port, stop, wait_for
+from worker.serve.mcp_server import LIST_TOOL, SEARCH_TOOL
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "mcp-secret-0123456789abcdef01234567"
+FENCE = "What's the max fence height allowed in my backyard??"
+
+
+def server_env(database_url: str, tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "SUPABASE_URL", "LLM_API_KEY", "ARC_API_TOKEN")}
+    env.update({"DATABASE_URL": database_url, "ARC_DATA_DIR": str(tmp), "ARC_SEARCH_CACHE_SECONDS": "0"})
+    env.update(extra)
+    return env
+
+
+def run(coro_fn, *args):
+    return anyio.run(coro_fn, *args)
+
+
+# -- stdio -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stdio_params(sample_runtime, tmp_path_factory) -> StdioServerParameters:
+    env = server_env(sample_runtime.db.url, tmp_path_factory.mktemp("mcp-stdio"))
+    return StdioServerParameters(command=sys.executable, args=["-m", "worker.cli", "mcp"], env=env, cwd=str(ROOT))
+
+
+def test_stdio_lists_tools_written_for_an_llm(stdio_params):
+    async def go():
+        async with Client(stdio_params) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run(go)}
+    assert set(tools) == {SEARCH_TOOL, LIST_TOOL}
+    search = tools[SEARCH_TOOL]
+    for status in ("success", "low_confidence", "no_results"):
+        assert status in search.description
+    assert "not instructions" in search.description and "[SOURCE n]" in search.description
+    properties = search.input_schema["properties"]
+    assert {"query", "document_types", "binding_only", "top_k", "token_budget"} <= set(properties)
+    assert search.input_schema["required"] == ["query"]
+    assert "ccr" in str(properties["document_types"])
+    assert search.output_schema and "chunks" in search.output_schema["properties"]
+    assert search.annotations.read_only_hint is True
+
+
+def test_stdio_search_answers_with_status_context_and_scored_chunks(stdio_params):
+    async def go():
+        async with Client(stdio_params) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": FENCE})
+
+    result = run(go)
+    assert not result.is_error
+    text = result.content[0].text
+    assert text.startswith("status: success") and "[SOURCE 1]" in text and "Maximum fence height" in text
+    data = result.structured_content
+    assert data["status"] == "success" and data["request_id"].startswith("mcp-")
+    fencing = [c for c in data["chunks"] if c["section_path"] == "Chapter 4 Structures > 4.2 Fencing"]
+    assert fencing and fencing[0]["source"] is not None and 0 < fencing[0]["final_score"] <= 1
+    assert data["context"] in text
+
+
+def test_stdio_bad_arguments_are_tool_errors_naming_the_field(stdio_params):
+    async def go():
+        async with Client(stdio_params) as client:
+            return [await client.call_tool(SEARCH_TOOL, args) for args in (
+                {"query": "fence", "top_k": 99},
+                {"query": "   "},
+                {"query": "fence", "document_types": ["bylaws"]},
+                {"query": "fence", "token_budget": "lots"},
+                {},
+            )]
+
+    for result, field in zip(run(go), ("top_k", "query", "document_types", "token_budget", "query")):
+        assert result.is_error, result
+        message = result.content[0].text
+        assert field in message, message
+        assert "Traceback" not in message and "File \"" not in message
+
+
+def test_stdio_lists_the_documents(stdio_params):
+    async def go():
+        async with Client(stdio_params) as client:
+            return await client.call_tool(LIST_TOOL, {})
+
+    result = run(go)
+    assert not result.is_error
+    documents = result.structured_content["documents"]
+    assert documents and all({"document_id", "name", "document_type", "is_binding"} <= set(d) for d in documents)
+    assert any(d["document_type"] == "design_guidelines" for d in documents)
+
+
+# -- streamable HTTP ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def http_server(sample_runtime, tmp_path_factory) -> Iterator[str]:
+    port = free_port()
+    tmp = tmp_path_factory.mktemp("mcp-http")
+    env = server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="2",
+                     ARC_AUTH_FAILURES_PER_MINUTE="1000")
+    log = open(tmp / "mcp.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)], env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for(lambda: requests.post(url, json={}, timeout=2).status_code == 401, 60, "the MCP server")
+        yield url
+    finally:
+        stop(process)
+        log.close()
+
+
+def http_client(url: str, headers: dict[str, str], mode: str = "auto") -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)), mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the 2026 envelope, and the handshake n8n's SDK does
+def test_http_search_with_a_bearer_token(http_server, mode):
+    async def go():
+        async with http_client(http_server, {"Authorization": f"Bearer {TOKEN}"}, mode) as client:
+            tools = [t.name for t in (await client.list_tools()).tools]
+            return tools, await client.call_tool(SEARCH_TOOL, {"query": FENCE, "document_types": ["design_guidelines"]})
+
+    tools, result = run(go)
+    assert SEARCH_TOOL in tools
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data["status"] == "success"
+    assert {c["document_type"] for c in data["chunks"]} == {"design_guidelines"}
+
+
+def test_http_takes_the_webhooks_header_too(http_server):
+    async def go():
+        async with http_client(http_server, {"X-ARC-Token": TOKEN}) as client:
+            return await client.call_tool(LIST_TOOL, {})
+
+    assert not run(go).is_error
+
+
+def test_http_refuses_without_the_token(http_server):
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"X-ARC-Token": "wrong"}):
+        r = requests.post(http_server, json=init, headers={**headers, **auth}, timeout=10)
+        assert r.status_code == 401, r.text
+        assert r.headers["WWW-Authenticate"].startswith("Bearer") and r.json()["error"] == "unauthorized"
+        assert TOKEN not in r.text
+    ok = requests.post(http_server, json=init, headers={**headers, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "arc-retrieval"
+
+
+def test_http_health_is_open(http_server):
+    r = requests.get(http_server.replace("/mcp", "/healthz"), timeout=10)
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
+def test_http_rejects_a_foreign_host_or_origin(http_server):
+    """DNS rebinding: a page elsewhere cannot reach the loopback server through a browser."""
+    auth = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert requests.post(http_server, json=body, headers={**auth, "Host": "evil.example"}, timeout=10).status_code == 421
+    assert requests.post(http_server, json=body, headers={**auth, "Origin": "http://evil.example"},
+                         timeout=10).status_code == 403
+
+
+def test_http_rate_limit_is_a_tool_error_saying_when_to_retry(http_server):
+    """ARC_RATE_LIMIT=2 (bursts of 4), per token as for the webhook: a fast burst of calls meets it."""
+    async def go():
+        async with http_client(http_server, {"Authorization": f"Bearer {TOKEN}"}) as client:
+            return [await client.call_tool(LIST_TOOL, {}) for _ in range(8)]
+
+    results = run(go)
+    refused = [r for r in results if r.is_error]
+    assert refused and not results[0].is_error
+    assert "rate limited" in refused[0].content[0].text and "retry after" in refused[0].content[0].text
+
+
+# -- in process: what a failure inside the pipeline looks like to the agent ---------------------
+
+class _Failing:
+    """A retriever whose pipeline fails the way a bug would, with a secret in its message."""
+
+    def __init__(self, exc: Exception):
+        self.exc = exc
+        self.search_cache = None
+
+    def answer(self, request, request_id=None):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc,expected", [
+    (RuntimeError("password=hunter2 at /srv/secret.py line 3"), "the worker failed to answer; the error was logged"),
+    (__import__("psycopg").OperationalError("connection to 10.0.0.5 failed: password=hunter2"),
+     "the knowledge base is temporarily unavailable; retry shortly"),
+])
+def test_a_failure_is_one_plain_line_never_a_trace_or_secret(sample_runtime, exc, expected):
+    from worker.serve.mcp_server import McpFace, build_server
+
+    face = McpFace.build(sample_runtime, retriever=_Failing(exc))
+
+    async def go():
+        async with Client(build_server(face)) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": "fence"})
+
+    result = run(go)
+    assert result.is_error
+    assert result.content[0].text.endswith(expected), result.content[0].text
+    assert "hunter2" not in str(result) and "Traceback" not in str(result)
+
+
+def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tmp_path):
+    """The Dockerfile's documented override (its comment, the README's Docker section) with the
+    image's HEALTHCHECK, on an embedded database of its own, which stops with it."""
+    import shlex
+    import signal
+
+    from tests.test_dockerfile import parse_dockerfile
+
+    line = next(l for l in (ROOT / "Dockerfile").read_text().splitlines() if "arc-retrieval mcp" in l)
+    command = shlex.split(line.split("docker run ... arc-retrieval:latest ", 1)[1])  # after the image's name
+    assert command[:3] == ["arc-retrieval", "mcp", "--http"] and command[-2:] == ["--port", "8080"]
+    assert " ".join(command) in (ROOT / "README.md").read_text().replace("\n", " ")
+    port = free_port()
+    command[0] = str(Path(sys.executable).parent / "arc-retrieval")
+    command[-1] = str(port)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "OPENAI_API_KEY", "ARC_API_TOKEN")}
+    env.update({"ARC_DATA_DIR": str(tmp_path), "ARC_API_TOKEN": TOKEN})
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        wait_for(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok, 90, "the MCP server")
+        check = [c.replace("127.0.0.1:8080", f"127.0.0.1:{port}") for c in parse_dockerfile()["healthcheck"]]
+        check[0] = sys.executable
+        assert subprocess.run(check, timeout=10).returncode == 0
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    assert not list((tmp_path / "pgdata").glob("postmaster.pid")), "the embedded database stopped with it"

@@ -1,0 +1,225 @@
+"""Dify's External Knowledge API: ``POST /retrieval``, as Dify documents it.
+
+Dify sends ``{knowledge_id, query, retrieval_setting: {top_k, score_threshold}, metadata_condition?}``
+with ``Authorization: Bearer <API key>`` and takes ``{"records": [{content, score, title, metadata}]}``
+back; its errors are ``{"error_code", "error_msg"}`` (1001 a malformed Authorization header, 1002
+a failed authorisation, 2001 an unknown knowledge id). The API key is the webhook's token, checked
+under the webhook's rate limit and brute-force slow-down.
+
+One worker serves several "knowledge" ids: ``all`` (every current document) and one per document
+type (``ccr``, ``design_guidelines``, ...), so a Dify app can be given only the CC&Rs. ``score`` is
+the worker's final score, the one its statuses go by.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any, Literal
+
+from flask import Blueprint, g, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..config import DOCUMENT_TYPES
+from ..models import MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
+from .security import client_key, token_matches
+from .services import services
+
+DIFY_ROUTE = "/retrieval"
+ALL_KNOWLEDGE = "all"
+KNOWLEDGE_IDS: tuple[str, ...] = (ALL_KNOWLEDGE, *DOCUMENT_TYPES)
+MAX_TOP_K = 20  # the webhook's own limit
+
+dify = Blueprint("dify", __name__)
+
+ComparisonOperator = Literal["contains", "not contains", "start with", "end with", "is", "is not", "in", "not in",
+                             "empty", "not empty", "=", "≠", "!=", ">", "<", "≥", ">=", "≤", "<=",
+                             "before", "after", "null", "not null"]
+
+
+class RetrievalSetting(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    top_k: int = Field(ge=1)
+    score_threshold: float = Field(ge=0, le=1)
+
+
+class Condition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    # Dify's older page types it as a list of names, its newer one as a name: both are taken.
+    name: str | list[str]
+    comparison_operator: ComparisonOperator
+    value: str | float | int | bool | list[str] | None = None
+
+
+class MetadataCondition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    logical_operator: Literal["and", "or"] = "and"
+    conditions: list[Condition] = Field(default_factory=list, max_length=50)
+
+
+class DifyRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+    # Any text is a knowledge id to Dify; the schema names the ones this worker knows (others: 2001).
+    knowledge_id: str = Field(min_length=1, max_length=200, json_schema_extra={"enum": list(KNOWLEDGE_IDS)},
+                              description="all, or one document type: " + ", ".join(DOCUMENT_TYPES))
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$")
+    retrieval_setting: RetrievalSetting
+    metadata_condition: MetadataCondition | None = None
+
+
+class DifyRecord(BaseModel):
+    content: str
+    score: float = Field(description="The worker's final score (0-1), the one its statuses go by.")
+    title: str
+    metadata: dict[str, Any]
+
+
+class DifyResponse(BaseModel):
+    records: list[DifyRecord]
+
+
+class DifyError(BaseModel):
+    error_code: int = Field(description="1001 malformed Authorization header, 1002 authorisation failed, "
+                                        "2001 unknown knowledge_id; else the HTTP status")
+    error_msg: str
+
+
+def dify_error(status: int, code: int, message: str) -> Any:
+    response = jsonify({"error_code": code, "error_msg": message})
+    response.status_code = status
+    return response
+
+
+def _authorise() -> Any | None:
+    """Dify's checks in Dify's words; None when the request may go ahead."""
+    arc = services()
+    address = request.remote_addr or "unknown"
+    if wait := arc.auth_guard.blocked(address):
+        return _refused("too many failed authentication attempts", wait)
+    expected = arc.runtime.settings.api_token
+    header = request.headers.get("Authorization", "")
+    scheme, _, presented = header.partition(" ")
+    if expected and (scheme != "Bearer" or not presented.strip()):
+        arc.auth_guard.failed(address)
+        return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
+    if not token_matches(expected, presented.strip() or None):
+        arc.auth_guard.failed(address)
+        return dify_error(403, 1002, "Authorization failed")
+    if wait := arc.limiter.acquire(client_key(presented.strip() if expected else None, address)):
+        return _refused("too many requests", wait)
+    return None
+
+
+def _refused(message: str, wait: float) -> Any:
+    seconds = max(1, math.ceil(wait))
+    response = dify_error(429, 429, f"{message}; retry after {seconds} s")
+    response.headers["Retry-After"] = str(seconds)
+    return response
+
+
+@dify.post(DIFY_ROUTE)
+def retrieval() -> Any:
+    refused = _authorise()
+    if refused is not None:
+        return refused
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        return dify_error(400, 400, "send a JSON object (Content-Type: application/json)")
+    try:
+        req = DifyRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "body"
+        return dify_error(422, 422, f"{field}: {first['msg']}")
+    if req.knowledge_id not in KNOWLEDGE_IDS:
+        return dify_error(404, 2001, f"The knowledge does not exist (known: {', '.join(KNOWLEDGE_IDS)})")
+    # A metadata filter may drop some of the best chunks: ask for the most, cut to top_k after it.
+    filtered = bool(req.metadata_condition and req.metadata_condition.conditions)
+    top_k = MAX_TOP_K if filtered else min(req.retrieval_setting.top_k, MAX_TOP_K)
+    try:
+        search = RetrievalRequest(query=req.query, top_k=top_k,
+                                  document_types=None if req.knowledge_id == ALL_KNOWLEDGE else [req.knowledge_id])
+    except ValidationError as exc:
+        return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
+    arc = services()
+    arc.runtime.ensure_schema()
+    with arc.admission.slot():
+        answer = arc.retriever.answer(search, request_id=g.request_id)
+    arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
+    arc.query_log.record(answer)
+    records = []
+    ranked = answer.chunks[:top_k]  # the ranking; neighbours added for the context follow it
+    for chunk in ranked:
+        if chunk.final_score < req.retrieval_setting.score_threshold:
+            continue
+        record = _record(chunk)
+        if filtered and not _matches(record["metadata"], req.metadata_condition):
+            continue
+        records.append(record)
+    return jsonify({"records": records[: req.retrieval_setting.top_k]})
+
+
+def _record(chunk: ChunkResult) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "document_id": chunk.document_id, "document_type": chunk.document_type,
+        "section_path": chunk.section_path, "is_binding": chunk.is_binding, "chunk_index": chunk.chunk_index,
+    }
+    # Dify's pipeline fails on a null metadata value: absent keys instead.
+    for key in ("page_number", "superseded_by", "amended_by"):
+        if getattr(chunk, key) is not None:
+            metadata[key] = getattr(chunk, key)
+    title = chunk.document_name + (f" > {chunk.section_path}" if chunk.section_path else "")
+    return {"content": chunk.content, "score": round(chunk.final_score, 4), "title": title, "metadata": metadata}
+
+
+# -- metadata_condition -----------------------------------------------------------------------
+
+def _as_number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _compare(op: Callable[[float, float], bool]) -> Callable[[Any, Any], bool]:
+    def check(actual: Any, expected: Any) -> bool:
+        a, b = _as_number(actual), _as_number(expected)
+        return a is not None and b is not None and op(a, b)
+    return check
+
+
+def _text(value: Any) -> str:
+    return str(value).lower()  # conditions are typed by hand: "True" matches true, "CCR" matches ccr
+
+
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "contains": lambda a, b: a is not None and _text(b) in _text(a),
+    "not contains": lambda a, b: a is None or _text(b) not in _text(a),
+    "start with": lambda a, b: a is not None and _text(a).startswith(_text(b)),
+    "end with": lambda a, b: a is not None and _text(a).endswith(_text(b)),
+    "is": lambda a, b: a is not None and _text(a) == _text(b),
+    "is not": lambda a, b: a is None or _text(a) != _text(b),
+    "in": lambda a, b: a is not None and _text(a) in {_text(v) for v in (b if isinstance(b, list) else [b])},
+    "not in": lambda a, b: a is None or _text(a) not in {_text(v) for v in (b if isinstance(b, list) else [b])},
+    "empty": lambda a, b: a is None or a == "",
+    "not empty": lambda a, b: a is not None and a != "",
+    "null": lambda a, b: a is None,
+    "not null": lambda a, b: a is not None,
+    "=": _compare(operator.eq), "≠": _compare(operator.ne), "!=": _compare(operator.ne),
+    ">": _compare(operator.gt), "<": _compare(operator.lt),
+    "≥": _compare(operator.ge), ">=": _compare(operator.ge), "≤": _compare(operator.le), "<=": _compare(operator.le),
+    # the worker's metadata has no dates: a date condition matches nothing
+    "before": lambda a, b: False, "after": lambda a, b: False,
+}
+
+
+def _matches(metadata: dict[str, Any], condition: MetadataCondition | None) -> bool:
+    if condition is None or not condition.conditions:
+        return True
+    results = []
+    for c in condition.conditions:
+        names = c.name if isinstance(c.name, list) else [c.name]
+        check = OPERATORS[c.comparison_operator]
+        results.append(any(check(metadata.get(name), c.value) for name in names))
+    return all(results) if condition.logical_operator == "and" else any(results)
