@@ -367,3 +367,28 @@ def test_the_vocabulary_reads_the_question_s_community(database_factory, embedde
         assert rpc.word_frequencies(words, "cedar-ridge") == {"backyard": 1, "yard": 0, "the": -1}
         assert rpc.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}
     db.close()
+
+
+def test_the_status_calibration_runs_on_a_knowledge_base_of_several_communities(database_factory, embedder):
+    """hybrid_search refuses a search naming no community when there are several: the calibration
+    (which asks the knowledge base's own sentences back) names one, and answers keep calibrating."""
+    from worker.models import RetrievalRequest
+    from worker.retrieve.pipeline import Retriever
+    from worker.retrieve.search import PostgresBackend, SearchCache
+
+    url = database_factory("calibration")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="hollow")
+    ingest_sample_corpus(ingestor, community="ridge")
+    retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
+                          search_cache=SearchCache(), calibrate=True)
+    try:
+        calibration = retriever.calibrate_now()
+        assert calibration is not None and calibration.floor < calibration.match
+        answer = retriever.answer(RetrievalRequest(query="how tall can a fence be", community="ridge"))
+        assert answer.confidence["calibrated"] and answer.community == "ridge"
+    finally:
+        retriever.stop_calibration()
+        db.close()
