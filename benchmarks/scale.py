@@ -218,7 +218,7 @@ def _load(conn: psycopg.Connection, n: int, sentences: list[list[str]], base: np
     rows = synthetic_rows(n, sentences, base)
     # Seed avgdl from a sample, as ingestion does, so the weights are final as written.
     sample = [next(synthetic_rows(1, sentences, base, seed=s)) for s in range(500)]
-    conn.execute("select bm25_seed_avgdl(%s::text[], %s::text[])",
+    conn.execute("select bm25_seed_avgdl(%s::text[], %s::text[], 'default')",
                  ([r[3] for r in sample], [r[8] for r in sample]))
     loaded = 0
     while loaded < n:

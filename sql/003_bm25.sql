@@ -27,7 +27,15 @@ create table if not exists bm25_corpus (
   k1             double precision not null default 0.9,
   b              double precision not null default 0.4
 );
-insert into bm25_corpus (id) values (true) on conflict (id) do nothing;
+-- (030 keys this table by community instead: pasted again after it, this row is its 'default' one)
+do $$
+begin
+  if exists (select 1 from information_schema.columns where table_schema = current_schema()
+              and table_name = 'bm25_corpus' and column_name = 'id') then
+    insert into bm25_corpus (id) values (true) on conflict (id) do nothing;
+  end if;
+end
+$$;
 
 create table if not exists bm25_terms (
   lexeme  text primary key,

@@ -31,7 +31,8 @@
 -- on large corpora that can afford it.
 -- The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
 -- filtered vector leg still fills match_count rows.
--- arc: repeatable (function definitions and their rights: applied again whenever this file changes)
+-- No longer repeatable: 031 redefines hybrid_search per community, and applying this file again after
+-- it would bring back a definition that reads every community.
 -- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two
 -- parameters): dropped so named calls stay unambiguous.
 drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,

@@ -1,6 +1,7 @@
 -- 005: a chunk's neighbours in its document (chunk_index within +/- radius, itself included),
 -- in document order. Context assembly uses it when a chunk is cut mid-thought.
--- arc: repeatable (only create-or-replace definitions: applied again whenever this file changes)
+-- No longer repeatable: 031 redefines chunk_neighbours per community, and applying this file again after
+-- it would bring back a definition that reads every community.
 create or replace function chunk_neighbours(chunk_id bigint, radius integer default 1)
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,

@@ -6,7 +6,15 @@ create table if not exists knowledge_base_state (
   version     bigint not null default 0,
   changed_at  timestamptz not null default now()
 );
-insert into knowledge_base_state (id) values (true) on conflict (id) do nothing;
+-- (030 keys this table by community instead: pasted again after it, there is nothing to add)
+do $$
+begin
+  if exists (select 1 from information_schema.columns where table_schema = current_schema()
+              and table_name = 'knowledge_base_state' and column_name = 'id') then
+    insert into knowledge_base_state (id) values (true) on conflict (id) do nothing;
+  end if;
+end
+$$;
 
 -- A statement trigger: one row update per statement, after the BM25 triggers (triggers fire in
 -- name order), so every writer takes bm25_corpus, then this row: one lock order, no deadlocks.

@@ -201,8 +201,11 @@ drop trigger if exists knowledge_chunks_bm25_postings_truncate on knowledge_chun
 create trigger knowledge_chunks_bm25_postings_truncate after truncate on knowledge_chunks
   for each statement execute function bm25_postings_on_truncate();
 
--- An existing knowledge base gets its postings once, here.
-select bm25_postings_rebuild() where exists (select 1 from knowledge_chunks);
+-- An existing knowledge base gets its postings once, here (not when pasted again after 030,
+-- whose postings carry their community and which redefines the rebuild).
+select bm25_postings_rebuild() where exists (select 1 from knowledge_chunks)
+  and not exists (select 1 from information_schema.columns where table_schema = current_schema()
+                   and table_name = 'bm25_postings' and column_name = 'community');
 
 -- The rights 009 gives the other BM25 tables and functions: the service role only.
 alter table bm25_postings enable row level security;

@@ -43,50 +43,51 @@ select set_config('statement_timeout', '0', true), set_config('lock_timeout', %(
 select set_config('statement_timeout', %(statement_timeout)s, true), set_config('lock_timeout', '0', true)
 
 -- name: delete_document
-delete from knowledge_chunks where document_id = %(document_id)s
+delete from knowledge_chunks where community = %(community)s and document_id = %(document_id)s
 
 -- name: copy_chunks
-copy knowledge_chunks (document_id, document_name, document_type, section_path, page_number,
+copy knowledge_chunks (community, document_id, document_name, document_type, section_path, page_number,
                        chunk_index, is_binding, superseded_by, content, token_count, metadata,
                        embedding)
 from stdin
 
 -- name: mark_superseded
 update knowledge_chunks set superseded_by = %(superseded_by)s
-where document_id = %(document_id)s and superseded_by is distinct from %(superseded_by)s
+where community = %(community)s and document_id = %(document_id)s and superseded_by is distinct from %(superseded_by)s
 
 -- name: stored_documents
 -- Which of these ids name a stored document (one index probe each).
 select wanted.document_id from unnest(%(ids)s::text[]) as wanted(document_id)
-where exists (select 1 from knowledge_chunks k where k.document_id = wanted.document_id)
+where exists (select 1 from knowledge_chunks k
+              where k.community = %(community)s and k.document_id = wanted.document_id)
 
 -- name: stored_sources
 -- What each of these ids holds now: its name and the file it came from (chunk 0 carries both).
 select document_id, document_name, metadata->>'source_file' from knowledge_chunks
-where document_id = any(%(ids)s::text[]) and chunk_index = 0
+where community = %(community)s and document_id = any(%(ids)s::text[]) and chunk_index = 0
 
 -- name: superseding_document
 -- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
 -- before this one was ever ingested (its first chunk records "supersedes"; indexed: 011).
 select coalesce(
   (select superseded_by from knowledge_chunks
-   where document_id = %(document_id)s and superseded_by is not null limit 1),
+   where community = %(community)s and document_id = %(document_id)s and superseded_by is not null limit 1),
   (select document_id from knowledge_chunks
-   where chunk_index = 0 and metadata ? 'supersedes' and metadata ->> 'supersedes' = %(document_id)s
+   where community = %(community)s and chunk_index = 0 and metadata ? 'supersedes' and metadata ->> 'supersedes' = %(document_id)s
      and document_id <> %(document_id)s
    limit 1))
 
 -- name: bm25_seed_avgdl
-select bm25_seed_avgdl(%(sections)s::text[], %(contents)s::text[])
+select bm25_seed_avgdl(%(sections)s::text[], %(contents)s::text[], %(community)s)
 
 -- name: bm25_refresh
-select bm25_refresh(%(force)s)
+select bm25_refresh(%(force)s, %(community)s)
 
 -- name: bm25_refresh_step
-select bm25_refresh_step(%(max_rows)s)
+select bm25_refresh_step(%(max_rows)s, %(community)s)
 
 -- name: bm25_stale_chunks
-select bm25_stale_chunks()
+select bm25_stale_chunks(%(community)s)
 
 -- name: hybrid_search
 select * from hybrid_search(
@@ -99,17 +100,18 @@ select * from hybrid_search(
   document_types     => %(document_types)s::text[],
   binding_only       => %(binding_only)s,
   include_superseded => %(include_superseded)s,
-  expansion_text     => %(expansion_text)s
+  expansion_text     => %(expansion_text)s,
+  community          => %(community)s
 )
 
 -- name: chunk_neighbours
 select * from chunk_neighbours(chunk_id => %(chunk_id)s, radius => %(radius)s)
 
 -- name: insert_query_log
-insert into query_log (request_id, query, normalized_query, query_type, status, best_score,
+insert into query_log (community, request_id, query, normalized_query, query_type, status, best_score,
                        result_count, candidate_count, both_legs_count, vector_only_count,
                        fts_only_count, avg_vector_score, avg_fts_score, reranked, warnings, timings_ms)
-values (%(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(status)s, %(best_score)s,
+values (%(community)s, %(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(status)s, %(best_score)s,
         %(result_count)s, %(candidate_count)s, %(both_legs_count)s, %(vector_only_count)s,
         %(fts_only_count)s, %(avg_vector_score)s, %(avg_fts_score)s, %(reranked)s, %(warnings)s,
         %(timings_ms)s)
@@ -129,32 +131,40 @@ select count(distinct document_id), count(*) from knowledge_chunks
 -- name: knowledge_base_version
 select knowledge_base_version()
 
+-- name: community_version
+-- One community's counter (030): a load of another community leaves its cached searches valid.
+select knowledge_base_version(%(community)s::text)
+
+-- name: communities
+-- The communities holding chunks (030), with their chunk counts.
+select community, chunks from knowledge_communities order by community
+
 -- name: list_documents
 select document_id, min(document_name), min(document_type), bool_and(is_binding), min(superseded_by),
        count(*), max(page_number), min(created_at), min(metadata ->> 'source_file'),
        string_agg(distinct metadata ->> 'amended_by', ',')
 from knowledge_chunks
-where %(document_id)s::text is null or document_id = %(document_id)s
+where community = %(community)s and (%(document_id)s::text is null or document_id = %(document_id)s)
 group by document_id
 order by document_id
 
 -- name: document_chunks
 select id, chunk_index, section_path, page_number, token_count, content
-from knowledge_chunks where document_id = %(document_id)s order by chunk_index
+from knowledge_chunks where community = %(community)s and document_id = %(document_id)s order by chunk_index
 
 -- name: release_superseded
-update knowledge_chunks set superseded_by = null where superseded_by = %(document_id)s
+update knowledge_chunks set superseded_by = null where community = %(community)s and superseded_by = %(document_id)s
 
 -- name: amendments_of
 -- The amendments recorded against a document: each amending document's first chunk carries
 -- its "amends" list in metadata, whichever of the two was ingested first (indexed: 011).
 select document_id, document_name, metadata -> 'amends'
 from knowledge_chunks
-where chunk_index = 0 and metadata ? 'amends'
+where community = %(community)s and chunk_index = 0 and metadata ? 'amends'
   and metadata -> 'amends' @> jsonb_build_array(jsonb_build_object('document_id', %(document_id)s::text))
 
 -- name: document_sections
-select id, section_path from knowledge_chunks where document_id = %(document_id)s
+select id, section_path from knowledge_chunks where community = %(community)s and document_id = %(document_id)s
 
 -- name: mark_amended
 update knowledge_chunks
@@ -163,7 +173,7 @@ where id = any(%(ids)s)
 
 -- name: release_amended
 update knowledge_chunks set metadata = metadata - 'amended_by' - 'amended_by_name'
-where metadata ->> 'amended_by' = %(document_id)s
+where community = %(community)s and metadata ->> 'amended_by' = %(document_id)s
 
 -- name: recent_questions
 -- The keeper's page: the latest questions, optionally of one status (the ones the documents do
@@ -190,8 +200,10 @@ group by 1
 order by 1 desc
 
 -- name: word_frequencies
-select word, df from arc_word_frequencies(%(words)s::text[])
+select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text)
 
 -- name: calibration_chunks
 -- A fixed sample (the same rows for the same chunks) of the chunks a status calibration asks back.
-select content from knowledge_chunks where superseded_by is null order by md5(id::text) limit %(limit)s
+select content from knowledge_chunks
+where superseded_by is null and (%(community)s::text is null or community = %(community)s)
+order by md5(id::text) limit %(limit)s

@@ -222,7 +222,7 @@ def test_the_leg_stops_scoring_only_when_no_chunk_read_can_still_win(database_fa
         for trial in range(120):
             query = " ".join(pick.sample(words, pick.randint(1, 4)))
             types = pick.choice([None, ["ccr"]])
-            idf = dict(conn.execute("select lexeme, idf from bm25_query_terms(%s)", (query,)).fetchall())
+            idf = dict(conn.execute("select lexeme, idf from bm25_query_terms(%s, 'default')", (query,)).fetchall())
             per_word = pick.choice([None, 3])
             read = {c for t in idf for c in lists[t][:per_word] if types is None or kind[c] in types}
             exact = sorted((sum(idf[t] * weight.get((c, t), 0) for t in idf) for c in read), reverse=True)[:5]

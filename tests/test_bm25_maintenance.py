@@ -207,7 +207,7 @@ def test_db_maintain_leaves_the_postings_readable_from_their_index_alone(make_da
     with psycopg.connect(url) as conn:
         conn.execute("set enable_seqscan = off; set enable_bitmapscan = off")  # the plan hybrid_search gets
         plan = conn.execute("explain (analyze, format json) select chunk_id from bm25_postings "
-                            "where lexeme = 'fenc' order by weight desc limit 500").fetchone()[0]
+                            "where community = 'default' and lexeme = 'fenc' order by weight desc limit 500").fetchone()[0]
     scan = plan[0]["Plan"]["Plans"][0]
     assert scan["Node Type"] == "Index Only Scan" and scan["Actual Rows"] == 500
     # without a vacuum every entry read is checked against the heap, as after any large load

@@ -187,6 +187,7 @@ NOT_SETTINGS = {
     "ARC_BIND": "worker/serve/gunicorn_conf.py", "WEB_CONCURRENCY": "worker/serve/gunicorn_conf.py",
     "ARC_THREADS": "worker/serve/gunicorn_conf.py",
     "ARC_WORKER_URL": "workflows/arc-retrieval-tool.json",  # n8n's environment, read by the workflows
+    "ARC_COMMUNITY": "workflows/arc-retrieval-tool.json",  # n8n's environment: the community the tool asks
     "ARC_SCREENSHOTS": "tests/test_pages.py",  # where the browser test saves its screenshots
     "ARC_MCP_URL": "workflows/arc-mcp-chat-agent.json",
 }

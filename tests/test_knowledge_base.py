@@ -57,7 +57,8 @@ def test_changed_function_files_reach_an_existing_database(make_database):
         conn.commit()
     reapplied = db.migrate(384)
     assert reapplied == [m.name for m in sqlfiles.migrations() if m.repeatable]
-    assert "005_chunk_neighbours" in reapplied and "002_knowledge_chunks" not in reapplied
+    # chunk_neighbours is 031's now (per community): 005 is no longer applied again
+    assert "031_hybrid_search_communities" in reapplied and "002_knowledge_chunks" not in reapplied
     with db.connect() as conn:
         source = conn.execute("select prosrc from pg_proc where proname = 'chunk_neighbours'").fetchone()[0]
     assert "and false" not in source

@@ -217,3 +217,33 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.switch_to.alert.accept()
     assert "Deleted hammock-rules" in browser.find_element(By.ID, "message").text
     assert 'data-id="hammock-rules"' not in browser.page_source
+
+
+def test_the_pages_show_one_community_at_a_time(make_database, embedder, tmp_path):
+    """Several communities in one knowledge base (sql/030): the pages take ?community=, and name
+    the field when a knowledge base without a default community leaves them guessing."""
+    from worker.ingest.ingestor import Ingestor
+    from worker.ingest.readers import parse_markdown
+    from worker.runtime import Runtime
+    from worker.store.database import Database
+
+    db = Database(make_database("keepercommunities"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    for community, doc in (("hollow", "hollow-rules"), ("ridge", "ridge-rules")):
+        ingestor.write([ingestor.prepare_text(parse_markdown(f"# {doc}\n\nFences need a permit."),
+                                              document_id=doc, name=doc, document_type="other")],
+                       community=community)
+    app = create_app(runtime=Runtime(make_settings(tmp_path, db.url, api_token=TOKEN, ingest_token=TOKEN),
+                                     db, embedder))
+    app.config["TESTING"] = True
+    client = app.test_client()
+    sign_in(client)
+    ridge = client.get("/documents?community=ridge").get_data(as_text=True)
+    assert "ridge-rules" in ridge and "hollow-rules" not in ridge
+    assert client.get("/documents/hollow-rules?community=ridge").status_code == 404
+    assert client.get("/documents/hollow-rules?community=hollow").status_code == 200
+    unnamed = client.get("/documents")
+    assert unnamed.status_code == 400 and "community" in unnamed.get_data(as_text=True)
+    assert client.get("/documents?community=nowhere").status_code == 404
+    db.close()

@@ -142,9 +142,11 @@ def db_sql(dim: int) -> None:
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 @click.option("--replace", is_flag=True,
               help="Replace a stored document of the same id that came from another file (the same file always updates).")
+@click.option("--community", metavar="NAME", default=None,
+              help="The community (association) the documents belong to; needed once the knowledge base holds several.")
 def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, supersedes: str | None,
            superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool,
-           replace: bool) -> None:
+           replace: bool, community: str | None) -> None:
     """Ingest documents: Markdown (.md, .markdown), text (.txt), PDF (.pdf; scanned pages read by
     OCR), Word (.docx), HTML (.html, .htm), or a BEIR corpus.jsonl; or a folder with a manifest.json
     (every document it lists, with its id, type and binding). Re-ingesting a file updates its
@@ -173,18 +175,20 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
         ingestor = Ingestor(runtime.db, runtime.embedder,
                             ocr=Ocr(settings.ocr, settings.ocr_language, progress=progress))
         if sample:
-            report = ingest_sample_corpus(ingestor, progress=progress)
+            report = ingest_sample_corpus(ingestor, progress=progress, community=community)
         elif folders:
-            report = ingest_manifest(ingestor, folders[0], progress=progress, replace=replace)
+            report = ingest_manifest(ingestor, folders[0], progress=progress, replace=replace,
+                                     community=community)
         else:
             report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
                                   supersedes=supersedes, superseded_by=superseded_by, name=name,
                                   document_id=document_id, progress=progress, replace=replace,
-                                  amends=tuple(parse_amends(a) for a in amends))
+                                  amends=tuple(parse_amends(a) for a in amends), community=community)
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
                        f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")
-        click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s); {report.replaced_line()}")
+        click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) into community "
+                   f"{report.community}; {report.replaced_line()}")
         if len(report.document_ids) <= 50:
             for assigned in report.document_ids:
                 click.echo(f"  document id: {assigned}")
@@ -203,14 +207,30 @@ def documents() -> None:
     """The knowledge base's documents: list, show, delete."""
 
 
+_COMMUNITY_OPTION = click.option("--community", metavar="NAME", default=None,
+                                 help="The community whose documents (needed once there are several).")
+
+
+def _community(runtime) -> str:
+    """The --community a documents command names, checked as the webhook checks its field."""
+    from .store import communities
+
+    named = click.get_current_context().params.get("community")
+    try:
+        return communities.resolve(named, communities.list_communities(runtime.db))
+    except ArcError as exc:
+        raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
+
+
 @documents.command("list")
-def documents_list() -> None:
+@_COMMUNITY_OPTION
+def documents_list(community: str | None) -> None:
     """Every document: id, type, binding, superseded or amended by, chunks, pages, ingested at, source file."""
     from .store.knowledge_base import list_documents
 
     runtime = _runtime(_settings())
     try:
-        found = list_documents(runtime.db)
+        found = list_documents(runtime.db, _community(runtime))
     finally:
         runtime.close()
     if not found:
@@ -226,13 +246,14 @@ def documents_list() -> None:
 
 @documents.command("show")
 @click.argument("document_id")
-def documents_show(document_id: str) -> None:
+@_COMMUNITY_OPTION
+def documents_show(document_id: str, community: str | None) -> None:
     """One document's chunks, in order."""
     from .store.knowledge_base import UnknownDocument, document_chunks
 
     runtime = _runtime(_settings())
     try:
-        summary, chunks = document_chunks(runtime.db, document_id)
+        summary, chunks = document_chunks(runtime.db, document_id, _community(runtime))
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -245,13 +266,14 @@ def documents_show(document_id: str) -> None:
 
 @documents.command("delete")
 @click.argument("document_id")
-def documents_delete(document_id: str) -> None:
+@_COMMUNITY_OPTION
+def documents_delete(document_id: str, community: str | None) -> None:
     """Delete a document with its chunks and BM25 statistics (documents it superseded are current again)."""
     from .store.knowledge_base import UnknownDocument, delete_document
 
     runtime = _runtime(_settings())
     try:
-        deleted = delete_document(runtime.db, document_id)
+        deleted = delete_document(runtime.db, document_id, _community(runtime))
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -262,15 +284,18 @@ def documents_delete(document_id: str) -> None:
 @main.command()
 @click.argument("query")
 @click.option("--rerank/--no-rerank", default=None)
-def ask(query: str, rerank: bool | None) -> None:
+@click.option("--community", metavar="NAME", default=None, help="The community to ask (needed once there are several).")
+def ask(query: str, rerank: bool | None, community: str | None) -> None:
     """Run one question through the pipeline and print the JSON answer."""
     from .models import RetrievalRequest
     from .serve.app import build_retriever
 
     runtime = _runtime(_settings())
     try:
-        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank))
+        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank, community=community))
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
+    except ArcError as exc:
+        raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
     finally:
         runtime.close()
 

@@ -72,6 +72,7 @@ ENV_VARS: dict[str, str] = {
     "LLM_BASE_URL": "llm_base_url",
     "ARC_API_TOKEN": "api_token",
     "ARC_INGEST_TOKEN": "ingest_token",
+    "ARC_COMMUNITY_TOKENS": "community_tokens",
     "ARC_AUTH_HEADER": "auth_header",
     "ARC_AUTH_DISABLED": "auth_disabled",
     "ARC_RATE_LIMIT": "rate_limit",
@@ -158,6 +159,9 @@ class Settings(BaseModel):
 
     api_token: str | None = None
     ingest_token: str | None = None
+    # Tokens limited to communities, "heronwood,timbers:SECRET1;wyndham-forest:SECRET2": each
+    # works on every webhook and the documents API, for its communities only (403 for another).
+    community_tokens: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     auth_header: str = "X-ARC-Token"
     auth_disabled: bool = False
     # Per process and per client (its credential, else its address), burst of 2x. 250/s is above
@@ -229,6 +233,22 @@ class Settings(BaseModel):
     convert_timeout: float = Field(60.0, gt=0, le=3600)
     convert_memory_mb: int = Field(1500, ge=200)
     read_timeout: float = Field(900.0, gt=0, le=86400)  # reading one document, OCR included
+
+    @field_validator("community_tokens", mode="before")
+    @classmethod
+    def _community_tokens(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        scoped: dict[str, tuple[str, ...]] = {}
+        for entry in filter(None, (e.strip() for e in value.split(";"))):
+            names, sep, token = entry.partition(":")
+            communities = tuple(n.strip() for n in names.split(",") if n.strip())
+            if not sep or not token or not communities:
+                raise ValueError("entries are COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
+            if len(token) < MIN_TOKEN_LENGTH:  # as strong as the tokens it stands beside
+                raise ValueError(f"a community token needs at least {MIN_TOKEN_LENGTH} characters")
+            scoped[token] = communities
+        return scoped
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -67,3 +67,27 @@ class IngestError(ArcError):
     def __init__(self, message: str, field: str = "document"):
         super().__init__(message)
         self.field = field
+
+
+class CommunityRequired(ArcError):
+    """The knowledge base holds several communities and the request named none."""
+
+    status = 400
+    code = "community_required"
+    field = "community"
+
+
+class UnknownCommunity(ArcError):
+    """A community that holds no document here (a typo must not read as an empty answer)."""
+
+    status = 404
+    code = "unknown_community"
+    field = "community"
+
+
+class CommunityForbidden(ArcError):
+    """A token limited to other communities: refused before anything of this one is read."""
+
+    status = 403
+    code = "forbidden"
+    field = "community"

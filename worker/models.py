@@ -17,6 +17,16 @@ TextFormat = Literal["markdown", "text", "html"]  # how a document sent as text 
 
 MAX_QUERY_CHARS = 2000
 
+# A community's key (sql/030_communities.sql checks the same): what ingest --community and the
+# webhook's `community` name. An upgraded single-community database holds DEFAULT_COMMUNITY.
+COMMUNITY_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+DEFAULT_COMMUNITY = "default"
+def _community_field() -> Any:
+    return Field(
+        default=None, min_length=1, max_length=63, pattern=COMMUNITY_PATTERN,
+        description="The community (association) whose documents to use. Optional while the knowledge base "
+                    "holds one; required (400 otherwise) once it holds several.")
+
 
 MIN_WEIGHT = 0.001  # a finer share means nothing, and 5e-324 underflowed in the SQL (a 500)
 _WEIGHT_SCHEMA = {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_WEIGHT}}
@@ -69,6 +79,7 @@ class RetrievalRequest(BaseModel):
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
     debug: bool = False
+    community: str | None = _community_field()
 
     @field_validator("query")
     @classmethod
@@ -97,8 +108,12 @@ def unwrap(payload: Any) -> Any:
             payload = inner
     if isinstance(payload, dict) and "chatInput" in payload:
         chat_input = payload["chatInput"]
+        metadata = payload.get("metadata")
         payload = {k: v for k, v in payload.items() if k not in _N8N_CHAT_KEYS}
         payload.setdefault("query", chat_input)
+        # a chat embedded for one association says which in its metadata
+        if isinstance(metadata, dict) and metadata.get("community") is not None:
+            payload.setdefault("community", metadata["community"])
     return payload
 
 
@@ -162,6 +177,7 @@ class RetrievalResponse(BaseModel):
     timings_ms: dict[str, float]
     request_id: str | None = None
     debug: dict[str, Any] | None = None
+    community: str | None = Field(None, description="The community whose documents answered.")
 
 
 class ErrorResponse(BaseModel):
@@ -207,6 +223,7 @@ class IngestFields(BaseModel):
     replace: bool = Field(False, description="Replace a stored document of this id that came from another "
                                              "source (the same file, or a text sent again under the "
                                              "document_id it names, always updates it).")
+    community: str | None = _community_field()
 
     @field_validator("name")
     @classmethod
@@ -240,6 +257,7 @@ def _no_nul(value: str | None) -> str | None:
 
 class IngestResponse(BaseModel):
     status: Literal["ingested"]
+    community: str | None = None
     document_id: str
     document_name: str
     chunks: int
@@ -267,6 +285,7 @@ class DocumentSummary(BaseModel):
 
 class DocumentList(BaseModel):
     documents: list[DocumentSummary]
+    community: str | None = None
     request_id: str | None = None
 
 

@@ -23,7 +23,7 @@ from ..errors import IngestError
 from ..logs import progress as progress_of
 from ..models import DOCUMENT_ID_PATTERN, Amendment
 from ..sections import amends
-from ..store import bm25, sqlfiles
+from ..store import bm25, communities, sqlfiles
 from ..store.database import Database
 from ..tokens import TokenCounter, default_counter
 from .chunking import Chunk, chunk_blocks
@@ -87,6 +87,7 @@ class IngestReport:
     amended_chunks: int = 0
     notes: tuple[str, ...] = ()  # what the admin should know: a section named that matched nothing
     replaced: tuple[str, ...] = ()  # the ids that held a document before this load
+    community: str = ""  # the community the load went to
 
     def replaced_line(self) -> str:
         """What the load replaced, said the same way on every ingest path."""
@@ -153,13 +154,16 @@ class Ingestor:
         return document
 
     def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
-              *, progress: bool = False, batch_documents: int = 256, replace: bool = True) -> IngestReport:
-        """Embed (unless given) and store documents, each replaced atomically.
+              *, progress: bool = False, batch_documents: int = 256, replace: bool = True,
+              community: str | None = None) -> IngestReport:
+        """Embed (unless given) and store documents, each replaced atomically, in ``community``
+        (unnamed: the knowledge base's only one; an error when it holds several).
 
         ``replace=False`` (what the CLI, the webhook and a manifest pass unless asked to replace)
         refuses an id that holds a document from another source; re-ingesting the same file updates it."""
-        self.check_links(documents)  # before the embedding bill
-        stored = self.stored_sources(documents)
+        community = communities.resolve_for_write(community, communities.list_communities(self.db))
+        self.check_links(documents, community)  # before the embedding bill
+        stored = self.stored_sources(documents, community)
         if not replace:
             refuse_clashes(documents, stored)
         texts = embedding_texts(documents)
@@ -179,26 +183,28 @@ class Ingestor:
             for start in range(0, len(documents), batch_documents):
                 batch = documents[start:start + batch_documents]
                 n = sum(len(d.chunks) for d in batch)
-                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n], marks)
+                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n], marks, community)
                 offset += n
                 bar.update(n)
         bar.close()
-        bm25.refresh(self.db)  # bounded, and never fails the load
+        bm25.refresh(self.db, community=community)  # bounded, and never fails the load
         log.info(f"ingested {what}", extra={"documents": len(documents), "chunks": len(texts),
                                             "replaced": [d.document_id for d in documents if d.document_id in stored][:20]})
         return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
                             sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
                             marks.chunks, tuple(marks.notes),
-                            tuple(d.document_id for d in documents if d.document_id in stored))
+                            replaced=tuple(d.document_id for d in documents if d.document_id in stored),
+                            community=community)
 
-    def stored_sources(self, documents: Sequence[DocumentInput]) -> dict[str, tuple[str, str | None]]:
-        """Of these documents' ids, those stored already: id -> (name, source file)."""
+    def stored_sources(self, documents: Sequence[DocumentInput], community: str) -> dict[str, tuple[str, str | None]]:
+        """Of these documents' ids, those stored already in ``community``: id -> (name, source file)."""
         with self.db.connect() as conn:
             rows = conn.execute(sqlfiles.query("stored_sources"),
-                                {"ids": [d.document_id for d in documents]}).fetchall()
+                                {"ids": [d.document_id for d in documents],
+                                 "community": community}).fetchall()
         return {document_id: (name, source) for document_id, name, source in rows}
 
-    def check_links(self, documents: Sequence[DocumentInput]) -> None:
+    def check_links(self, documents: Sequence[DocumentInput], community: str) -> None:
         """A document named by --supersedes, --superseded-by or --amends must be stored already or
         come in the same load: a mistyped id is an error, not a mark that never lands."""
         named = {d.document_id for d in documents}
@@ -210,7 +216,8 @@ class Ingestor:
             return
         with self.db.connect() as conn:
             stored = {row[0] for row in conn.execute(sqlfiles.query("stored_documents"),
-                                                     {"ids": [other for _, _, other in links]})}
+                                                     {"ids": [other for _, _, other in links],
+                                                      "community": community})}
         for doc, link, other in links:
             if other not in stored:
                 hint = (f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
@@ -228,22 +235,24 @@ class Ingestor:
                 bar.update(min(batch, len(texts) - start))
         return out
 
-    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks) -> int:
+    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks,
+                     community: str) -> int:
         replaced = 0
         with conn.transaction():
             self.db.lock_writes(conn)
             superseded: dict[str, str | None] = {}
             for doc in documents:
-                superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id)
-                replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id}).rowcount
+                superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id, community)
+                replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id,
+                                                                           "community": community}).rowcount
             conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
                 "sections": [c.section_path for d in documents for c in d.chunks],
-                "contents": [c.content for d in documents for c in d.chunks]})
+                "contents": [c.content for d in documents for c in d.chunks], "community": community})
             row_index = 0
             with conn.cursor().copy(sqlfiles.query("copy_chunks")) as copy:
                 for doc in documents:
                     for chunk in doc.chunks:
-                        copy.write_row((doc.document_id, doc.name, doc.document_type, chunk.section_path,
+                        copy.write_row((community, doc.document_id, doc.name, doc.document_type, chunk.section_path,
                                         chunk.page_number, chunk.chunk_index, doc.is_binding,
                                         superseded[doc.document_id], chunk.content,
                                         self.counter.count(chunk.content),
@@ -253,15 +262,15 @@ class Ingestor:
             for doc in documents:
                 if doc.supersedes:
                     conn.execute(sqlfiles.query("mark_superseded"),
-                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id})
+                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id, "community": community})
             for doc in documents:  # both ways: what this document amends, what amends it
                 for amendment in doc.amends:
-                    _mark_amended(conn, amendment, doc.document_id, doc.name, marks)
+                    _mark_amended(conn, amendment, doc.document_id, doc.name, marks, community)
                 for amending_id, amending_name, recorded in conn.execute(
-                        sqlfiles.query("amendments_of"), {"document_id": doc.document_id}).fetchall():
+                        sqlfiles.query("amendments_of"), {"document_id": doc.document_id, "community": community}).fetchall():
                     for entry in recorded:
                         if entry.get("document_id") == doc.document_id:
-                            _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks)
+                            _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks, community)
         return replaced
 
 
@@ -300,8 +309,9 @@ class _Marks:
     done: set[tuple[str, str, str]] = field(default_factory=set)  # (amended_by, document, section)
 
 
-def _superseding_document(conn, document_id: str) -> str | None:
-    row = conn.execute(sqlfiles.query("superseding_document"), {"document_id": document_id}).fetchone()
+def _superseding_document(conn, document_id: str, community: str) -> str | None:
+    row = conn.execute(sqlfiles.query("superseding_document"),
+                       {"document_id": document_id, "community": community}).fetchone()
     return row[0] if row else None
 
 
@@ -316,8 +326,10 @@ def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
     return {**doc.metadata, **extra}
 
 
-def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks) -> None:
-    rows = conn.execute(sqlfiles.query("document_sections"), {"document_id": amendment.document_id}).fetchall()
+def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks,
+                  community: str) -> None:
+    rows = conn.execute(sqlfiles.query("document_sections"),
+                        {"document_id": amendment.document_id, "community": community}).fetchall()
     if not rows:
         marks.notes.append(f"{amended_by} amends {amendment.document_id}, which is not in the knowledge base yet: "
                            "its sections are marked when it is ingested")
@@ -353,7 +365,8 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                  supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
                  superseded_by: str | None = None,
                  amends: tuple[Amendment, ...] = (),
-                 on_file: Callable[[Path], None] | None = None, replace: bool = False) -> IngestReport:
+                 on_file: Callable[[Path], None] | None = None, replace: bool = False,
+                 community: str | None = None) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
@@ -374,7 +387,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                                                amends=amends))
         if on_file:
             on_file(path)
-    return ingestor.write(documents, progress=progress, replace=replace)
+    return ingestor.write(documents, progress=progress, replace=replace, community=community)
 
 
 SAMPLE_DIR = Path(__file__).parent.parent / "sample_corpus"
@@ -391,11 +404,14 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
     ]
 
 
-def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False, replace: bool = False) -> IngestReport:
+def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False, replace: bool = False,
+                    community: str | None = None) -> IngestReport:
     """Ingest every document a ``manifest.json`` lists (a file or the folder holding it)."""
-    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress, replace=replace)
+    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress, replace=replace,
+                          community=community)
 
 
-def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False) -> IngestReport:
+def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False,
+                         community: str | None = None) -> IngestReport:
     """Load the fictional Cedar Hollow documents listed in ``sample_corpus/manifest.json``."""
-    return ingest_manifest(ingestor, SAMPLE_DIR, progress=progress)
+    return ingest_manifest(ingestor, SAMPLE_DIR, progress=progress, community=community)

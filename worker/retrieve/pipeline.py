@@ -22,12 +22,14 @@ import numpy as np
 
 from ..embeddings import CachedEmbedder
 from ..models import (
+    DEFAULT_COMMUNITY,
     ChunkResult,
     QueryInfo,
     RetrievalRequest,
     RetrievalResponse,
     Weights,
 )
+from ..store import communities
 from ..tokens import TokenCounter, default_counter
 from . import confidence as confidence_stage
 from . import context as context_stage
@@ -142,6 +144,8 @@ class Retriever:
         warnings: list[str] = []
 
         with timer.stage("preprocess"):
+            # Before anything costs: a request without its community, or for an unknown one, is refused.
+            community = communities.resolve(request.community, self.backend.communities())
             processed = preprocess(request.query)
             hard_filter = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
@@ -149,13 +153,14 @@ class Retriever:
             weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
             fusion = request.fusion or self.default_fusion
 
-            expansion = expand(processed.normalized) + self._compounds(processed.normalized)
+            expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
         params = SearchParams(query_text=processed.normalized, embedding=None,
                               expansion_text=" ".join(expansion) or None,
                               match_count=request.candidates, vector_weight=weights.vector,
                               fts_weight=weights.fts, fusion=fusion,
                               document_types=tuple(hard_filter) if hard_filter else None,
-                              binding_only=request.binding_only, include_superseded=request.include_superseded)
+                              binding_only=request.binding_only, include_superseded=request.include_superseded,
+                              community=community)
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
 
@@ -216,7 +221,7 @@ class Retriever:
             best_score=None if best is None else round(best, 4),
             confidence={**confidence.public(), "rerank": _best_rerank(candidates) if reranked else None},
             reranked=reranked, warnings=warnings,
-            usage=usage, timings_ms=timings, request_id=request_id,
+            usage=usage, timings_ms=timings, request_id=request_id, community=community,
             debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
                    "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
                    "search_cache_hits": self.search_cache.hits} if request.debug else None,
@@ -241,7 +246,7 @@ class Retriever:
         if not self.search_cache.enabled:
             return self.backend.search(params)
         # Read before searching: a change that lands during the search leaves the entry stale.
-        version = self.backend.version()
+        version = self.backend.version(params.community)
         found = self.search_cache.get(params, version)
         if found is None:
             found = self.backend.search(params)
@@ -281,10 +286,10 @@ class Retriever:
             raise TimeoutError("the embedding budget ran out while the call was queued")
         return self.embedder.embed_query(text, timeout=remaining)
 
-    def _compounds(self, question: str) -> list[str]:
-        """The knowledge base's own spelling of the question's compounds (vocabulary.py)."""
+    def _compounds(self, question: str, community: str | None) -> list[str]:
+        """The community's own spelling of the question's compounds (vocabulary.py)."""
         candidates = compound_candidates(question)
-        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups()))
+        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
@@ -341,17 +346,23 @@ class Retriever:
 
     def _calibrate(self, version: int) -> confidence_stage.Calibration | None:
         started = time.perf_counter()
+        # One calibration for the knowledge base, measured on one community (its chunks asked back
+        # within it): hybrid_search reads one community, and sister associations' documents are
+        # alike enough that one scale serves them all. A calibration per community is not done yet.
+        known = self.backend.communities()
+        community = DEFAULT_COMMUNITY if DEFAULT_COMMUNITY in known else next(iter(known), None)
         sample = getattr(self.backend, "calibration_chunks", None)
-        chunks = sample(self.calibration_questions * 2) if sample is not None else []
-        found = confidence_stage.calibrate(self._best_relevances, chunks, version, self.calibration_questions)
+        chunks = sample(self.calibration_questions * 2, community) if sample is not None else []
+        found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
+                                           self.calibration_questions)
         self.calibration, self._calibrated_version = found, version
         log.info("status calibrated", extra={"kb_version": version, "ms": round((time.perf_counter() - started) * 1000),
                                              "floor": found and round(found.floor, 4),
                                              "match": found and round(found.match, 4)})
         return found
 
-    def _best_relevances(self, texts: Sequence[str]) -> list[float]:
-        """Each text's best first-stage relevance, by the same path a question takes."""
+    def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[float]:
+        """Each text's best first-stage relevance in ``community``, by the same path a question takes."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed([p.normalized for p in processed])
         best = []
@@ -359,8 +370,10 @@ class Retriever:
             if self._stopping.is_set():
                 raise CalibrationStopped
             params = SearchParams(query_text=p.normalized, embedding=vector,
-                                  expansion_text=" ".join(expand(p.normalized) + self._compounds(p.normalized)) or None,
-                                  vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.default_fusion)
+                                  expansion_text=" ".join(expand(p.normalized) + self._compounds(p.normalized, community))
+                                  or None,
+                                  vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.default_fusion,
+                                  community=community)
             found = first_stage_order(self.backend.search(params), have_embedding=True, steer=[],
                                       steer_boost=1.0, authority=self.authority)
             best.append(max((c.relevance for c in found), default=0.0))

@@ -38,6 +38,7 @@ class SearchParams:
     binding_only: bool = False
     include_superseded: bool = False
     expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
+    community: str | None = None  # the one community both legs read (sql/031); None: the only one
 
     def cache_key(self) -> str:
         values = asdict(self)
@@ -59,24 +60,31 @@ class SearchParams:
             "binding_only": self.binding_only,
             "include_superseded": self.include_superseded,
             "expansion_text": self.expansion_text,
+            "community": self.community,
         }
 
 
 class SearchBackend(Protocol):
     def search(self, params: SearchParams) -> list[ChunkResult]: ...
 
-    def version(self) -> int:
-        """The knowledge base's change counter (008_knowledge_base_version.sql)."""
+    def version(self, community: str | None = None) -> int:
+        """A community's change counter (008, per community since 030)."""
+        ...
+
+    def communities(self) -> list[str]:
+        """The communities holding chunks (030's knowledge_communities)."""
         ...
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
 
-    def word_frequencies(self, words: list[str]) -> dict[str, int]:
-        """How many chunks hold each word (0: none, -1: a stopword), 020_word_frequencies.sql."""
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
+        """How many of a community's chunks hold each word (0: none, -1: a stopword); None sums
+        over every community (020, per community since 032)."""
         ...
 
-    def calibration_chunks(self, limit: int) -> list[str]:
-        """A fixed sample of chunk texts for the status calibration (worker/confidence.py)."""
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
+        """A fixed sample of a community's chunk texts (None: every community's) for the status
+        calibration (worker/confidence.py)."""
         ...
 
 
@@ -106,11 +114,16 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.primary_version())
         return [_chunk(row) for row in rows]
 
-    def version(self) -> int:
+    def version(self, community: str | None = None) -> int:
         if self.replicas is not None:
+            # a replica serves a search once it has replayed the whole knowledge base's version
             return self.replicas.primary_version()
         with self.db.connection() as conn:
-            return conn.execute(sqlfiles.query("knowledge_base_version")).fetchone()[0]
+            return conn.execute(sqlfiles.query("community_version"), {"community": community}).fetchone()[0]
+
+    def communities(self) -> list[str]:
+        with self.db.connection() as conn:
+            return [row[0] for row in conn.execute(sqlfiles.query("communities")).fetchall()]
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
@@ -125,15 +138,17 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.floor)
         return [_chunk(row) for row in rows]
 
-    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
         if not words:
             return {}
         with self.db.connection() as conn:
-            return dict(conn.execute(sqlfiles.query("word_frequencies"), {"words": words}).fetchall())
+            return dict(conn.execute(sqlfiles.query("word_frequencies"),
+                                     {"words": words, "community": community}).fetchall())
 
-    def calibration_chunks(self, limit: int) -> list[str]:
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
         with self.db.connection() as conn:
-            return [row[0] for row in conn.execute(sqlfiles.query("calibration_chunks"), {"limit": limit}).fetchall()]
+            return [row[0] for row in conn.execute(sqlfiles.query("calibration_chunks"),
+                                                   {"limit": limit, "community": community}).fetchall()]
 
 
 class SupabaseBackend:
@@ -155,23 +170,27 @@ class SupabaseBackend:
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         return [_chunk(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
 
-    def word_frequencies(self, words: list[str]) -> dict[str, int]:
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
         if not words:
             return {}
-        return {row["word"]: int(row["df"]) for row in self._rpc("arc_word_frequencies", {"words": words})}
+        return {row["word"]: int(row["df"])
+                for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})}
 
-    def calibration_chunks(self, limit: int) -> list[str]:
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
         # PostgREST serves only the RPC functions here; without a sample the status keeps the
         # fixed thresholds (the calibration is None).
         return []
 
-    def version(self) -> int:
+    def version(self, community: str | None = None) -> int:
         from postgrest.exceptions import APIError
 
         try:
-            return int(self.client.rpc("knowledge_base_version", {}).execute().data)
+            return int(self.client.rpc("knowledge_base_version", {"community": community}).execute().data)
         except (APIError, TypeError, ValueError) as exc:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
+
+    def communities(self) -> list[str]:
+        return [row["community"] for row in self._rpc("community_names", {})]
 
     def _rpc(self, function: str, args: dict[str, Any]) -> list[dict[str, Any]]:
         from postgrest.exceptions import APIError

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import Blueprint, g, jsonify
+from flask import Blueprint, g, jsonify, request
 
 from ..models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
-from ..store import knowledge_base
+from ..store import communities, knowledge_base
+from . import community_scope
 from .responses import error as _error
 from .services import services
 
@@ -24,6 +25,12 @@ def _checked(document_id: str) -> Any | None:
     return None
 
 
+def _community(db) -> str:
+    """The `community` query parameter, checked as the retrieval webhook checks its field."""
+    named = community_scope.checked(request.args.get("community") or None)
+    return communities.resolve(named, communities.list_communities(db))
+
+
 def _unknown(document_id: str) -> Any:
     return _error(404, "not_found", f"document_id: no document {document_id!r} in the knowledge base", "document_id")
 
@@ -32,8 +39,9 @@ def _unknown(document_id: str) -> Any:
 def list_documents() -> Any:
     runtime = services().runtime
     runtime.ensure_schema()
-    found = knowledge_base.list_documents(runtime.db)
-    return jsonify(DocumentList(documents=found, request_id=g.request_id).model_dump(mode="json"))
+    community = _community(runtime.db)
+    found = knowledge_base.list_documents(runtime.db, community)
+    return jsonify(DocumentList(documents=found, community=community, request_id=g.request_id).model_dump(mode="json"))
 
 
 @documents.get("/<path:document_id>")
@@ -43,7 +51,7 @@ def show_document(document_id: str) -> Any:
     runtime = services().runtime
     runtime.ensure_schema()
     try:
-        summary, chunks = knowledge_base.document_chunks(runtime.db, document_id)
+        summary, chunks = knowledge_base.document_chunks(runtime.db, document_id, _community(runtime.db))
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
     return jsonify(DocumentDetail(document=summary, chunks=chunks, request_id=g.request_id).model_dump(mode="json"))
@@ -57,7 +65,7 @@ def delete_document(document_id: str) -> Any:
     arc.runtime.ensure_schema()
     try:
         with arc.admission.slot():
-            deleted = knowledge_base.delete_document(arc.runtime.db, document_id)
+            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
     arc.retriever.search_cache.clear()

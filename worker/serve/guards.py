@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Response, g, request
 
+from .community_scope import ALLOWED, scoped_token
 from .responses import error, refused
 from .security import CLOSED, client_key, token_matches
 from .services import services
@@ -39,15 +40,20 @@ def before_request() -> Any:
         return error(403, "forbidden", "this worker has no ARC_INGEST_TOKEN: set it to ingest and delete "
                      "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)")
     presented = request.headers.get(arc.runtime.settings.auth_header)
+    setattr(g, ALLOWED, None)
     # The token first: a caller holding it is never refused for someone else's failures.
     if not token_matches(expected, presented):
-        reason = "missing" if not presented else "wrong"
-        arc.metrics.auth_failures.labels(route, reason).inc()
-        log.warning("authentication failed", extra={"route": route, "reason": reason, "client": address})
-        if wait := arc.auth_guard.blocked(address):
-            return refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
-        arc.auth_guard.failed(address)
-        return error(401, "unauthorized", "unauthorized")
+        # a token limited to communities: the routes check each community they touch against it
+        scope = scoped_token(presented, arc.runtime.settings.community_tokens)
+        if scope is None:
+            reason = "missing" if not presented else "wrong"
+            arc.metrics.auth_failures.labels(route, reason).inc()
+            log.warning("authentication failed", extra={"route": route, "reason": reason, "client": address})
+            if wait := arc.auth_guard.blocked(address):
+                return refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
+            arc.auth_guard.failed(address)
+            return error(401, "unauthorized", "unauthorized")
+        setattr(g, ALLOWED, scope)
     if wait := arc.limiter.acquire(client_key(presented if expected else None, address)):
         return refused("too many requests; retry after the Retry-After delay", wait)
     return None

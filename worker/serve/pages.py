@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from ..config import DOCUMENT_TYPES
 from ..errors import IngestError, InvalidInput
 from ..ingest.bounds import Budget
-from ..models import DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
-from ..store import knowledge_base, sqlfiles
+from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
+from ..store import communities, knowledge_base, sqlfiles
 from .security import CLOSED
 from .services import services
 from .webhooks import _uploaded_document, client_gone
@@ -86,11 +86,26 @@ def _template_globals() -> dict[str, Any]:
             "needs_login": _admin_token() is not None}
 
 
+def _community(db) -> str:
+    """The community a page shows (``?community=``, or the form's field): unnamed, the knowledge
+    base's only one, or ``default`` among several. The links between pages do not carry it yet."""
+    named = (request.values.get("community") or "").strip() or None
+    known = communities.list_communities(db)
+    if named is not None:
+        if named not in known:
+            abort(404, f"community: no community {named[:80]!r} in this knowledge base")
+        return named
+    if len(known) > 1 and DEFAULT_COMMUNITY not in known:
+        abort(400, f"community: this knowledge base holds {len(known)} communities "
+                   f"({', '.join(sorted(known)[:10])}); add ?community=NAME")
+    return DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
+
+
 @pages.get("/")
 def start() -> str:
     arc = services()
     arc.runtime.ensure_schema()
-    documents = knowledge_base.list_documents(arc.runtime.db)
+    documents = knowledge_base.list_documents(arc.runtime.db, _community(arc.runtime.db))
     return render_template("pages/start.html", documents=len(documents),
                            chunks=sum(d.chunks for d in documents), settings=arc.runtime.settings)
 
@@ -143,7 +158,7 @@ def _rows(documents: list[DocumentSummary]) -> list[DocumentRow]:
 def documents() -> str:
     arc = services()
     arc.runtime.ensure_schema()
-    found = knowledge_base.list_documents(arc.runtime.db)
+    found = knowledge_base.list_documents(arc.runtime.db, _community(arc.runtime.db))
     pages_total = max(1, math.ceil(len(found) / PAGE_SIZE))
     try:
         page = min(max(int(request.args.get("page", "1")), 1), pages_total)
@@ -160,7 +175,7 @@ def document(document_id: str) -> str:
         abort(400, "document_id: letters, digits and . _ : - only")
     arc = services()
     try:
-        summary, chunks = knowledge_base.document_chunks(arc.runtime.db, document_id)
+        summary, chunks = knowledge_base.document_chunks(arc.runtime.db, document_id, _community(arc.runtime.db))
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     return render_template("pages/document.html", document=summary, chunks=chunks)
@@ -175,14 +190,14 @@ def upload() -> Any:
     # reading the document counts against admission control, as on the ingest webhook
     with arc.ingest_admission.slot(), arc.admission.slot():
         try:
-            document, replace = _uploaded_document(arc.ingestor, form, budget=Budget(
+            document, replace, community = _uploaded_document(arc.ingestor, form, budget=Budget(
                 arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
         except (ValidationError, InvalidInput) as exc:
             message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             return render_template("pages/error.html", title="Not ingested", message=message), 422
         try:
-            report = arc.ingestor.write([document], replace=replace)
+            report = arc.ingestor.write([document], replace=replace, community=community)
         except IngestError as exc:  # an id holding a document from another file, unless asked to replace
             return render_template("pages/error.html", title="Not ingested", message=str(exc)), 422
     arc.retriever.search_cache.clear()
@@ -197,7 +212,7 @@ def delete(document_id: str) -> Any:
     arc = services()
     try:
         with arc.admission.slot():
-            deleted = knowledge_base.delete_document(arc.runtime.db, document_id)
+            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     arc.retriever.search_cache.clear()
@@ -212,11 +227,13 @@ def ask() -> Any:
     arc = services()
     answer, error, form = None, None, request.form
     if request.method == "POST":
+        arc.runtime.ensure_schema()
         rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
         try:
             req = RetrievalRequest(query=form.get("query", ""), document_types=form.getlist("document_types") or None,
                                    binding_only=form.get("binding_only") == "on", rerank=rerank,
-                                   token_budget=int(form.get("token_budget") or 4000))
+                                   token_budget=int(form.get("token_budget") or 4000),
+                                   community=_community(arc.runtime.db))
         except (ValidationError, ValueError) as exc:
             error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "token_budget: a whole number"

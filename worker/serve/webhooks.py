@@ -30,6 +30,7 @@ from ..models import (
     unwrap,
 )
 from ..store import knowledge_base
+from . import community_scope
 from .responses import validation_error
 from .services import services
 
@@ -46,6 +47,7 @@ def retrieve() -> Any:
         req = RetrievalRequest.model_validate(unwrap(json_body()))
     except ValidationError as exc:
         return validation_error(exc)
+    req = req.model_copy(update={"community": community_scope.checked(req.community)})
     arc = services()
     arc.runtime.ensure_schema()
     with arc.admission.slot():
@@ -84,10 +86,11 @@ def ingest() -> Any:
         arc.runtime.ensure_schema()
         with arc.ingest_admission.slot(), arc.admission.slot():
             if posted is None:
-                document, replace = _uploaded_document(arc.ingestor, budget=budget)
+                document, replace, community = _uploaded_document(arc.ingestor, budget=budget)
             else:
                 document, replace = _posted_document(posted, arc.ingestor, budget), posted.replace
-            report = arc.ingestor.write([document], replace=replace)
+                community = posted.community
+            report = arc.ingestor.write([document], replace=replace, community=community_scope.checked(community))
     except ValidationError as exc:
         return validation_error(exc)
     except IngestError as exc:
@@ -97,8 +100,9 @@ def ingest() -> Any:
     arc.retriever.search_cache.clear()
     arc.retriever.refresh_calibration()
     log.info("document ingested", extra={"document_id": document.document_id, "document_name": document.name,
+                                         "community": report.community,
                                          "chunks": report.chunks, "replaced": list(report.replaced)})
-    return jsonify(IngestResponse(status="ingested", document_id=document.document_id,
+    return jsonify(IngestResponse(status="ingested", community=report.community, document_id=document.document_id,
                                   document_name=document.name, chunks=report.chunks,
                                   replaced_chunks=report.replaced_chunks, replaced=list(report.replaced),
                                   amended_chunks=report.amended_chunks, notes=list(report.notes),
@@ -156,7 +160,7 @@ BINARY_SUFFIXES = (".pdf", ".docx")
 
 
 def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None,
-                       budget: Budget | None = None) -> tuple[DocumentInput, bool]:
+                       budget: Budget | None = None) -> tuple[DocumentInput, bool, str | None]:
     """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
     PDF with OCR for scanned pages, Word), described by the form's other fields (``form``: those
     fields, when the caller's form holds others of its own)."""
@@ -192,7 +196,7 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
         copy = Path(folder) / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
         upload.save(copy)
         return ingestor.prepare_file(copy, source_name=filename, metadata={"source": "webhook"},
-                                     budget=budget, **described.document_args()), described.replace
+                                     budget=budget, **described.document_args()), described.replace, described.community
 
 
 _FORM_TRUE, _FORM_FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -34,24 +34,24 @@ class RefreshReport:
 
 
 def refresh(db: Database, *, seconds: float | None = STEP_SECONDS, step_rows: int = STEP_ROWS,
-            force: bool = False) -> RefreshReport:
+            force: bool = False, community: str | None = None) -> RefreshReport:
     """Open a new generation if the average length drifted, then rewrite stale chunks for at most
     ``seconds`` (None: until none is left); ``force`` opens one even without drift (after a change
     of k1 or b). A failed step is logged and ends the run; the next
-    one carries on where it stopped."""
+    one carries on where it stopped. ``community``: that community's statistics only (None: all)."""
     opened, rewritten = False, 0
     deadline = None if seconds is None else time.monotonic() + seconds
     try:
         with db.connect() as conn:
-            opened = bool(conn.execute(sqlfiles.query("bm25_refresh"), {"force": force}).fetchone()[0])
+            opened = bool(conn.execute(sqlfiles.query("bm25_refresh"), {"force": force, "community": community}).fetchone()[0])
             conn.commit()
             while deadline is None or time.monotonic() < deadline:
-                done = conn.execute(sqlfiles.query("bm25_refresh_step"), {"max_rows": step_rows}).fetchone()[0]
+                done = conn.execute(sqlfiles.query("bm25_refresh_step"), {"max_rows": step_rows, "community": community}).fetchone()[0]
                 conn.commit()
                 rewritten += done
                 if done == 0:
                     break
-            stale = conn.execute(sqlfiles.query("bm25_stale_chunks")).fetchone()[0]
+            stale = conn.execute(sqlfiles.query("bm25_stale_chunks"), {"community": community}).fetchone()[0]
             conn.commit()
     except psycopg.Error as exc:
         log.warning("bm25 refresh paused", extra={"error": type(exc).__name__, "rewritten": rewritten})

@@ -3,7 +3,7 @@ deleting one (its chunks and, through the triggers, its BM25 statistics, in one 
 
 from __future__ import annotations
 
-from ..models import DocumentChunk, DocumentSummary
+from ..models import DEFAULT_COMMUNITY, DocumentChunk, DocumentSummary
 from . import sqlfiles
 from .database import Database
 
@@ -12,32 +12,34 @@ class UnknownDocument(LookupError):
     pass
 
 
-def list_documents(db: Database) -> list[DocumentSummary]:
+def list_documents(db: Database, community: str = DEFAULT_COMMUNITY) -> list[DocumentSummary]:
     with db.connect() as conn:
-        rows = conn.execute(sqlfiles.query("list_documents"), {"document_id": None}).fetchall()
+        rows = conn.execute(sqlfiles.query("list_documents"), {"document_id": None, "community": community}).fetchall()
     return [_summary(row) for row in rows]
 
 
-def document_chunks(db: Database, document_id: str) -> tuple[DocumentSummary, list[DocumentChunk]]:
+def document_chunks(db: Database, document_id: str, community: str = DEFAULT_COMMUNITY) -> tuple[DocumentSummary, list[DocumentChunk]]:
+    named = {"document_id": document_id, "community": community}
     with db.connect() as conn:
-        summary = conn.execute(sqlfiles.query("list_documents"), {"document_id": document_id}).fetchone()
+        summary = conn.execute(sqlfiles.query("list_documents"), named).fetchone()
         if summary is None:
             raise UnknownDocument(document_id)
-        rows = conn.execute(sqlfiles.query("document_chunks"), {"document_id": document_id}).fetchall()
+        rows = conn.execute(sqlfiles.query("document_chunks"), named).fetchall()
     return _summary(summary), [DocumentChunk(id=r[0], chunk_index=r[1], section_path=r[2], page_number=r[3],
                                              token_count=r[4], content=r[5]) for r in rows]
 
 
-def delete_document(db: Database, document_id: str) -> int:
+def delete_document(db: Database, document_id: str, community: str = DEFAULT_COMMUNITY) -> int:
     """Delete a document under the write lock ingestion takes; documents it
     superseded, or whose sections it amended, become current again. Returns the number of chunks deleted."""
     with db.connect() as conn, conn.transaction():
         db.lock_writes(conn)
-        deleted = conn.execute(sqlfiles.query("delete_document"), {"document_id": document_id}).rowcount
+        named = {"document_id": document_id, "community": community}
+        deleted = conn.execute(sqlfiles.query("delete_document"), named).rowcount
         if deleted == 0:
             raise UnknownDocument(document_id)
-        conn.execute(sqlfiles.query("release_superseded"), {"document_id": document_id})
-        conn.execute(sqlfiles.query("release_amended"), {"document_id": document_id})
+        conn.execute(sqlfiles.query("release_superseded"), named)
+        conn.execute(sqlfiles.query("release_amended"), named)
     return deleted
 
 

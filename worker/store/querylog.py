@@ -28,7 +28,7 @@ class QueryLog:
         vector_scores = [c.vector_score for c in chunks if c.vector_score is not None]
         fts_scores = [c.fts_score for c in chunks if c.fts_score is not None]
         row = {
-            "request_id": answer.request_id, "query": answer.query.original[:2000],
+            "community": answer.community, "request_id": answer.request_id, "query": answer.query.original[:2000],
             "normalized_query": answer.query.normalized[:2000], "query_type": answer.query.query_type,
             "status": answer.status, "best_score": answer.best_score, "result_count": answer.sources,
             "candidate_count": len(chunks), "both_legs_count": both, "vector_only_count": vector_only,

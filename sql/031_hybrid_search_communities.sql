@@ -1,0 +1,343 @@
+-- 031: hybrid_search (004) within one community (030). The diff against 004 is only that:
+--   * a parameter `community`: null means the knowledge base's one community; with several it is
+--     an error (22023) naming the parameter, and so is a community that holds no chunks;
+--   * both legs read that community alone, inside the SQL: the vector leg filters the HNSW scan
+--     on it (iterative scans keep filling match_count), the full-text leg reads that community's
+--     postings and scores with its statistics (bm25_query_terms(text, community)) and checks it
+--     again as it scores. Nothing of another community is ever a candidate.
+-- chunk_neighbours (005) stays within the chunk's community, and bm25_query_terms (003) takes the
+-- community whose N and document frequencies give the idf.
+-- arc: repeatable (function definitions and their rights: applied again whenever this file changes)
+-- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two
+-- parameters): dropped so named calls stay unambiguous.
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, double precision, integer, integer);
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, double precision, integer, integer,
+                                      text, double precision);
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, integer, text, double precision, integer);
+drop function if exists bm25_query_terms(text);
+
+create or replace function bm25_query_terms(query_text text, community text)
+returns table (lexeme text, idx integer, qtf integer, df bigint, idf double precision)
+language sql stable
+set search_path = public, extensions
+as $$
+  select q.lexeme,
+         bm25_lexeme_index(q.lexeme),
+         1,
+         coalesce(t.df, 0),
+         ln(1 + (c.n_docs - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5))
+  from unnest(to_tsvector('english'::regconfig, coalesce(query_text, ''))) as q
+  join bm25_corpus c on c.community = bm25_query_terms.community
+  left join bm25_terms t on t.community = c.community and t.lexeme = q.lexeme
+$$;
+
+create or replace function chunk_neighbours(chunk_id bigint, radius integer default 1)
+returns table (
+  id bigint, document_id text, document_name text, document_type text, section_path text,
+  page_number integer, chunk_index integer, is_binding boolean, superseded_by text,
+  content text, token_count integer, metadata jsonb
+)
+language sql stable
+set search_path = public, extensions
+as $$
+  select n.id, n.document_id, n.document_name, n.document_type, n.section_path,
+         n.page_number, n.chunk_index, n.is_binding, n.superseded_by,
+         n.content, n.token_count, n.metadata
+  from knowledge_chunks c
+  join knowledge_chunks n
+    on n.community = c.community
+   and n.document_id = c.document_id
+   and n.chunk_index between c.chunk_index - greatest(radius, 0) and c.chunk_index + greatest(radius, 0)
+  where c.id = chunk_id
+  order by n.chunk_index
+$$;
+
+create or replace function hybrid_search(
+  query_text          text,
+  query_embedding     vector default null,
+  match_count         integer default 40,
+  vector_weight       double precision default 0.7,
+  fts_weight          double precision default 0.3,
+  fusion              text default 'weighted',
+  rrf_k               integer default 60,
+  document_types      text[] default null,
+  binding_only        boolean default false,
+  include_superseded  boolean default false,
+  ef_search           integer default null,
+  fts_scan_limit      integer default 5000,
+  expansion_text      text default null,
+  expansion_weight    double precision default 0.5,
+  fts_rescore         integer default null,
+  community           text default null
+)
+returns table (
+  id bigint, document_id text, document_name text, document_type text, section_path text,
+  page_number integer, chunk_index integer, is_binding boolean, superseded_by text,
+  content text, token_count integer, metadata jsonb,
+  vector_score double precision, fts_score double precision, bm25_score double precision,
+  fused_score double precision, vector_rank integer, fts_rank integer
+)
+language plpgsql
+set search_path = public, extensions
+set statement_timeout = '5s'
+-- Every read below goes through an index (HNSW, the postings' impact order, primary keys); the
+-- cost model, which does not see that the wide columns are TOASTed, would sometimes scan instead.
+set enable_seqscan = off
+-- Its two statements keep one plan each for the session: left to choose, Postgres planned them
+-- afresh on every call (custom plans), about 1 ms of a 10 ms search at 100k chunks, and the
+-- generic plans are no slower (benchmarks/scale/).
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+declare
+  qvec        sparsevec;
+  idf_mass    double precision;
+  read_words  text[];
+  read_weight double precision[];
+  read_count  integer[];
+  read_floor  real[];
+  rescore     integer;
+  unread_bound    double precision;
+  candidate       bigint[];
+  candidate_above double precision[];
+  next_at         integer := 1;
+  batch_ids       bigint[];
+  batch_scores    double precision[];
+  scored_ids      bigint[] := '{}';
+  scored          double precision[] := '{}';
+  kth_score       double precision;
+  rescore_step    integer := match_count;
+  scope       text;
+  holding     bigint;
+  vw          double precision := coalesce(vector_weight, 0.7);
+  fw          double precision := coalesce(fts_weight, 0.3);
+begin
+  if match_count is null or match_count < 1 or match_count > 1000 then
+    raise exception 'match_count must be between 1 and 1000' using errcode = '22023';
+  end if;
+  if fts_scan_limit is null or fts_scan_limit < 1 then
+    raise exception 'fts_scan_limit must be at least 1' using errcode = '22023';
+  end if;
+  if fts_rescore is not null and fts_rescore < 1 then
+    raise exception 'fts_rescore must be at least 1' using errcode = '22023';
+  end if;
+  if fusion is null or fusion not in ('weighted', 'rrf') then
+    raise exception 'fusion must be weighted or rrf' using errcode = '22023';
+  end if;
+  -- The community every read below is limited to.
+  if hybrid_search.community is not null then
+    select b.community into scope from bm25_corpus b where b.community = hybrid_search.community and b.n_docs > 0;
+    if scope is null then
+      raise exception 'community %: no such community in this knowledge base', hybrid_search.community
+        using errcode = '22023';
+    end if;
+  else
+    select min(b.community), count(*) into scope, holding from bm25_corpus b where b.n_docs > 0;
+    if holding > 1 then
+      raise exception 'community is required: this knowledge base holds % communities', holding
+        using errcode = '22023';
+    end if;
+    if scope is null then
+      return;  -- an empty knowledge base
+    end if;
+  end if;
+
+  if query_embedding is null then
+    vw := 0;
+    fw := 1;
+  end if;
+
+  perform set_config('hnsw.ef_search',
+                     least(greatest(coalesce(ef_search, 3 * match_count), match_count, 100), 1000)::text, true);
+  begin
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+  exception when others then
+    null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
+  end;
+
+  rescore := least(coalesce(fts_rescore, 400), fts_scan_limit);
+
+  -- One pass over the question's lexemes gives the BM25 query vector and what the leg reads.
+  with all_terms as (
+    select * from bm25_query_terms(query_text, scope)
+  ), terms as (
+    select t.lexeme, t.idx, t.df, t.idf * t.qtf as w from all_terms t where t.df > 0
+    union all
+    -- the documents' words for the question's (worker/retrieve/vocabulary.py): they find and score
+    -- chunks at expansion_weight, and do not count in the normaliser below
+    select e.lexeme, e.idx, e.df, e.idf * e.qtf * coalesce(expansion_weight, 0.5)
+    from bm25_query_terms(expansion_text, scope) e
+    where e.df > 0 and e.lexeme not in (select lexeme from all_terms)
+  ), by_index as (
+    select idx, sum(w) as w from terms group by idx
+  ), by_length as (
+    -- How many postings each word reads: fts_scan_limit shared out water-filling, shortest list
+    -- first, so that a short list is read whole and what it leaves goes to the longer ones.
+    select t.lexeme, t.w, l.kept as listed, l.floor,
+           row_number() over (order by l.kept, t.lexeme) as place, count(*) over () as words,
+           coalesce(sum(l.kept) over (order by l.kept, t.lexeme rows between unbounded preceding and 1 preceding),
+                    0) as before
+    -- one index lookup per word (limit 1 keeps the planner from turning it into a join, for
+    -- which the generic plan read all of bm25_terms: 8 ms at 10k chunks)
+    from terms t cross join lateral (
+      select b.kept, b.floor from bm25_terms b where b.community = scope and b.lexeme = t.lexeme limit 1
+    ) l
+  ), level as (
+    select coalesce((array_agg((fts_scan_limit - before)::double precision / (words - place + 1) order by place)
+                       filter (where listed > (fts_scan_limit - before)::double precision / (words - place + 1)))[1],
+                    'infinity') as share
+    from by_length
+  )
+  select (select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec
+            from by_index),
+         -- the normaliser counts every query lexeme, found in the corpus or not: a question
+         -- whose one matching word is "2019" is not a full match ("who won the world series
+         -- in 2019" scored fts 1.0 against governing documents when only found words counted)
+         (select sum(idf * qtf) from all_terms),
+         r.words, r.weights, r.counts, r.floors
+    into qvec, idf_mass, read_words, read_weight, read_count, read_floor
+    from (select array_agg(lexeme order by place) as words,
+                 array_agg(w order by place) as weights,
+                 array_agg(greatest(least(listed::double precision, floor(share)), 1)::integer order by place) as counts,
+                 -- a list read whole bounds the chunks it does not hold by its floor (0: it holds them all)
+                 array_agg(case when listed <= share then coalesce(floor, 0) end order by place) as floors
+          from by_length, level) r;
+
+  -- The candidates: every chunk read, with the most its BM25 score can be. A chunk missing from
+  -- a word's list holds that word at most as strongly as the last posting read there (or below
+  -- the list's floor, 012, when the whole list was read; not at all when that list is complete),
+  -- so its bound is the sum of what was read plus those ceilings for the words it was not read in.
+  with words as (
+    select q.lexeme, q.w, q.n,
+           -- the n-th weight of the list, where its reading stops (one index probe)
+           q.w * coalesce(q.list_floor, (select b.weight from bm25_postings b
+                                         where b.community = scope and b.lexeme = q.lexeme
+                                          order by b.weight desc offset q.n - 1 limit 1), 0) as ceiling
+    from unnest(read_words, read_weight, read_count, read_floor) as q(lexeme, w, n, list_floor)
+  ), reads as (
+    select q.w, q.ceiling, p.chunk_id, p.weight
+    from words q
+    cross join lateral (
+      select b.chunk_id, b.weight from bm25_postings b
+      where b.community = scope and b.lexeme = q.lexeme
+      order by b.weight desc
+      limit q.n
+    ) p
+  ), bounded as (
+    -- Scored in the order of what was read of them (partial scores), which finds the best
+    -- chunks sooner than their bounds do when not all can be scored: nDCG@10 among 1M
+    -- distractors 0.830 against 0.821 for bound order with 400 scored (benchmarks/scale/quality/).
+    select r.chunk_id, sum(r.w * r.weight) as partial, sum(r.w * r.weight - r.ceiling) as above
+    from reads r
+    group by r.chunk_id
+    order by partial desc, r.chunk_id
+    limit rescore
+  )
+  -- both arrays in the same order (Postgres 16 and later sort once for the two)
+  select coalesce((select sum(ceiling) from words), 0),
+         array_agg(chunk_id order by partial desc, chunk_id),
+         array_agg(above order by partial desc, chunk_id)
+  from bounded
+    into unread_bound, candidate, candidate_above;
+
+  -- Score them exactly (their stored weights) in that order until no bound left can reach the
+  -- match_count-th score: the leg is then exact over every chunk read, and over the whole
+  -- corpus when that score also beats unread_bound. Filters apply here, so a filtered leg stops
+  -- at its own match_count-th score.
+  while next_at <= coalesce(cardinality(candidate), 0) loop
+    -- the highest bound among those not yet scored, taken only when there is a score to beat
+    -- (a window over the candidates for every row cost more than these few looks)
+    exit when kth_score is not null
+              and unread_bound + (select max(a) from unnest(candidate_above[next_at:]) a) < kth_score;
+    select coalesce(array_agg(c.id), '{}'), coalesce(array_agg(-(c.bm25 <#> qvec)), '{}')
+      into batch_ids, batch_scores
+      from knowledge_chunks c
+     where c.id = any (candidate[next_at:next_at + rescore_step - 1])
+       and c.community = scope
+       and (document_types is null or c.document_type = any (document_types))
+       and (not binding_only or c.is_binding)
+       and (include_superseded or c.superseded_by is null);
+    scored_ids := scored_ids || batch_ids;
+    scored := scored || batch_scores;
+    if cardinality(scored) >= match_count then
+      select s into kth_score from unnest(scored) s order by s desc offset match_count - 1 limit 1;
+    end if;
+    next_at := next_at + rescore_step;
+    -- a leg that did not stop after its first match_count seldom stops later (100k chunks: 350
+    -- of 400 scored on average): one read for the rest, not more statements (0.2 ms at 100k)
+    rescore_step := rescore;
+  end loop;
+  -- what the pruning saved (set client_min_messages = debug to see it)
+  raise debug 'hybrid_search fts leg: % candidates, % scored, % passed the filters', coalesce(cardinality(candidate), 0),
+    least(next_at - 1, coalesce(cardinality(candidate), 0)), cardinality(scored);
+
+  return query
+  with vector_leg as (
+    -- the distance once: each evaluation reads the chunk's TOASTed embedding again
+    select v.id, 1 - v.distance as score, (row_number() over (order by v.distance))::integer as rank
+    from (
+      select c.id, c.embedding <=> query_embedding as distance
+      from knowledge_chunks c
+      where query_embedding is not null
+        -- an expression, not the bare column: at 1M chunks the planner otherwise reads every
+        -- chunk of the type through the btree and sorts them (90-200 ms) instead of filtering
+        -- during the HNSW scan (iterative scans keep filling the list)
+        and (document_types is null or (c.document_type || '') = any (document_types))
+        -- the community inside the HNSW scan too (an expression for the same reason)
+        and (c.community || '') = scope
+        and (not binding_only or c.is_binding)
+        and (include_superseded or c.superseded_by is null)
+      order by c.embedding <=> query_embedding
+      limit match_count
+    ) v
+  ), fts_leg as (
+    select f.id, f.score, (row_number() over (order by f.score desc, f.id))::integer as rank
+    from unnest(scored_ids, scored) as f(id, score)
+    order by f.score desc, f.id
+    limit match_count
+  ), joined as (
+    select coalesce(v.id, f.id) as id,
+           v.score as vector_score,
+           case when f.score is not null then least(f.score / nullif(idf_mass, 0), 1.0) end as fts_score,
+           f.score as bm25_score,
+           v.rank as vector_rank,
+           f.rank as fts_rank
+    from vector_leg v
+    full outer join fts_leg f on f.id = v.id
+  ), normalised as (
+    -- min-max within this candidate list; a chunk missing from a leg gets 0 for it
+    select j.*,
+           case when j.vector_score is null then 0.0 else coalesce(
+             (j.vector_score - min(j.vector_score) over ()) /
+             nullif(max(j.vector_score) over () - min(j.vector_score) over (), 0), 1.0) end as vector_norm,
+           case when j.bm25_score is null then 0.0 else coalesce(
+             (j.bm25_score - min(j.bm25_score) over ()) /
+             nullif(max(j.bm25_score) over () - min(j.bm25_score) over (), 0), 1.0) end as fts_norm
+    from joined j
+  )
+  select c.id, c.document_id, c.document_name, c.document_type, c.section_path,
+         c.page_number, c.chunk_index, c.is_binding, c.superseded_by,
+         c.content, c.token_count, c.metadata,
+         n.vector_score, n.fts_score, n.bm25_score,
+         case when fusion = 'rrf' then
+                coalesce(vw / (rrf_k + n.vector_rank), 0) + coalesce(fw / (rrf_k + n.fts_rank), 0)
+              else
+                (vw * n.vector_norm + fw * n.fts_norm) / nullif(vw + fw, 0)
+         end as fused_score,
+         n.vector_rank, n.fts_rank
+  from normalised n
+  join knowledge_chunks c on c.id = n.id
+  order by 16 desc, 1;
+end
+$$;
+
+select arc_service_role_only('function', 'bm25_query_terms(text, text)');
+
+-- A new signature is a new function, which PUBLIC may execute: the rights 009 gives, again, so
+-- that an upgrade (this file applied after 009) does not open it to anon.
+select arc_service_role_only('function', p.oid::regprocedure::text)
+  from pg_proc p
+ where p.pronamespace = 'public'::regnamespace and p.proname = 'hybrid_search';
