@@ -140,6 +140,9 @@ def browser():
                 "--window-size=1400,1000"):
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
+    # A click that navigates returns before the next page is there: look for elements until it is
+    # (a loaded machine took longer than the first lookup after the delete's confirmation).
+    driver.implicitly_wait(20)
     yield driver
     driver.quit()
 
