@@ -145,7 +145,8 @@ class Retriever:
 
         with timer.stage("preprocess"):
             # Before anything costs: a request without its community, or for an unknown one, is refused.
-            community = communities.resolve(request.community, self.backend.communities())
+            known = self.backend.communities()
+            community = communities.resolve(request.community, known)
             processed = preprocess(request.query)
             hard_filter = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
@@ -165,7 +166,9 @@ class Retriever:
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
 
         with timer.stage("search"):
-            if embedding is not None:
+            if not known:  # an empty knowledge base holds no community to search: nothing to find
+                candidates = []
+            elif embedding is not None:
                 params = replace(params, embedding=embedding)
                 candidates = self._search(params)
             else:
