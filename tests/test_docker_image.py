@@ -59,7 +59,7 @@ class Walk:
         self.container = f"arc-test-{suffix}"
         self.volume = f"arc-test-data-{suffix}"
         self.port = free_port()
-        self.token = f"token-{suffix}"
+        self.token = f"token-{uuid.uuid4().hex}"  # at least 24 characters, as the worker requires
 
     def substitute(self, command: str) -> str:
         command = command.replace("arc-worker", self.container).replace("arc-data:/data", f"{self.volume}:/data")

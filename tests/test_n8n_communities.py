@@ -96,4 +96,6 @@ def test_the_chat_workflow_passes_the_chats_metadata(n8n_ridge, two_community_wo
     assert reply.status_code == 200, reply.text[:500]
     with psycopg.connect(f"postgresql://postgres:@/postgres?host={data / 'pgdata'}") as conn:
         logged = conn.execute("select community from query_log where query = %s", (question,)).fetchall()
-    assert logged == [("default",)]
+    # The worker serves both n8n versions' runs: the question is logged once per run, each time
+    # under the chat's community.
+    assert logged and set(logged) == {("default",)}
