@@ -50,6 +50,8 @@ def docker_section() -> list[str]:
     return blocks[0].commands
 
 
+README_TOKEN = "change-me-to-32-random-characters"  # the README's placeholder, replaced by a fresh token
+
 class Walk:
     """The README's lines with this run's container, volume, port and token in place of the
     README's, so a run never meets another's (or a user's) container."""
@@ -64,7 +66,7 @@ class Walk:
     def substitute(self, command: str) -> str:
         command = command.replace("arc-worker", self.container).replace("arc-data:/data", f"{self.volume}:/data")
         command = command.replace("-p 8080:8080", f"-p 127.0.0.1:{self.port}:8080")
-        return command.replace("localhost:8080", f"localhost:{self.port}").replace("change-me", self.token)
+        return command.replace("localhost:8080", f"localhost:{self.port}").replace(README_TOKEN, self.token)
 
     def run(self, command: str, timeout: float) -> subprocess.CompletedProcess:
         script = DOCKER_IS_PODMAN + "set -euo pipefail\n" + self.substitute(command)
@@ -105,7 +107,7 @@ def test_the_readme_docker_section_builds_runs_answers_and_stops(walk: Walk):
     assert kinds == [["docker", "build"], ["docker", "run"], ["until", "curl"], ["docker", "exec"],
                      ["curl", "-s"], ["docker", "stop"]], commands
     build, run, wait_ready, ingest, ask, stop = commands
-    assert "-e ARC_API_TOKEN=" in run and ":/data" in run and "X-ARC-Token: change-me" in ask
+    assert "-e ARC_API_TOKEN=" in run and ":/data" in run and f"X-ARC-Token: {README_TOKEN}" in ask
 
     built = walk.run(build, timeout=1800)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
