@@ -250,3 +250,16 @@ def test_the_pages_show_one_community_at_a_time(make_database, embedder, tmp_pat
     assert unnamed.status_code == 400 and "community" in unnamed.get_data(as_text=True)
     assert client.get("/documents?community=nowhere").status_code == 404
     db.close()
+
+
+def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path):
+    """With only ARC_API_TOKEN set the admin routes are closed (issue 39): no token, not even the
+    marker that stands for "closed", signs anyone in."""
+    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+                             api_token=TOKEN)
+    client = create_app(runtime=type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
+    for guess in ("\x00closed", TOKEN, ""):
+        page = client.get("/login").get_data(as_text=True)
+        response = client.post("/login", data={"token": guess, "csrf_token": csrf(page)})
+        assert response.status_code == 401, repr(guess)
+    assert client.get("/documents").status_code == 302  # still sent to the login form

@@ -26,7 +26,8 @@ from ..errors import IngestError, InvalidInput
 from ..ingest.bounds import Budget
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import communities, knowledge_base, sqlfiles
-from .security import CLOSED
+from .documents_api import DOCUMENTS_ROUTE
+from .security import CLOSED, token_matches
 from .services import services
 from .webhooks import _uploaded_document, client_gone
 
@@ -46,7 +47,7 @@ def init_app(app: Flask) -> None:
     if not key_file.exists():
         key_file.write_text(secrets.token_hex(32))
         key_file.chmod(0o600)
-    admin = services_of(app).tokens.get("/webhook/arc-documents") or ""
+    admin = services_of(app).tokens.get(DOCUMENTS_ROUTE) or ""
     app.secret_key = hmac.new(key_file.read_text().strip().encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     app.register_blueprint(pages)
@@ -57,7 +58,7 @@ def services_of(app: Flask):
 
 
 def _admin_token() -> str | None:
-    return services().tokens.get("/webhook/arc-documents")
+    return services().tokens.get(DOCUMENTS_ROUTE)
 
 
 @pages.before_request
@@ -115,13 +116,16 @@ def login() -> Any:
     error = None
     if request.method == "POST":
         expected = _admin_token()
-        if expected is not None and secrets.compare_digest(request.form.get("token", "").encode(), expected.encode()):
+        if expected is not None and token_matches(expected, request.form.get("token", "")):
             session.clear()
             session["keeper"] = True
             session["csrf"] = secrets.token_urlsafe(32)
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
-        services().auth_guard.failed(request.remote_addr or "unknown")
+        guard, address = services().auth_guard, request.remote_addr or "unknown"
+        if wait := guard.blocked(address):  # as the API's guard: the right token first, then the brake
+            abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(wait))} s")
+        guard.failed(address)
         error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
                  if expected == CLOSED else "That token is not the admin token.")
     return render_template("pages/login.html", error=error), 401 if error else 200

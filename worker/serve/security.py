@@ -15,9 +15,12 @@ from cachetools import TTLCache
 
 
 def token_matches(expected: str | None, presented: str | None) -> bool:
-    """Constant-time comparison; no token configured means the route is open."""
+    """Constant-time comparison; no token configured means the route is open, and a route closed
+    by :data:`CLOSED` (no admin token set) matches nothing, whatever is presented."""
     if not expected:
         return True
+    if expected == CLOSED:
+        return False
     return presented is not None and hmac.compare_digest(expected.encode(), presented.encode())
 
 
