@@ -107,6 +107,34 @@ def test_a_change_to_the_knowledge_base_recalibrates_in_the_background(sample_ru
     assert calibrated.answer(RetrievalRequest(query=ANSWERED)).confidence["calibrated"] is True
 
 
+
+def test_an_ingest_moves_the_version_the_calibration_follows(make_database, embedder, tmp_path):
+    """The calibration is keyed by the whole knowledge base's version: a load of any document
+    moves it, and refresh_calibration then measures the knowledge base again."""
+    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+    from worker.ingest.readers import parse_text
+    from worker.runtime import Runtime
+    from worker.store.database import Database
+
+    from .conftest import make_settings
+
+    url = make_database("recalibrate")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    calibrated = retriever(Runtime(make_settings(tmp_path, url), db, embedder), embedder, calibrate=True)
+    first = calibrated.calibrate_now()
+    ingestor = Ingestor(db, embedder)
+    ingestor.write([ingestor.prepare_text(parse_text("Hammocks must come down in winter."),
+                                          document_id="hammocks", name="Hammocks", document_type="other")])
+    assert calibrated.backend.version() > first.version
+    calibrated.refresh_calibration()
+    with calibrated._calibrating:  # the background calibration has finished
+        pass
+    assert calibrated.calibration.version > first.version
+    calibrated.stop_calibration()
+    db.close()
+
 def test_the_webhook_reports_the_confidence(client):
     answer = client.post(RETRIEVAL_ROUTE, json={"query": ANSWERED}).get_json()
     assert {"status", "message", "best_score", "confidence"} <= set(answer)

@@ -68,7 +68,7 @@ class SearchBackend(Protocol):
     def search(self, params: SearchParams) -> list[ChunkResult]: ...
 
     def version(self, community: str | None = None) -> int:
-        """A community's change counter (008, per community since 030)."""
+        """A community's change counter (008, per community since 030); none named, the whole knowledge base's."""
         ...
 
     def communities(self) -> list[str]:
@@ -119,7 +119,7 @@ class PostgresBackend:
             # a replica serves a search once it has replayed the whole knowledge base's version
             return self.replicas.primary_version()
         with self.db.connection() as conn:
-            return conn.execute(sqlfiles.query("community_version"), {"community": community}).fetchone()[0]
+            return conn.execute(*_version_query(community)).fetchone()[0]
 
     def communities(self) -> list[str]:
         with self.db.connection() as conn:
@@ -185,7 +185,9 @@ class SupabaseBackend:
         from postgrest.exceptions import APIError
 
         try:
-            return int(self.client.rpc("knowledge_base_version", {"community": community}).execute().data)
+            # the zero-argument function is the whole knowledge base's counter
+            args = {} if community is None else {"community": community}
+            return int(self.client.rpc("knowledge_base_version", args).execute().data)
         except (APIError, TypeError, ValueError) as exc:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
 
@@ -234,6 +236,14 @@ class SearchCache:
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+
+
+def _version_query(community: str | None) -> tuple[str, dict[str, Any]]:
+    """One community's counter, or with none named the whole knowledge base's (the status
+    calibration's key): knowledge_base_version(NULL) is a community that does not exist, 0."""
+    if community is None:
+        return sqlfiles.query("knowledge_base_version"), {}
+    return sqlfiles.query("community_version"), {"community": community}
 
 
 def _vector_literal(vector: np.ndarray) -> str:
