@@ -110,9 +110,9 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
                 ingestor.write(documents, cache.embed(embedding_texts(documents)), community=community)
             cache.save()
             owned[community] = {e.document_id for e in manifest.documents}
-            separate[community] = _webhook_client(settings, own, embedder)
+            separate[community], _ = _webhook_client(settings, own, embedder)
             print(f"loaded {community} twice", file=sys.stderr, flush=True)
-        shared_client = _webhook_client(settings, shared, embedder)
+        shared_client, _ = _webhook_client(settings, shared, embedder)
         alone: list[Outcome] = []
         together: list[Outcome] = []
         foreign = 0
