@@ -323,6 +323,12 @@ class Retriever:
         """After a change this process made: start the new calibration now, not at the next question."""
         self._calibration_now()
 
+    def knowledge_base_changed(self) -> None:
+        """Every path that ingests or deletes calls this: cached searches would answer from the
+        old documents, and the status's scale belongs to the old knowledge base."""
+        self.search_cache.clear()
+        self.refresh_calibration()
+
     def stop_calibration(self) -> None:
         self._stopping.set()
         thread = self._calibration_thread

@@ -68,7 +68,6 @@ def delete_document(document_id: str) -> Any:
             deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
-    arc.retriever.search_cache.clear()
-    arc.retriever.refresh_calibration()
+    arc.retriever.knowledge_base_changed()
     return jsonify(DeleteResponse(status="deleted", document_id=document_id, deleted_chunks=deleted,
                                   request_id=g.request_id).model_dump(mode="json"))

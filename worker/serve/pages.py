@@ -204,7 +204,7 @@ def upload() -> Any:
             report = arc.ingestor.write([document], replace=replace, community=community)
         except IngestError as exc:  # an id holding a document from another file, unless asked to replace
             return render_template("pages/error.html", title="Not ingested", message=str(exc)), 422
-    arc.retriever.search_cache.clear()
+    arc.retriever.knowledge_base_changed()
     message = f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks; {report.replaced_line()}"
     return redirect(url_for("pages.documents", message=message))
 
@@ -219,7 +219,7 @@ def delete(document_id: str) -> Any:
             deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
-    arc.retriever.search_cache.clear()
+    arc.retriever.knowledge_base_changed()
     return redirect(url_for("pages.documents", message=f"Deleted {document_id} ({deleted} chunks)"))
 
 

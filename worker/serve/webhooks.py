@@ -97,8 +97,7 @@ def ingest() -> Any:
         if isinstance(exc.__cause__, Cancelled):
             arc.metrics.ingest_cancelled.inc()
         raise
-    arc.retriever.search_cache.clear()
-    arc.retriever.refresh_calibration()
+    arc.retriever.knowledge_base_changed()
     log.info("document ingested", extra={"document_id": document.document_id, "document_name": document.name,
                                          "community": report.community,
                                          "chunks": report.chunks, "replaced": list(report.replaced)})
