@@ -263,3 +263,30 @@ def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path)
         response = client.post("/login", data={"token": guess, "csrf_token": csrf(page)})
         assert response.status_code == 401, repr(guess)
     assert client.get("/documents").status_code == 302  # still sent to the login form
+
+
+def _session_secret_in_child(key_file: str, start: float, out) -> None:
+    from worker.serve.pages import _session_secret
+
+    while time.time() < start:  # every process reaches the empty data directory at once
+        pass
+    out.put(_session_secret(Path(key_file)))
+
+
+def test_worker_processes_starting_together_share_one_session_secret(tmp_path):
+    """gunicorn's workers start together; each kept its own key when it found the file missing,
+    and a form one had signed was refused by the next as expired."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    start = time.time() + 0.5
+    children = [context.Process(target=_session_secret_in_child, args=(str(tmp_path / "key"), start, out))
+                for _ in range(8)]
+    for child in children:
+        child.start()
+    secrets_seen = {out.get(timeout=30) for _ in children}
+    for child in children:
+        child.join()
+    assert len(secrets_seen) == 1 and secrets_seen == {(tmp_path / "key").read_text().strip()}
+    assert [p.name for p in tmp_path.iterdir()] == ["key"]

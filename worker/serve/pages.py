@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import os
 import re
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Flask, abort, redirect, render_template, request, session, url_for
@@ -42,15 +44,29 @@ def init_app(app: Flask) -> None:
     """The session key: derived from a secret kept beside the data (so every worker process signs
     alike) and from the admin token (so rotating the token ends every session)."""
     settings = services_of(app).runtime.settings
-    key_file = settings.data_dir / ".keeper-session-key"
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    if not key_file.exists():
-        key_file.write_text(secrets.token_hex(32))
-        key_file.chmod(0o600)
     admin = services_of(app).tokens.get(DOCUMENTS_ROUTE) or ""
-    app.secret_key = hmac.new(key_file.read_text().strip().encode(), admin.encode(), hashlib.sha256).hexdigest()
+    secret = _session_secret(settings.data_dir / ".keeper-session-key")
+    app.secret_key = hmac.new(secret.encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     app.register_blueprint(pages)
+
+
+def _session_secret(key_file: Path) -> str:
+    """The first worker process to start makes the secret; the others read it. It is linked into
+    place whole, so gunicorn's workers, which start together, never each keep a key of their own
+    (a form signed by one would then be refused by the next as expired)."""
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    if not key_file.exists():
+        draft = key_file.with_name(f"{key_file.name}.{os.getpid()}")
+        draft.write_text(secrets.token_hex(32))
+        draft.chmod(0o600)
+        try:
+            os.link(draft, key_file)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return key_file.read_text().strip()
 
 
 def services_of(app: Flask):
