@@ -199,17 +199,17 @@ class Retriever:
                                              self._calibration_now(), self.cuts, self.thresholds)
         status, message = confidence.status, STATUS_MESSAGES[confidence.status]
         with timer.stage("context"):
+            qualifying = minimum.qualifying(candidates, request.min_relevance)
             if status == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(minimum.qualifying(candidates, request.min_relevance), request)
+                built = self._assemble(qualifying, request)
             if request.min_relevance is not None and not built.chunks and status != "no_results":
                 status, message = "no_results", NO_RESULTS_MESSAGE
                 warnings.append(minimum.empty_context_warning(request.min_relevance, best))
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
-            shown = minimum.listed(minimum.qualifying(candidates, request.min_relevance), built.chunks,
-                                   request.top_k)
+            shown = minimum.listed(qualifying, built.chunks, request.top_k)
             for chunk in shown:
                 chunk.source = in_context.get(chunk.id)
         timings = dict(timer.timings, total=timer.total())
@@ -252,7 +252,7 @@ class Retriever:
         version = self.backend.version(params.community)
         found = self.search_cache.get(params, version)
         if found is None:
-            found = self.backend.search(params)
+            found = self.backend.search(params, min_version=version)
             self.search_cache.put(params, version, found)
         return found
 
@@ -360,8 +360,7 @@ class Retriever:
         # alike enough that one scale serves them all. A calibration per community is not done yet.
         known = self.backend.communities()
         community = DEFAULT_COMMUNITY if DEFAULT_COMMUNITY in known else next(iter(known), None)
-        sample = getattr(self.backend, "calibration_chunks", None)
-        chunks = sample(self.calibration_questions * 2, community) if sample is not None else []
+        chunks = self.backend.calibration_chunks(self.calibration_questions * 2, community)
         found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
                                            self.calibration_questions)
         self.calibration, self._calibrated_version = found, version
@@ -374,13 +373,15 @@ class Retriever:
         """Each text's best first-stage relevance in ``community``, by the same path a question takes."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed([p.normalized for p in processed])
+        # One lookup of every text's compound words, not one round trip per text.
+        compounds = [compound_candidates(p.normalized) for p in processed]
+        frequency = self.backend.word_frequencies(sorted({w for c in compounds for w in c.lookups()}), community)
         best = []
-        for p, vector in zip(processed, vectors):
+        for p, vector, candidates in zip(processed, vectors, compounds):
             if self._stopping.is_set():
                 raise CalibrationStopped
-            params = SearchParams(query_text=p.normalized, embedding=vector,
-                                  expansion_text=" ".join(expand(p.normalized) + self._compounds(p.normalized, community))
-                                  or None,
+            expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
+            params = SearchParams(query_text=p.normalized, embedding=vector, expansion_text=" ".join(expansion) or None,
                                   vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.default_fusion,
                                   community=community)
             found = first_stage_order(self.backend.search(params), have_embedding=True, steer=[],
