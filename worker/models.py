@@ -73,7 +73,7 @@ class RetrievalRequest(BaseModel):
     min_relevance: float | None = Field(
         default=None, ge=0, le=1,
         description="A hard minimum: chunks below this score stay out of the context and the chunk list "
-                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (7) need only the no-results threshold, "
+                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (6) need only the no-results threshold, "
                     "later ones ARC_MIN_RELEVANCE).")
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None

@@ -73,7 +73,7 @@ Thresholds = confidence_stage.FixedThresholds
 class ContextPolicy:
     """How the default context is filled (an explicit ``min_relevance`` in a request overrides)."""
 
-    min_context_chunks: int = 7     # the best few go in whenever the answer is not no_results ...
+    min_context_chunks: int = 6     # the best few go in whenever the answer is not no_results ...
     min_relevance: float = 0.5      # ... chunks past them need this
     steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
