@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 
 import pytest
@@ -212,6 +213,19 @@ def test_html_conversion_runs_in_a_child_bounded_in_time():
         parse_formatted("<p>para</p>" * 100_000, "html", ReadLimits(convert_seconds=1.0))
     parsed = parse_formatted("<h1>Pool</h1><h2>Hours</h2><p>Open at 7 am.</p>", "html")
     assert [(b.section, b.text) for b in parsed.blocks] == [(("Hours",), "Open at 7 am.")]
+
+
+def test_the_nesting_scan_runs_in_the_bounded_child_not_in_the_serving_process():
+    """html_too_deep is pure Python (HTMLParser): on a page of 5 million characters it held the
+    calling interpreter for seconds before the child even started. It runs in the child, under
+    the child's deadline, once."""
+    from worker.ingest.bounds import ReadLimits
+    from worker.ingest.readers import parse_formatted
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="HTML page took over 1 s"):
+        parse_formatted("<p>para <b>x</b></p>" * 250_000, "html", ReadLimits(convert_seconds=1.0))
+    assert time.monotonic() - started < 4
 
 
 # --- PDF pages and OCR -----------------------------------------------------------------------

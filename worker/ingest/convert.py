@@ -4,7 +4,10 @@ mammoth builds the whole document (minidom, then its own tree, then HTML) in mem
 pure Python: a 30 KB file unpacking to 10 MB of XML took 197 s and 1.6 GB, and its time grows
 faster than its size. In a child, that cost is bounded by rlimits and a deadline, the child is
 killed when the caller goes away, and the serving process's interpreter stays free for
-questions. The child is :mod:`worker.ingest.convert_child`.
+questions. The structural checks run there too, once, before the converter (``check_docx``,
+``html_too_deep``): they are pure Python and linear, but a 5 MB page still took the nesting scan
+7 s, which in the serving process had neither deadline nor cancel. The child is
+:mod:`worker.ingest.convert_child`.
 """
 
 from __future__ import annotations

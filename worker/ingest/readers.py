@@ -68,7 +68,6 @@ def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
     if suffix == ".docx":
         from .convert import docx_markdown_bounded
 
-        check_docx(path, limits)
         return parse_markdown(docx_markdown_bounded(path, limits, budget))
     raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html "
                      "or a BEIR corpus.jsonl")
@@ -82,8 +81,6 @@ def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimi
     if format == "html":
         from .convert import html_markdown_bounded
 
-        if html_too_deep(text, limits.max_nesting):  # refused at once, without a child
-            raise ValueError(f"HTML nested over {limits.max_nesting} elements deep (ARC_MAX_NESTING)")
         return parse_markdown(html_markdown_bounded(text, limits, budget))
     return parse_markdown(text)
 
