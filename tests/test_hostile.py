@@ -203,6 +203,57 @@ def test_word_conversion_runs_in_a_child_bounded_in_time(tmp_path):
         read_path(path, limits=ReadLimits(convert_seconds=1.0))
 
 
+def converter_children() -> list:
+    import psutil
+
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "worker.ingest.convert_child" in child.cmdline():
+                found.append(child)
+        except psutil.ZombieProcess:
+            found.append(child)  # killed but never waited for
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+class ClientGone(Exception):
+    """Not a ValueError: what a cancel check may raise when the socket it asks has gone bad."""
+
+
+def gone_badly() -> bool:
+    raise ClientGone("the connection was reset")
+
+
+@pytest.mark.parametrize("ending", ["signal", "cancel-check"])
+def test_no_converter_child_outlives_a_read_that_ends_another_way(tmp_path, ending):
+    """gunicorn aborts a worker past its timeout with SIGABRT, whose handler raises SystemExit;
+    Ctrl-C on the command line raises KeyboardInterrupt; a cancel check may fail with an OSError.
+    Whatever ends the read, the converter child is killed and reaped, not left running."""
+    import signal
+
+    from worker.ingest.bounds import Budget, ReadLimits
+    from worker.ingest.readers import read_path
+
+    path = tmp_path / "slow.docx"
+    path.write_bytes(docx_of(PARAGRAPH.format("a") * 30_000))
+    limits = ReadLimits(convert_seconds=60.0)
+    previous = signal.signal(signal.SIGALRM, lambda *_: sys.exit(1))
+    try:
+        if ending == "signal":
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+            with pytest.raises(SystemExit):
+                read_path(path, limits=limits)
+        else:
+            with pytest.raises(ClientGone):
+                read_path(path, limits=limits, budget=Budget(gone=gone_badly))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert converter_children() == []
+
+
 def test_html_conversion_runs_in_a_child_bounded_in_time():
     """BeautifulSoup and markdownify spend about 0.3 ms an element: a page of 5 million
     characters (what the JSON body allows) is converted in the same bounded child."""
