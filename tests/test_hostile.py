@@ -203,6 +203,39 @@ def test_word_conversion_runs_in_a_child_bounded_in_time(tmp_path):
         read_path(path, limits=ReadLimits(convert_seconds=1.0))
 
 
+def outline_document(path, levels: int) -> None:
+    """A Word file whose list nests ``levels`` deep: flat paragraphs in its XML (each names its
+    level), ``levels`` nested <ol>s once converted."""
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    document = docx.Document()
+    numbering = document.part.numbering_part.element
+    levels_xml = "".join(f'<w:lvl w:ilvl="{i}"><w:start w:val="1"/><w:numFmt w:val="decimal"/>'
+                         f'<w:lvlText w:val="%{i + 1}."/></w:lvl>' for i in range(levels))
+    numbering.insert(0, parse_xml(f'<w:abstractNum {nsdecls("w")} w:abstractNumId="90">{levels_xml}</w:abstractNum>'))
+    numbering.append(parse_xml(f'<w:num {nsdecls("w")} w:numId="90"><w:abstractNumId w:val="90"/></w:num>'))
+    for level in range(levels):
+        numbered = document.add_paragraph(f"Rule at level {level}.")._p.get_or_add_pPr().get_or_add_numPr()
+        numbered.get_or_add_numId().val = 90
+        numbered.get_or_add_ilvl().val = level
+    document.save(path)
+
+
+def test_a_word_files_converted_nesting_is_held_to_the_configured_limit(tmp_path):
+    """The Word file's XML passes a limit of 9 (its deepest part, the theme, is 9 deep), but its
+    list converts to 10 nested elements: the configured limit applies to that as well, not 100."""
+    from worker.ingest.bounds import ReadLimits
+    from worker.ingest.readers import read_path
+
+    path = tmp_path / "outline.docx"
+    outline_document(path, 5)
+    assert "Rule at level 4." in " ".join(b.text for b in read_path(path).blocks)
+    with pytest.raises(ValueError, match="Word file's lists and tables nested over 9 .*ARC_MAX_NESTING"):
+        read_path(path, limits=ReadLimits(max_nesting=9))
+
+
 def converter_children() -> list:
     import psutil
 

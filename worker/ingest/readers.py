@@ -89,7 +89,7 @@ def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimi
 _UNSAFE_URL = re.compile(r"^\s*(?:javascript|vbscript|data):", re.I)
 
 
-def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> str:
+def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what: str = "HTML") -> str:
     """Headings, numbered and bulleted lists and tables as Markdown (markdownify); scripts,
     styles and a page's navigation, header and footer left out. Deeper nesting than
     ``max_nesting`` is refused: markdownify recurses per element (3,000 nested divs exhausted
@@ -98,7 +98,7 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
     from markdownify import MarkdownConverter
 
     if html_too_deep(html, max_nesting):
-        raise ValueError(f"HTML nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
+        raise ValueError(f"{what} nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
     soup = BeautifulSoup(html, "html.parser")
     # <title> names the page, it is no passage of it: the document's title unless an <h1> names it
     title = " ".join(soup.title.get_text().split()) if soup.title else ""
@@ -130,7 +130,8 @@ def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
                                            convert_image=no_images).value
     except (zipfile.BadZipFile, KeyError) as exc:
         raise ValueError(f"not a readable Word (.docx) file ({type(exc).__name__})") from None
-    return html_to_markdown(html)
+    # mammoth nests a list's levels as <ol>s that the XML wrote flat, so the limit applies again
+    return html_to_markdown(html, limits.max_nesting, what="the Word file's lists and tables")
 
 
 def parse_markdown(text: str) -> ParsedDocument:
