@@ -156,13 +156,15 @@ RELS = ('<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformat
         'officeDocument" Target="word/document.xml"/></Relationships>')
 
 
-def docx_of(body: str, prolog: str = "", document: str | None = None) -> bytes:
+def docx_of(body: str, prolog: str = "", document: str | None = None, parts: dict[str, str] | None = None) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("[Content_Types].xml", CONTENT_TYPES)
         archive.writestr("_rels/.rels", RELS)
         archive.writestr("word/document.xml", document if document is not None else
                          f'<?xml version="1.0"?>{prolog}<w:document {W}><w:body>{body}</w:body></w:document>')
+        for name, text in (parts or {}).items():  # found where mammoth looks without a relationship
+            archive.writestr(name, text)
     return out.getvalue()
 
 

@@ -4,8 +4,9 @@ Headings become the section path. Markdown uses ``#`` headings; plain text and P
 numbering governing documents are written with ("Chapter 4", "ARTICLE V", "4.2 Fencing",
 "Exhibit A"). Lettered and numbered items ("(F) ...", "3. ...") are blocks of their own, so a
 long section splits between items, never inside one if it can help it. Pages: PDF pages, form
-feeds in text, and ``<!-- page N -->`` markers in Markdown. Tables stay tables: Markdown
-pipe rows, and the ruled tables of a PDF page (found by pdfplumber) as such rows.
+feeds in text, ``<!-- page N -->`` markers in Markdown, and a Word file's page breaks. Tables
+stay tables: Markdown pipe rows, and the ruled tables of a PDF page (found by pdfplumber) as
+such rows.
 """
 
 from __future__ import annotations
@@ -116,22 +117,26 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what:
 
 def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
     """A Word document through mammoth's semantic HTML (its headings, lists and tables), then as
-    HTML above; the Title style is the document's title."""
+    HTML above; the Title style is the document's title, and ``<!-- page N -->`` markers say
+    where its pages begin (:mod:`worker.ingest.docx_pages`)."""
     import zipfile
+    from xml.etree.ElementTree import ParseError
 
     import mammoth
+
+    from .docx_pages import marked_pages
 
     check_docx(path, limits)
     # Images are left out: mammoth inlines each as base64 text, memory for nothing retrievable.
     no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
     try:
-        with path.open("rb") as fh:
+        with marked_pages(path) as (marked, pages), marked.open("rb") as fh:
             html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh",
                                            convert_image=no_images).value
-    except (zipfile.BadZipFile, KeyError) as exc:
+    except (zipfile.BadZipFile, KeyError, ParseError) as exc:
         raise ValueError(f"not a readable Word (.docx) file ({type(exc).__name__})") from None
     # mammoth nests a list's levels as <ol>s that the XML wrote flat, so the limit applies again
-    return html_to_markdown(html, limits.max_nesting, what="the Word file's lists and tables")
+    return pages.restore(html_to_markdown(html, limits.max_nesting, what="the Word file's lists and tables"))
 
 
 def parse_markdown(text: str) -> ParsedDocument:
