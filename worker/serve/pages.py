@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, abort, redirect, render_template, request, session, url_for
+from flask import Blueprint, Flask, abort, g, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
 
@@ -85,8 +85,8 @@ def _guard() -> Any:
             abort(400, "the form has expired or did not come from this page: reload it and try again")
     if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
         return None
-    if not session.get("keeper"):
-        return redirect(url_for("pages.login", next=request.path))
+    if not session.get("keeper"):  # back to the page asked for, its ?community= and all
+        return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
     return None
 
 
@@ -100,22 +100,37 @@ def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
     return {"csrf_token": session["csrf"], "signed_in": bool(session.get("keeper")),
-            "needs_login": _admin_token() is not None}
+            "needs_login": _admin_token() is not None, "link": link,
+            "community": g.get("community"), "communities": g.get("communities", []),
+            "community_carried": g.get("carry_community", False)}
+
+
+def link(endpoint: str, **values: Any) -> str:
+    """A link to another page that stays in the community this page shows, when it named one or
+    the knowledge base holds several: a keeper who chose one is not taken back to another (nor,
+    without a default community, to a 400) by following a link."""
+    if g.get("carry_community"):
+        values.setdefault("community", g.community)
+    return url_for(endpoint, **values)
 
 
 def _community(db) -> str:
     """The community a page shows (``?community=``, or the form's field): unnamed, the knowledge
-    base's only one, or ``default`` among several. The links between pages do not carry it yet."""
+    base's only one, or ``default`` among several. Kept in ``g`` for :func:`link`."""
     named = (request.values.get("community") or "").strip() or None
     known = communities.list_communities(db)
+    g.communities = sorted(known) if len(known) > 1 else []
     if named is not None:
         if named not in known:
             abort(404, f"community: no community {named[:80]!r} in this knowledge base")
-        return named
-    if len(known) > 1 and DEFAULT_COMMUNITY not in known:
+        chosen = named
+    elif len(known) > 1 and DEFAULT_COMMUNITY not in known:
         abort(400, f"community: this knowledge base holds {len(known)} communities "
                    f"({', '.join(sorted(known)[:10])}); add ?community=NAME")
-    return DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
+    else:
+        chosen = DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
+    g.community, g.carry_community = chosen, named is not None or len(known) > 1
+    return chosen
 
 
 @pages.get("/")
@@ -222,7 +237,7 @@ def upload() -> Any:
             return render_template("pages/error.html", title="Not ingested", message=str(exc)), 422
     arc.retriever.knowledge_base_changed()
     message = f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks; {report.replaced_line()}"
-    return redirect(url_for("pages.documents", message=message))
+    return redirect(link("pages.documents", message=message))
 
 
 @pages.post("/documents/<path:document_id>/delete")
@@ -230,13 +245,17 @@ def delete(document_id: str) -> Any:
     if request.form.get("confirm") != document_id:
         abort(400, "confirm: type the document's id to delete it")
     arc = services()
+    community = _community(arc.runtime.db)
     try:
         with arc.admission.slot():
-            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
+            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, community)
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     arc.retriever.knowledge_base_changed()
-    return redirect(url_for("pages.documents", message=f"Deleted {document_id} ({deleted} chunks)"))
+    message = f"Deleted {document_id} ({deleted} chunks)"
+    if community not in communities.list_communities(arc.runtime.db):  # its last: the community is gone
+        return redirect(url_for("pages.documents", message=f"{message}; {community} holds no documents now"))
+    return redirect(link("pages.documents", message=message))
 
 
 # -- retrieval testing ------------------------------------------------------------------------
@@ -246,19 +265,19 @@ def delete(document_id: str) -> Any:
 def ask() -> Any:
     arc = services()
     answer, error, form = None, None, request.form
+    arc.runtime.ensure_schema()
+    community = _community(arc.runtime.db)
     if request.method == "POST":
-        arc.runtime.ensure_schema()
         rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
         try:
             req = RetrievalRequest(query=form.get("query", ""), document_types=form.getlist("document_types") or None,
                                    binding_only=form.get("binding_only") == "on", rerank=rerank,
                                    token_budget=int(form.get("token_budget") or 4000),
-                                   community=_community(arc.runtime.db))
+                                   community=community)
         except (ValidationError, ValueError) as exc:
             error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "token_budget: a whole number"
         else:
-            arc.runtime.ensure_schema()
             with arc.admission.slot():
                 answer = arc.retriever.answer(req)
     settings = arc.runtime.settings
@@ -279,7 +298,9 @@ def questions() -> str:
         abort(400, f"status: one of {', '.join(STATUSES)}")
     arc = services()
     arc.runtime.ensure_schema()
+    community = _community(arc.runtime.db)
     with arc.runtime.db.connect() as conn:
-        recent = conn.execute(sqlfiles.query("recent_questions"), {"status": status, "limit": 100}).fetchall()
-        mix = conn.execute(sqlfiles.query("status_mix")).fetchall()
+        recent = conn.execute(sqlfiles.query("recent_questions"),
+                              {"status": status, "limit": 100, "community": community}).fetchall()
+        mix = conn.execute(sqlfiles.query("status_mix"), {"community": community}).fetchall()
     return render_template("pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES)
