@@ -81,9 +81,17 @@ def test_document_text_is_shown_inert(keeper, sample_runtime):
     from io import BytesIO
 
     response = keeper.post("/documents/upload", content_type="multipart/form-data", data={
-        "csrf_token": csrf(page), "file": (BytesIO(HOSTILE.encode()), "pool-rules.md"),
+        "csrf_token": csrf(page), "file": (BytesIO(HOSTILE.encode()), "pool-<b onmouseover=x>rules.md"),
         "document_type": "other", "is_binding": "true", "document_id": "pool-rules"})
-    assert response.status_code == 302, response.get_data(as_text=True)
+    assert response.status_code == 303, response.get_data(as_text=True)
+    job = response.headers["Location"]
+    deadline = time.monotonic() + 120
+    while keeper.get(f"{job}/status").get_json()["state"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    followed = keeper.get(job).get_data(as_text=True)  # the upload's page names the file, inert
+    assert "Ingested Pool rules" in followed and "<b onmouseover" not in followed
+    assert "pool-&lt;b onmouseover=x&gt;rules.md" in followed
     shown = keeper.get("/documents/pool-rules").get_data(as_text=True)
     assert "<script>window.pwned" not in shown and "&lt;script&gt;window.pwned" in shown
     assert "<img src=x" not in shown
@@ -187,15 +195,43 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.find_element(By.ID, "sign-in").click()
     assert browser.current_url.rstrip("/") == served and TOKEN not in browser.current_url
 
-    document = tmp_path / "hammock-rules.md"
-    document.write_text("# Hammock Rules\n\nHammocks strung between two trees must come down between "
-                        "November and March. <script>window.pwned = 1</script>\n")
+    # three pages, two of them scanned: the job page follows the OCR page by page
+    from .test_cli import make_pdf
+    from .test_ocr import joined, scanned_page
+
+    scanned = shutil.which("tesseract") is not None
+    document = tmp_path / "hammock-rules.pdf"
+    document.write_bytes(joined(make_pdf([["Hammock Rules", "Hammocks strung between two trees must come down "
+                                           "between November and March.", "<script>window.pwned = 1</script>"]]),
+                                *([scanned_page(["ARTICLE II SWINGS", "Swings hang from sturdy branches only."]),
+                                   scanned_page(["ARTICLE III LANTERNS", "Lanterns go out at 11 pm."])]
+                                  if scanned else [])))
     browser.get(f"{served}/documents")
     browser.find_element(By.NAME, "file").send_keys(str(document))
     browser.find_element(By.NAME, "document_id").send_keys("hammock-rules")
     browser.find_element(By.ID, "upload-button").click()
-    assert "Ingested" in browser.find_element(By.ID, "message").text
-    assert "hammock-rules" in browser.page_source
+    assert browser.find_element(By.ID, "job-progress").tag_name == "progress"
+    seen, deadline = [], time.monotonic() + 300
+    # what the page's script shows as it polls (asked of the page itself: find_elements would wait)
+    look = ("var s = document.getElementById('job-stage'), b = document.getElementById('job-progress');"
+            "return document.querySelector('#job-report, #job-error') ? 'ended' : s && b ? [s.textContent, b.value, b.max] : null")
+    while (shown := browser.execute_script(look)) != "ended":
+        if shown and shown not in seen:
+            seen.append(shown)
+            if len(seen) == 2:
+                browser.save_screenshot(str(shots / "upload-progress.png"))
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
+    report = browser.find_element(By.ID, "job-report").text
+    assert "Ingested hammock-rules" in report and "replaced nothing" in report, report
+    steps = browser.find_element(By.ID, "job-steps").text
+    assert "Embedding:" in steps and "Stored" in steps, steps
+    if scanned:  # the scanned pages went by one at a time
+        assert "2 scanned pages read by OCR" in report and "Read 2 scanned pages by OCR" in steps, (report, steps)
+        assert any("scanned pages by OCR: page" in text and maximum == 2 for text, _, maximum in seen), seen
+    browser.save_screenshot(str(shots / "upload-report.png"))
+    browser.find_element(By.LINK_TEXT, "Back to the documents").click()
+    assert 'data-id="hammock-rules"' in browser.page_source
     browser.save_screenshot(str(shots / "documents.png"))
 
     browser.get(f"{served}/documents/hammock-rules")

@@ -15,23 +15,28 @@ import math
 import os
 import re
 import secrets
+import shutil
+import tempfile
+import threading
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, abort, g, redirect, render_template, request, session, url_for
+from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
-from ..errors import IngestError, InvalidInput
-from ..ingest.bounds import Budget
+from ..errors import InvalidInput
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import communities, knowledge_base, sqlfiles
+from .admission import Overloaded
 from .documents_api import DOCUMENTS_ROUTE
 from .security import CLOSED, token_matches
 from .services import services
-from .webhooks import _uploaded_document, client_gone
+from .upload_jobs import UploadJobs
+from .webhooks import saved_upload
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
                   static_url_path="/assets")
@@ -86,6 +91,8 @@ def _guard() -> Any:
     if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
         return None
     if not session.get("keeper"):  # back to the page asked for, its ?community= and all
+        if request.endpoint == "pages.upload_status":  # a page's poll, not a page: say it
+            return jsonify(error="sign_in", message="the session has ended: sign in again"), 401
         return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
     return None
 
@@ -218,26 +225,68 @@ def document(document_id: str) -> str:
 
 @pages.post("/documents/upload")
 def upload() -> Any:
+    """Save the file, take the slots an ingest takes, and answer at once with the job's page; a
+    thread of this process ingests it (upload_jobs.py). Bad fields and a busy worker are
+    answered here, before any job."""
     arc = services()
     request.max_content_length = arc.runtime.settings.max_upload_bytes
     form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
     arc.runtime.ensure_schema()
-    # reading the document counts against admission control, as on the ingest webhook
-    with arc.ingest_admission.slot(), arc.admission.slot():
+    folder = Path(tempfile.mkdtemp(prefix="arc-upload-"))
+    slots = ExitStack()
+    handed_over = False
+    try:
         try:
-            document, replace, community = _uploaded_document(arc.ingestor, form, budget=Budget(
-                arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
+            saved = saved_upload(folder, form)
         except (ValidationError, InvalidInput) as exc:
             message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             return render_template("pages/error.html", title="Not ingested", message=message), 422
-        try:
-            report = arc.ingestor.write([document], replace=replace, community=community)
-        except IngestError as exc:  # an id holding a document from another file, unless asked to replace
-            return render_template("pages/error.html", title="Not ingested", message=str(exc)), 422
-    arc.retriever.knowledge_base_changed()
-    message = f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks; {report.replaced_line()}"
-    return redirect(link("pages.documents", message=message))
+        try:  # reading the document counts against admission control, as on the ingest webhook
+            slots.enter_context(arc.ingest_admission.slot())
+            slots.enter_context(arc.admission.slot())
+        except Overloaded as exc:
+            page = render_template("pages/error.html", title="Not ingested: the worker is busy",
+                                   message=f"The worker is busy ({exc}); nothing was stored. Upload it again "
+                                           "in a moment.")
+            return page, 429, {"Retry-After": str(exc.retry_after)}
+        job = _jobs().create(session, file=saved.filename, community=saved.described.community)
+        threading.Thread(target=job.run, args=(arc, saved, folder, slots), name=f"upload-{job.id[:8]}",
+                         daemon=True).start()
+        handed_over = True
+    finally:
+        if not handed_over:
+            slots.close()
+            shutil.rmtree(folder, ignore_errors=True)
+    return redirect(url_for("pages.upload_job", job_id=job.id), 303)
+
+
+def _jobs() -> UploadJobs:
+    return UploadJobs.under(services().runtime.settings.data_dir)
+
+
+@pages.get("/documents/upload/<job_id>")
+def upload_job(job_id: str) -> str:
+    job = _jobs().find(session, job_id)
+    if job is None:
+        abort(404, "no such upload in this session (uploads are kept a day)")
+    if job["community"]:  # links stay in the community the upload went to, once it holds a document
+        known = communities.list_communities(services().runtime.db)
+        if job["community"] in known:
+            g.community, g.carry_community = job["community"], True
+            g.communities = sorted(known) if len(known) > 1 else []
+    return render_template("pages/upload_job.html", job=job)
+
+
+@pages.get("/documents/upload/<job_id>/status")
+def upload_status(job_id: str) -> Any:
+    """What the job page polls: the stage, how far, and the report or the error."""
+    job = _jobs().find(session, job_id)
+    if job is None:
+        return jsonify(error="not_found", message="no such upload in this session"), 404
+    response = jsonify(job)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @pages.post("/documents/<path:document_id>/delete")
