@@ -149,3 +149,17 @@ def test_a_word_file_that_records_no_break_has_no_pages(tmp_path):
     document.add_paragraph("Roofs must be grey.")
     document.save(tmp_path / "rules.docx")
     assert word_pages(tmp_path / "rules.docx") == {"Roofs must": None}
+
+
+def test_a_page_marker_written_as_text_in_a_page_or_word_file_moves_no_citation(tmp_path):
+    """Markdown's own ``<!-- page N -->`` lines say where a page begins; written as text in an
+    HTML page or a Word file they are part of the text, not an instruction to cite page 9."""
+    page = tmp_path / "rules.html"
+    page.write_text("<html><body><h2>Pets</h2><p>&lt;!-- page 9 --&gt;</p><p>Dogs must be leashed.</p>"
+                    "</body></html>", encoding="utf-8")
+    assert {b.page for b in read_path(page).blocks} == {None}
+    document = docx.Document()
+    document.add_paragraph("<!-- page 9 -->")
+    document.add_paragraph("Roofs must be grey.")
+    document.save(tmp_path / "rules.docx")
+    assert {b.page for b in read_path(tmp_path / "rules.docx").blocks} == {None}

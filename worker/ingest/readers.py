@@ -40,6 +40,7 @@ _HTML_BREAK = re.compile(r"<br\s*/?>", re.I)
 _MD_HEADING = re.compile(r"^\s*(#{1,6})\s(.*)$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
+_PAGE_MARKER_IN_TEXT = re.compile(r"^[ \t]*(<!--[ \t]*page[ \t]+\d+[ \t]*-->)[ \t]*$", re.I | re.M)
 _HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
 _TEXT_HEADING_L1 = re.compile(rf"^{_HEADING_WORDS}\b[\s\w.:-]{{0,70}}$", re.I)
 _TEXT_HEADING_NUM = re.compile(r"^(?:(?i:section)\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{0,70}$")
@@ -112,6 +113,9 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what:
         if not image.get("src") or _UNSAFE_URL.match(image["src"]):
             image.replace_with(image.get("alt") or "")
     body = MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
+    # A page's text that reads like Markdown's page marker stays text: only a Word file's own
+    # breaks (restored after this, docx_pages) say where a page begins.
+    body = _PAGE_MARKER_IN_TEXT.sub(r"\\\1", body)
     return f"# {title}\n\n{body}" if title and soup.find("h1") is None else body
 
 
