@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import DOCUMENT_TYPES
 from ..models import MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
-from .security import client_key, token_matches
+from .security import authenticate, bearer, client_key
 from .services import services
 
 DIFY_ROUTE = "/retrieval"
@@ -92,21 +92,23 @@ def dify_error(status: int, code: int, message: str) -> Any:
 
 
 def _authorise() -> Any | None:
-    """Dify's checks in Dify's words; None when the request may go ahead."""
+    """Dify's checks in Dify's words; None when the request may go ahead. The webhook's
+    authentication (security.authenticate: the right key first, the brake on failures only, each
+    failure logged and counted), with the key in Dify's ``Authorization: Bearer <key>``."""
     arc = services()
+    settings = arc.runtime.settings
     address = request.remote_addr or "unknown"
-    if wait := arc.auth_guard.blocked(address):
-        return _refused("too many failed authentication attempts", wait)
-    expected = arc.runtime.settings.api_token
     header = request.headers.get("Authorization", "")
-    scheme, _, presented = header.partition(" ")
-    if expected and (scheme != "Bearer" or not presented.strip()):
-        arc.auth_guard.failed(address)
-        return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
-    if not token_matches(expected, presented.strip() or None):
-        arc.auth_guard.failed(address)
+    presented = bearer(header) if header.startswith("Bearer ") else None  # Dify's own spelling only
+    verdict = authenticate(settings.api_token, presented, address=address, guard=arc.auth_guard, route=DIFY_ROUTE,
+                           failures=arc.metrics.auth_failures)
+    if verdict.retry_after:
+        return _refused("too many failed authentication attempts", verdict.retry_after)
+    if not verdict.ok:
+        if presented is None:
+            return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
         return dify_error(403, 1002, "Authorization failed")
-    if wait := arc.limiter.acquire(client_key(presented.strip() if expected else None, address)):
+    if wait := arc.limiter.acquire(client_key(presented if settings.api_token else None, address)):
         return _refused("too many requests", wait)
     return None
 

@@ -39,7 +39,7 @@ from ..runtime import Runtime
 from ..store.knowledge_base import list_documents
 from ..store.querylog import QueryLog
 from .admission import Admission, Overloaded
-from .security import FailedAuthGuard, RateLimiter, client_key, token_matches
+from .security import FailedAuthGuard, RateLimiter, authenticate, bearer_or_header, client_key
 
 log = logging.getLogger("arc.mcp")
 
@@ -223,14 +223,6 @@ def search_result(answer: RetrievalResponse) -> SearchResult:
                          rerank_score=c.rerank_score) for c in answer.chunks])
 
 
-def bearer_or_header(headers, auth_header: str) -> str | None:
-    """The token as the webhook takes it (its header) or as MCP clients send it (Bearer)."""
-    if value := headers.get(auth_header):
-        return value
-    scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
-
-
 def build_server(face: McpFace) -> MCPServer:
     server = MCPServer(SERVER_NAME, instructions=SERVER_INSTRUCTIONS, version=_version())
 
@@ -283,14 +275,14 @@ def _split(raw: str) -> list[str]:
 
 
 class TokenGate:
-    """The webhook's authentication in front of the MCP endpoint: the same token, the same slow-down
-    for an address that keeps failing; 401 with ``WWW-Authenticate: Bearer`` as MCP clients expect."""
+    """The webhook's authentication in front of the MCP endpoint (security.authenticate): the same
+    token, compared first, the same slow-down for an address that keeps failing (failures only,
+    each one logged); 401 with ``WWW-Authenticate: Bearer`` as MCP clients expect."""
 
     def __init__(self, app: ASGIApp, face: McpFace):
         self.app = app
         self.face = face
-        self.expected = face.runtime.settings.api_token
-        self.auth_header = face.runtime.settings.auth_header
+        self.settings = face.runtime.settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -302,14 +294,15 @@ class TokenGate:
             await _json(send, 200, {"status": "ok"}, [])
             return
         address = (scope.get("client") or ("unknown", 0))[0]
-        if wait := self.face.auth_guard.blocked(address):
+        presented = bearer_or_header(Headers(scope=scope), self.settings.auth_header)
+        verdict = authenticate(self.settings.api_token, presented, address=address, guard=self.face.auth_guard,
+                               route=MCP_PATH)
+        if verdict.retry_after:
             await _json(send, 429, {"error": "rate_limited", "message": "too many failed authentication "
                                     "attempts; retry after the Retry-After delay"},
-                        [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+                        [(b"retry-after", str(max(1, math.ceil(verdict.retry_after))).encode())])
             return
-        presented = bearer_or_header(Headers(scope=scope), self.auth_header)
-        if not token_matches(self.expected, presented):
-            self.face.auth_guard.failed(address)
+        if not verdict.ok:
             await _json(send, 401, {"error": "unauthorized", "message": "unauthorized"},
                         [(b"www-authenticate", b'Bearer realm="arc-retrieval"')])
             return
