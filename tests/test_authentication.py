@@ -29,6 +29,7 @@ from worker.serve.mcp_server import SEARCH_TOOL
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "auth-right-token-0123456789abcdef"
 OPS_TOKEN = "auth-ops-token-0123456789abcdef01"
+COMMUNITY_TOKEN = "auth-community-token-0123456789ab"
 WRONG = "stranger-guess-0123456789abcdefgh"
 FAILURES_PER_MINUTE = 5
 HAMMER = 20
@@ -37,7 +38,7 @@ DIFY_BODY = {"knowledge_id": "all", "query": FENCE, "retrieval_setting": {"top_k
 
 def _env(sample_runtime, tmp: Path) -> dict[str, str]:
     return server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN, ARC_OPS_TOKEN=OPS_TOKEN,
-                      ARC_RATE_LIMIT="0",
+                      ARC_COMMUNITY_TOKENS=f"default:{COMMUNITY_TOKEN}", ARC_RATE_LIMIT="0",
                       ARC_AUTH_FAILURES_PER_MINUTE=str(FAILURES_PER_MINUTE), WEB_CONCURRENCY="1")
 
 
@@ -77,6 +78,19 @@ def mcp_server(sample_runtime, tmp_path_factory) -> Iterator[tuple[str, Path]]:
 def failure_lines(log_path: Path) -> list[dict]:
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     return [line for line in lines if line.get("msg") == "authentication failed"]
+
+
+def test_a_community_token_opens_only_the_routes_that_check_communities(webhook_server):
+    """README: a community token works on the retrieval and ingest webhooks and the documents API;
+    the operator's /metrics and /openapi.json (ARC_OPS_TOKEN set) stay closed to it."""
+    url, _ = webhook_server
+    community = {"X-ARC-Token": COMMUNITY_TOKEN}
+    assert requests.post(f"{url}/webhook/arc-retrieval", json={"query": FENCE}, headers=community,
+                         timeout=60).status_code == 200
+    for path in ("/metrics", "/openapi.json"):
+        r = requests.get(url + path, headers=community, timeout=10)
+        assert r.status_code == 401, (path, r.status_code)
+        assert requests.get(url + path, headers={"X-ARC-Token": OPS_TOKEN}, timeout=10).status_code == 200
 
 
 def test_dify_answers_the_right_key_while_a_stranger_hammers_wrong_ones(webhook_server):

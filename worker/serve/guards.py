@@ -12,9 +12,15 @@ from typing import Any
 from flask import Response, g, request
 
 from .community_scope import ALLOWED
+from .documents_api import DOCUMENTS_ROUTE
 from .responses import error, refused
 from .security import CLOSED, authenticate, client_key
 from .services import services
+from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE
+
+# The routes that check every community they touch (community_scope.checked): the only ones a
+# token limited to communities opens; the operator's /metrics and /openapi.json stay closed to it.
+COMMUNITY_ROUTES = (RETRIEVAL_ROUTE, INGEST_ROUTE, DOCUMENTS_ROUTE)
 
 
 def _protected_route(path: str, tokens: dict[str, str | None]) -> str | None:
@@ -40,7 +46,7 @@ def before_request() -> Any:
     address = request.remote_addr or "unknown"
     presented = request.headers.get(settings.auth_header)
     verdict = authenticate(expected, presented, address=address, guard=arc.auth_guard, route=route,
-                           community_tokens=settings.community_tokens,
+                           community_tokens=settings.community_tokens if route in COMMUNITY_ROUTES else None,
                            failures=arc.metrics.auth_failures)
     if verdict.retry_after:
         return refused("too many failed authentication attempts; retry after the Retry-After delay",
