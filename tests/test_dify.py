@@ -137,5 +137,22 @@ def test_invalid_requests_name_the_field(dify_client, body, field):
 
 
 def test_a_body_that_is_not_json_is_refused_cleanly(dify_client):
-    r = dify_client.post("/retrieval", data="knowledge_id=all", headers={"Authorization": f"Bearer {TOKEN}"})
-    assert r.status_code == 400 and r.get_json()["error_code"] == 400
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    r = dify_client.post("/retrieval", data="knowledge_id=all", headers=auth)  # a form's type
+    assert r.status_code == 415 and r.get_json() == {
+        "error_code": 415, "error_msg": "send a JSON object (Content-Type: application/json)"}
+    for data, message in (("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object")):
+        r = dify_client.post("/retrieval", data=data, content_type="application/json", headers=auth)
+        assert r.status_code == 400 and r.get_json()["error_code"] == 400 and message in r.get_json()["error_msg"]
+
+
+@pytest.mark.parametrize("depth", [200, 50_000])  # past ARC_MAX_NESTING (100); past the decoder's own stack
+def test_a_deeply_nested_body_is_a_400_in_difys_shape(dify_client, depth):
+    body = ('{"knowledge_id": "all", "query": "fence", "retrieval_setting": {"top_k": 2, "score_threshold": 0.5}, '
+            '"extra": ' + "[" * depth + "]" * depth + "}")
+    r = dify_client.post("/retrieval", data=body, content_type="application/json",
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 400, r.get_data(as_text=True)[:300]
+    error = r.get_json()
+    assert set(error) == {"error_code", "error_msg"} and error["error_code"] == 400
+    assert "nests JSON over 100 levels" in error["error_msg"]

@@ -23,8 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import DOCUMENT_TYPES
 from ..models import MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
+from .responses import answer_for
 from .security import authenticate, bearer, client_key
 from .services import services
+from .webhooks import json_body
 
 DIFY_ROUTE = "/retrieval"
 ALL_KNOWLEDGE = "all"
@@ -113,6 +115,18 @@ def _authorise() -> Any | None:
     return None
 
 
+@dify.errorhandler(Exception)
+def dify_shaped(exc: Exception) -> Any:
+    """Every other failure (a body that is not JSON or nests too deep, 413, the worker at
+    capacity, the database restarting, a bug) with the webhook's status, message and
+    Retry-After, in Dify's shape: ``error_code`` the HTTP status."""
+    answer = answer_for(exc)
+    response = dify_error(answer.status_code, answer.status_code, answer.get_json()["message"])
+    if "Retry-After" in answer.headers:
+        response.headers["Retry-After"] = answer.headers["Retry-After"]
+    return response
+
+
 def _refused(message: str, wait: float) -> Any:
     seconds = max(1, math.ceil(wait))
     response = dify_error(429, 429, f"{message}; retry after {seconds} s")
@@ -125,11 +139,8 @@ def retrieval() -> Any:
     refused = _authorise()
     if refused is not None:
         return refused
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        return dify_error(400, 400, "send a JSON object (Content-Type: application/json)")
     try:
-        req = DifyRequest.model_validate(body)
+        req = DifyRequest.model_validate(json_body("send a JSON object (Content-Type: application/json)"))
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "body"
