@@ -157,9 +157,11 @@ def openapi_document() -> dict[str, Any]:
                                   **{code: {"description": what, "content": {"application/json": {
                                       "schema": {"$ref": "#/components/schemas/DifyError"}}}}
                                      for code, what in (("400", "Not a JSON object, not valid JSON, or nested "
-                                                                "past ARC_MAX_NESTING"),
-                                                        ("403", "1001 malformed Authorization header, 1002 wrong key"),
-                                                        ("404", "2001 unknown knowledge_id"),
+                                                                "past ARC_MAX_NESTING; or several communities and "
+                                                                "knowledge_id names none"),
+                                                        ("403", "1001 malformed Authorization header, 1002 wrong key "
+                                                                "or a key limited to other communities"),
+                                                        ("404", "2001 unknown knowledge_id or community"),
                                                         ("413", "Body too large"),
                                                         ("415", "Not JSON"),
                                                         ("422", "A field is invalid; error_msg names it"),
