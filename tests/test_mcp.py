@@ -363,3 +363,35 @@ def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tm
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
     assert not list((tmp_path / "pgdata").glob("postmaster.pid")), "the embedded database stopped with it"
+
+
+def test_an_mcp_answer_is_logged_and_says_when_the_knowledge_base_is_empty(make_database, embedder, tmp_path,
+                                                                            caplog):
+    """As the webhook: one INFO line per question, and an empty knowledge base said in the
+    answer, not only a bare no_results."""
+    import logging
+
+    from worker.runtime import Runtime
+    from worker.serve.mcp_server import McpFace, build_server
+    from worker.store.database import Database
+    from worker.store.knowledge_base import EMPTY_WARNING
+
+    from .conftest import make_settings
+
+    url = make_database("mcp-empty")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    face = McpFace.build(Runtime(make_settings(tmp_path, url), db, embedder))
+
+    async def go():
+        async with Client(build_server(face)) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": "How tall can a fence be?"})
+
+    with caplog.at_level(logging.INFO, logger="arc.webhook"):
+        result = run(go)
+    face.retriever.close()
+    db.close()
+    assert not result.is_error
+    assert result.structured_content["status"] == "no_results"
+    assert EMPTY_WARNING in result.structured_content["warnings"]
+    assert any(r.getMessage().startswith("question no_results") for r in caplog.records)

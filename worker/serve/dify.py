@@ -30,6 +30,7 @@ from ..config import DOCUMENT_TYPES
 from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
 from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
 from . import community_scope
+from .answer_log import record_answer
 from .responses import answer_for
 from .security import authenticate, bearer, client_key
 from .services import services
@@ -183,8 +184,8 @@ def retrieval() -> Any:
         return dify_error(404, 2001, f"The knowledge does not exist: no community {community!r} in this knowledge base")
     except CommunityRequired as exc:
         return _community_required(exc, kind)
+    record_answer(answer, arc.runtime.db, arc.query_log)
     arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
-    arc.query_log.record(answer)
     records = []
     ranked = answer.chunks[:top_k]  # the ranking; neighbours added for the context follow it
     for chunk in ranked:

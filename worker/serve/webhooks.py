@@ -26,12 +26,11 @@ from ..models import (
     IngestRequest,
     IngestResponse,
     RetrievalRequest,
-    RetrievalResponse,
     TextFormat,
     unwrap,
 )
-from ..store import knowledge_base
 from . import community_scope
+from .answer_log import record_answer
 from .responses import validation_error
 from .services import services
 
@@ -53,23 +52,9 @@ def retrieve() -> Any:
     arc.runtime.ensure_schema()
     with arc.admission.slot():
         answer = arc.retriever.answer(req, request_id=g.request_id)
-    if answer.status == "no_results" and knowledge_base.is_empty(arc.runtime.db):
-        answer.warnings.append(knowledge_base.EMPTY_WARNING)
+    record_answer(answer, arc.runtime.db, arc.query_log)
     arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
-    arc.query_log.record(answer)
-    log_answer(answer)
     return jsonify(answer.model_dump(mode="json", exclude_none=False))
-
-
-def log_answer(answer: RetrievalResponse) -> None:
-    """One INFO line per question, enough to follow a conversation in the logs (the request id
-    comes with every line); never the question's text, a credential or a passage."""
-    score = "-" if answer.best_score is None else f"{answer.best_score:.2f}"
-    log.info(f"question {answer.status}: best {score}, {len(answer.chunks)} chunks, {answer.context_tokens} "
-             f"tokens, {answer.timings_ms.get('total', 0.0):.0f} ms", extra={
-        "status": answer.status, "best_score": answer.best_score, "chunks": len(answer.chunks),
-        "sources": answer.sources, "context_tokens": answer.context_tokens,
-        "ms": round(answer.timings_ms.get("total", 0.0), 1), "warnings": len(answer.warnings)})
 
 
 @webhooks.post(INGEST_ROUTE)
