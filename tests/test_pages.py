@@ -59,6 +59,22 @@ def test_pages_need_the_admin_token_and_it_never_shows_in_a_url(keeper):
     assert TOKEN not in listing.get_data(as_text=True)
 
 
+def test_a_failed_sign_in_is_logged_and_counted_like_the_apis(keeper, caplog):
+    """The keeper's sign-in is one more door: its failures reach the log and arc_auth_failures,
+    and the right token still signs in after a stranger's wrong ones from the same address."""
+    import logging
+
+    page = keeper.get("/login").get_data(as_text=True)
+    with caplog.at_level(logging.WARNING, logger="arc.auth"):
+        for _ in range(3):
+            assert keeper.post("/login", data={"token": "not-it", "csrf_token": csrf(page)}).status_code == 401
+    failed = [r for r in caplog.records if r.getMessage() == "authentication failed"]
+    assert len(failed) == 3 and all("not-it" not in str(r.__dict__) for r in failed)
+    counted = keeper.application.extensions["arc"].metrics.auth_failures.labels("/login", "wrong")._value.get()
+    assert counted == 3
+    assert keeper.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)}).status_code == 302
+
+
 def test_login_goes_nowhere_but_this_site(keeper):
     page = keeper.get("/login").get_data(as_text=True)
     response = keeper.post("/login?next=//evil.example/x", data={"token": TOKEN, "csrf_token": csrf(page)})

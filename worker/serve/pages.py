@@ -33,7 +33,7 @@ from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, Re
 from ..store import communities, knowledge_base, sqlfiles
 from .admission import Overloaded
 from .documents_api import DOCUMENTS_ROUTE
-from .security import CLOSED, token_matches
+from .security import CLOSED, authenticate
 from .services import services
 from .upload_jobs import UploadJobs
 from .webhooks import saved_upload
@@ -153,17 +153,17 @@ def start() -> str:
 def login() -> Any:
     error = None
     if request.method == "POST":
-        expected = _admin_token()
-        if expected is not None and token_matches(expected, request.form.get("token", "")):
+        expected, arc = _admin_token(), services()
+        verdict = authenticate(expected, request.form.get("token") or None, address=request.remote_addr or "unknown",
+                               guard=arc.auth_guard, route=request.path, failures=arc.metrics.auth_failures)
+        if expected is not None and verdict.ok:
             session.clear()
             session["keeper"] = True
             session["csrf"] = secrets.token_urlsafe(32)
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
-        guard, address = services().auth_guard, request.remote_addr or "unknown"
-        if wait := guard.blocked(address):  # as the API's guard: the right token first, then the brake
-            abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(wait))} s")
-        guard.failed(address)
+        if verdict.retry_after:  # as every door: the right token first, then the brake
+            abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(verdict.retry_after))} s")
         error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
                  if expected == CLOSED else "That token is not the admin token.")
     return render_template("pages/login.html", error=error), 401 if error else 200
