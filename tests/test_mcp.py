@@ -120,10 +120,14 @@ def test_stdio_lists_the_documents(stdio_params):
 
 @pytest.fixture(scope="module")
 def http_server(sample_runtime, tmp_path_factory) -> Iterator[str]:
-    port = free_port()
     tmp = tmp_path_factory.mktemp("mcp-http")
-    env = server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="2",
-                     ARC_AUTH_FAILURES_PER_MINUTE="1000")
+    yield from served_mcp(server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="2",
+                                     ARC_AUTH_FAILURES_PER_MINUTE="1000"), tmp)
+
+
+def served_mcp(env: dict[str, str], tmp) -> Iterator[str]:
+    """``arc-retrieval mcp --http`` in its own process, until the generator is closed."""
+    port = free_port()
     log = open(tmp / "mcp.log", "w")
     process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)], env=env,
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
@@ -226,20 +230,9 @@ def communities_server(make_database, embedder, tmp_path_factory) -> Iterator[st
     ingestor.write([ingestor.prepare_text(_markdown(RIDGE_TEXT), document_id="ridge-ccrs", name="Ridge Covenants",
                                           document_type="ccr")], community="ridge")
     db.close()
-    port = free_port()
     tmp = tmp_path_factory.mktemp("mcp-communities")
-    env = server_env(database_url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="0",
-                     ARC_COMMUNITY_TOKENS=f"ridge:{RIDGE_TOKEN}; hollow,ridge:{BOTH_TOKEN}")
-    log = open(tmp / "mcp.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        wait_for(lambda: requests.post(url, json={}, timeout=2).status_code == 401, 60, "the MCP server")
-        yield url
-    finally:
-        stop(process)
-        log.close()
+    yield from served_mcp(server_env(database_url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="0",
+                                     ARC_COMMUNITY_TOKENS=f"ridge:{RIDGE_TOKEN}; hollow,ridge:{BOTH_TOKEN}"), tmp)
 
 
 def calls(url: str, token: str, *calls: tuple[str, dict]) -> list:
