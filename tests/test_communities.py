@@ -110,6 +110,18 @@ def _markdown(text: str):
     return parse_markdown(text)
 
 
+def hollow_and_ridge(make_database, embedder, name: str, ridge_text: str, ridge_name: str = "Ridge") -> Database:
+    """Two associations in one migrated database: the sample corpus as ``hollow`` and one CC&R,
+    ``ridge_text``, as ``ridge`` (id ``ridge-ccrs``)."""
+    db = Database(make_database(name))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="hollow")
+    ingestor.write([ingestor.prepare_text(_markdown(ridge_text), document_id="ridge-ccrs", name=ridge_name,
+                                          document_type="ccr")], community="ridge")
+    return db
+
+
 def _old_schema(url: str, dim: int) -> None:
     """A database as the release before communities left it: migrations up to 014, recorded."""
     with psycopg.connect(url) as conn:
@@ -287,14 +299,8 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
     from worker.runtime import Runtime
     from worker.serve.app import create_app
 
-    url = make_database("scoped")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="hollow")
-    ingestor.write([ingestor.prepare_text(_markdown("# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet."),
-                                          document_id="ridge-ccrs", name="Ridge", document_type="ccr")],
-                   community="ridge")
+    db = hollow_and_ridge(make_database, embedder, "scoped", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
+    url = db.url
     tokens = f"ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
     assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).community_tokens == {
         RIDGE_TOKEN: ("ridge",), BOTH_TOKEN: ("hollow", "ridge")}

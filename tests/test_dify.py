@@ -168,19 +168,11 @@ BOTH_KEY = "dify-both-communities-key-012345"
 def communities_client(make_database, embedder, tmp_path_factory):
     """Two associations in one knowledge base: the sample corpus as ``hollow``, one CC&R of ``ridge``."""
     from tests.conftest import make_settings
-    from tests.test_communities import _markdown
-    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-    from worker.store.database import Database
+    from tests.test_communities import hollow_and_ridge
 
-    url = make_database("dify_communities")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="hollow")
-    ingestor.write([ingestor.prepare_text(_markdown("# Ridge\n\n## Fences\n\nAt Cedar Ridge a backyard fence may be "
-                                                    "4 feet tall at most."),
-                                          document_id="ridge-ccrs", name="Ridge", document_type="ccr")],
-                   community="ridge")
+    db = hollow_and_ridge(make_database, embedder, "dify_communities",
+                          "# Ridge\n\n## Fences\n\nAt Cedar Ridge a backyard fence may be 4 feet tall at most.")
+    url = db.url
     settings = make_settings(tmp_path_factory.mktemp("dify-communities"), url, api_token=TOKEN,
                              community_tokens=f"ridge:{RIDGE_KEY}; hollow,ridge:{BOTH_KEY}")
     yield create_app(runtime=Runtime(settings, db, embedder)).test_client()

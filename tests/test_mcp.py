@@ -218,17 +218,10 @@ RIDGE_TEXT = "# Ridge Covenants\n\n## Fences\n\nAt Cedar Ridge a backyard fence 
 def communities_server(make_database, embedder, tmp_path_factory) -> Iterator[str]:
     """``mcp --http`` over a knowledge base of two associations: the sample corpus as ``hollow``,
     one document of ``ridge``; the full token, one limited to ridge and one to both."""
-    from tests.test_communities import _markdown
-    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-    from worker.store.database import Database
+    from tests.test_communities import hollow_and_ridge
 
-    database_url = make_database("mcp_communities")
-    db = Database(database_url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="hollow")
-    ingestor.write([ingestor.prepare_text(_markdown(RIDGE_TEXT), document_id="ridge-ccrs", name="Ridge Covenants",
-                                          document_type="ccr")], community="ridge")
+    db = hollow_and_ridge(make_database, embedder, "mcp_communities", RIDGE_TEXT, ridge_name="Ridge Covenants")
+    database_url = db.url
     db.close()
     tmp = tmp_path_factory.mktemp("mcp-communities")
     yield from served_mcp(server_env(database_url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="0",
