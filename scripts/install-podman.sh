@@ -46,13 +46,9 @@ if podman image exists "$BASE_IMAGE"; then
   exit 0
 fi
 
-# The Debian mirror is the machine's own (deb822 sources first, then a one-line sources.list).
-MIRROR=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-if [ -z "$MIRROR" ]; then
-  MIRROR=$(awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' \
-    /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -1)
-fi
-[ -n "$MIRROR" ] || { echo "install-podman: no Debian mirror in the apt sources" >&2; exit 1; }
+# The Debian mirror is the machine's own, read from its apt sources as every installer reads it
+# (without one, debian-mirror.sh says so in one line and this script stops).
+MIRROR=$("$(dirname "$0")/debian-mirror.sh")
 
 PREFIX=$("$PYTHON" -c 'import sys; print(sys.base_prefix)')
 VERSION=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

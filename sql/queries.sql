@@ -176,18 +176,20 @@ update knowledge_chunks set metadata = metadata - 'amended_by' - 'amended_by_nam
 where community = %(community)s and metadata ->> 'amended_by' = %(document_id)s
 
 -- name: recent_questions
--- The keeper's page: the latest questions, optionally of one status (the ones the documents do
+-- The keeper's page: the latest questions of one community (a row logged before communities
+-- belongs to default, as its documents do), optionally of one status (the ones the documents do
 -- not answer are the no_results and low_confidence ones).
 select created_at, query, status, best_score, result_count, both_legs_count, vector_only_count,
        fts_only_count, (timings_ms ->> 'total')::float as total_ms
 from query_log
-where %(status)s::text is null or status = %(status)s
+where (community = %(community)s or (community is null and %(community)s::text = 'default'))
+  and (%(status)s::text is null or status = %(status)s)
 order by created_at desc
 limit %(limit)s
 
 -- name: status_mix
--- Per day for two weeks: how many questions, each status's share, the mean top-1 relevance, and
--- where the chunks came from (both legs, vector only, full text only).
+-- Per day for two weeks, of one community: how many questions, each status's share, the mean
+-- top-1 relevance, and where the chunks came from (both legs, vector only, full text only).
 select created_at::date as day, count(*) as questions,
        avg((status = 'success')::int) as success, avg((status = 'low_confidence')::int) as low_confidence,
        avg((status = 'no_results')::int) as no_results, avg(best_score) as best_score,
@@ -196,6 +198,7 @@ select created_at::date as day, count(*) as questions,
        sum(fts_only_count)::float / nullif(sum(candidate_count), 0) as fts_only
 from query_log
 where created_at > now() - interval '14 days'
+  and (community = %(community)s or (community is null and %(community)s::text = 'default'))
 group by 1
 order by 1 desc
 
@@ -203,7 +206,9 @@ order by 1 desc
 select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text)
 
 -- name: calibration_chunks
--- A fixed sample (the same rows for the same chunks) of the chunks a status calibration asks back.
+-- A fixed sample (the same rows for the same chunks) of the chunks a status calibration asks back:
+-- by what the chunk is, not its id, so a community gets the same sample (and calibration) in a
+-- database of its own as beside others, whose chunks take ids in between.
 select content from knowledge_chunks
 where superseded_by is null and (%(community)s::text is null or community = %(community)s)
-order by md5(id::text) limit %(limit)s
+order by md5(document_id || ':' || chunk_index::text) limit %(limit)s

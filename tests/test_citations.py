@@ -4,8 +4,11 @@ and no passage made of a page's <title>."""
 from __future__ import annotations
 
 import docx
+from docx.enum.section import WD_SECTION
 
 from tests.test_cli import make_pdf
+from tests.test_formats import rendered_break
+from tests.test_hostile import docx_of
 from worker.ingest.chunking import chunk_blocks
 from worker.ingest.readers import parse_text, read_path
 
@@ -81,3 +84,82 @@ def test_word_sections_are_siblings_and_the_title_is_no_chunk(tmp_path):
     assert parsed.title == "Oak Court Rules"
     assert [(b.section, b.text) for b in parsed.blocks] == [
         (("Section 1. Roofs",), "Roofs must be grey."), (("Section 2. Driveways",), "Driveways must be paved.")]
+
+
+def word_pages(path) -> dict[str, int | None]:
+    """Each paragraph's first two words, and the page the chunk holding it is cited on."""
+    chunks = chunk_blocks(read_path(path).blocks, words, 400)
+    assert not any("\ue000" in c.content or "page" in c.content for c in chunks), chunks  # no mark left over
+    return {" ".join(paragraph.split()[:2]): c.page_number for c in chunks for paragraph in c.content.split("\n\n")}
+
+
+def test_every_kind_of_word_page_break_counts_once(tmp_path):
+    document = docx.Document()
+    document.styles["Heading 1"].paragraph_format.page_break_before = True  # each article on a new page
+    document.add_heading("Oak Court Rules", 0)
+    document.add_paragraph("Roofs must be grey.")
+    driveways = document.add_paragraph("Driveways must be paved.")
+    driveways.paragraph_format.page_break_before = True
+    rendered_break(driveways)  # Word's record of that same break
+    document.add_heading("ARTICLE II", 1)
+    document.add_paragraph("Sheds need approval.")
+    document.add_section(WD_SECTION.CONTINUOUS)
+    document.add_paragraph("Fences stay under six feet.")
+    document.add_section(WD_SECTION.ODD_PAGE)  # from page 3: page 4 is left blank
+    document.add_paragraph("Pools need a permit.")
+    document.add_section(WD_SECTION.NEW_PAGE)
+    document.add_paragraph("Signs are limited to one per lot.")
+    document.save(tmp_path / "rules.docx")
+    assert word_pages(tmp_path / "rules.docx") == {
+        "Roofs must": 1, "Driveways must": 2, "Sheds need": 3, "Fences stay": 3, "Pools need": 5, "Signs are": 6}
+
+
+def test_a_word_table_row_split_across_pages_turns_one_page(tmp_path):
+    """Word records the break once in each cell of a row it split: two cells, one page more."""
+    document = docx.Document()
+    document.add_paragraph("Fees are listed below.")
+    table = document.add_table(rows=2, cols=2)
+    for c, (head, tail) in enumerate([("Great hall rental", " for a day"), ("150 dollars", " and a deposit")]):
+        table.cell(0, c).text = "Room" if c == 0 else "Fee"
+        table.cell(1, c).text = tail
+        rendered_break(table.cell(1, c).paragraphs[0], before_text=head)
+    document.add_paragraph("Refunds take ten days.")
+    document.save(tmp_path / "fees.docx")
+    assert word_pages(tmp_path / "fees.docx") == {"Fees are": 1, "| Room": 1, "Refunds take": 2}
+
+
+def test_a_word_footnote_is_cited_on_the_page_of_its_reference(tmp_path):
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    body = ('<w:p><w:r><w:t>Dogs must be leashed.</w:t></w:r></w:p>'
+            '<w:p><w:r><w:br w:type="page"/></w:r></w:p>'
+            '<w:p><w:r><w:t>Cats stay indoors.</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r></w:p>'
+            '<w:p><w:r><w:br w:type="page"/></w:r></w:p>'
+            '<w:p><w:r><w:t>Birds need no permit.</w:t></w:r></w:p>')
+    notes = (f'<w:footnotes {w}><w:footnote w:id="1"><w:p><w:r><w:t>Except on a leash in the yard.</w:t></w:r></w:p>'
+             '</w:footnote></w:footnotes>')
+    path = tmp_path / "pets.docx"
+    path.write_bytes(docx_of(body, parts={"word/footnotes.xml": notes}))
+    assert word_pages(path) == {"Dogs must": 1, "Cats stay": 2, "Birds need": 3, "1. Except": 2}
+
+
+def test_a_word_file_that_records_no_break_has_no_pages(tmp_path):
+    """Never paginated by Word (written by a program) or one page: which, nothing says, so no
+    page is claimed rather than page 1 for all of it."""
+    document = docx.Document()
+    document.add_paragraph("Roofs must be grey.")
+    document.save(tmp_path / "rules.docx")
+    assert word_pages(tmp_path / "rules.docx") == {"Roofs must": None}
+
+
+def test_a_page_marker_written_as_text_in_a_page_or_word_file_moves_no_citation(tmp_path):
+    """Markdown's own ``<!-- page N -->`` lines say where a page begins; written as text in an
+    HTML page or a Word file they are part of the text, not an instruction to cite page 9."""
+    page = tmp_path / "rules.html"
+    page.write_text("<html><body><h2>Pets</h2><p>&lt;!-- page 9 --&gt;</p><p>Dogs must be leashed.</p>"
+                    "</body></html>", encoding="utf-8")
+    assert {b.page for b in read_path(page).blocks} == {None}
+    document = docx.Document()
+    document.add_paragraph("<!-- page 9 -->")
+    document.add_paragraph("Roofs must be grey.")
+    document.save(tmp_path / "rules.docx")
+    assert {b.page for b in read_path(tmp_path / "rules.docx").blocks} == {None}

@@ -110,6 +110,18 @@ def _markdown(text: str):
     return parse_markdown(text)
 
 
+def hollow_and_ridge(make_database, embedder, name: str, ridge_text: str, ridge_name: str = "Ridge") -> Database:
+    """Two associations in one migrated database: the sample corpus as ``hollow`` and one CC&R,
+    ``ridge_text``, as ``ridge`` (id ``ridge-ccrs``)."""
+    db = Database(make_database(name))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="hollow")
+    ingestor.write([ingestor.prepare_text(_markdown(ridge_text), document_id="ridge-ccrs", name=ridge_name,
+                                          document_type="ccr")], community="ridge")
+    return db
+
+
 def _old_schema(url: str, dim: int) -> None:
     """A database as the release before communities left it: migrations up to 014, recorded."""
     with psycopg.connect(url) as conn:
@@ -287,14 +299,8 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
     from worker.runtime import Runtime
     from worker.serve.app import create_app
 
-    url = make_database("scoped")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="hollow")
-    ingestor.write([ingestor.prepare_text(_markdown("# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet."),
-                                          document_id="ridge-ccrs", name="Ridge", document_type="ccr")],
-                   community="ridge")
+    db = hollow_and_ridge(make_database, embedder, "scoped", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
+    url = db.url
     tokens = f"ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
     assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).community_tokens == {
         RIDGE_TOKEN: ("ridge",), BOTH_TOKEN: ("hollow", "ridge")}
@@ -392,3 +398,56 @@ def test_the_status_calibration_runs_on_a_knowledge_base_of_several_communities(
     finally:
         retriever.stop_calibration()
         db.close()
+
+
+def test_each_community_is_calibrated_on_its_own_documents(database_factory, embedder):
+    """Two communities, two score scales: one holds the sample's documents, the other a page of
+    short rules. Each question's status is measured against its own community's calibration, the
+    one it would get alone in a database of its own (one calibration for all was measured on one
+    community and applied to every other)."""
+    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+    from worker.ingest.readers import parse_text
+    from worker.models import RetrievalRequest
+    from worker.retrieve.pipeline import Retriever
+    from worker.retrieve.search import PostgresBackend, SearchCache
+
+    rules = [f"# Dock Rule {i}\n\n{text}" for i, text in enumerate([
+            "Boats may be tied to the community dock for no more than four hours at a time.",
+            "Kayaks and canoes are stored on the racks beside the boat house, never on the lawn.",
+            "Fishing from the dock is allowed from sunrise until ten o'clock at night.",
+            "Jet skis may not be launched from the community ramp on weekends or holidays.",
+            "Children under twelve must wear a life jacket whenever they are on the dock.",
+            "Fuel, oil and paint must not be poured or stored anywhere on the dock.",
+            "Guests may use the dock only when the member who invited them is present.",
+            "The dock closes when the lake level warning flag is raised by the marina office."], 1)]
+
+    def calibrations(*communities: str) -> dict:
+        db = Database(database_factory("calibration-" + "-".join(communities)))
+        db.migrate(embedder.dim)
+        ingestor = Ingestor(db, embedder)
+        for community in communities:
+            if community == "hollow":
+                ingest_sample_corpus(ingestor, community="hollow")
+            else:
+                ingestor.write([ingestor.prepare_text(parse_text(rule), document_id=f"dock-rule-{i}",
+                                                      name=f"Dock Rule {i}", document_type="other")
+                                for i, rule in enumerate(rules, 1)], community="lakeside")
+        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
+                              search_cache=SearchCache(), calibrate=True)
+        try:
+            retriever.calibrate_now()
+            answers = {c: retriever.answer(RetrievalRequest(query="how long can I tie my boat to the dock",
+                                                            community=c)).confidence for c in communities}
+            return {c: (retriever.calibrations[c], answers[c]) for c in communities}
+        finally:
+            retriever.stop_calibration()
+            db.close()
+
+    together = calibrations("lakeside", "hollow")  # the sample's chunks take other ids than alone
+    alone = {**calibrations("hollow"), **calibrations("lakeside")}
+    assert together["hollow"][0].match != together["lakeside"][0].match
+    for community, (calibration, confidence) in together.items():
+        assert (calibration.floor, calibration.match) == pytest.approx((alone[community][0].floor,
+                                                                       alone[community][0].match), abs=1e-6)
+        assert confidence["floor"] == pytest.approx(calibration.floor, abs=1e-4)
+        assert confidence["score"] == pytest.approx(alone[community][1]["score"], abs=1e-4)

@@ -137,5 +137,82 @@ def test_invalid_requests_name_the_field(dify_client, body, field):
 
 
 def test_a_body_that_is_not_json_is_refused_cleanly(dify_client):
-    r = dify_client.post("/retrieval", data="knowledge_id=all", headers={"Authorization": f"Bearer {TOKEN}"})
-    assert r.status_code == 400 and r.get_json()["error_code"] == 400
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    r = dify_client.post("/retrieval", data="knowledge_id=all", headers=auth)  # a form's type
+    assert r.status_code == 415 and r.get_json() == {
+        "error_code": 415, "error_msg": "send a JSON object (Content-Type: application/json)"}
+    for data, message in (("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object")):
+        r = dify_client.post("/retrieval", data=data, content_type="application/json", headers=auth)
+        assert r.status_code == 400 and r.get_json()["error_code"] == 400 and message in r.get_json()["error_msg"]
+
+
+@pytest.mark.parametrize("depth", [200, 50_000])  # past ARC_MAX_NESTING (100); past the decoder's own stack
+def test_a_deeply_nested_body_is_a_400_in_difys_shape(dify_client, depth):
+    body = ('{"knowledge_id": "all", "query": "fence", "retrieval_setting": {"top_k": 2, "score_threshold": 0.5}, '
+            '"extra": ' + "[" * depth + "]" * depth + "}")
+    r = dify_client.post("/retrieval", data=body, content_type="application/json",
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 400, r.get_data(as_text=True)[:300]
+    error = r.get_json()
+    assert set(error) == {"error_code", "error_msg"} and error["error_code"] == 400
+    assert "nests JSON over 100 levels" in error["error_msg"]
+
+
+# -- several communities ------------------------------------------------------------------------
+
+RIDGE_KEY = "dify-ridge-only-key-0123456789ab"
+BOTH_KEY = "dify-both-communities-key-012345"
+
+
+@pytest.fixture(scope="module")
+def communities_client(make_database, embedder, tmp_path_factory):
+    """Two associations in one knowledge base: the sample corpus as ``hollow``, one CC&R of ``ridge``."""
+    from tests.conftest import make_settings
+    from tests.test_communities import hollow_and_ridge
+
+    db = hollow_and_ridge(make_database, embedder, "dify_communities",
+                          "# Ridge\n\n## Fences\n\nAt Cedar Ridge a backyard fence may be 4 feet tall at most.")
+    url = db.url
+    settings = make_settings(tmp_path_factory.mktemp("dify-communities"), url, api_token=TOKEN,
+                             community_tokens=f"ridge:{RIDGE_KEY}; hollow,ridge:{BOTH_KEY}")
+    yield create_app(runtime=Runtime(settings, db, embedder)).test_client()
+    db.close()
+
+
+def ask(client, knowledge_id: str, key: str = TOKEN):
+    return post(client, {"knowledge_id": knowledge_id, "query": FENCE,
+                         "retrieval_setting": {"top_k": 5, "score_threshold": 0.0}}, auth=f"Bearer {key}")
+
+
+def test_a_knowledge_id_names_the_community(communities_client):
+    for knowledge_id in ("ridge", "ridge/all", "ridge/ccr"):
+        r = ask(communities_client, knowledge_id)
+        assert r.status_code == 200, r.get_json()
+        assert {rec["metadata"]["document_id"] for rec in r.get_json()["records"]} == {"ridge-ccrs"}
+    guidelines = ask(communities_client, "hollow/design_guidelines").get_json()["records"]
+    assert guidelines and {rec["metadata"]["document_type"] for rec in guidelines} == {"design_guidelines"}
+    assert "ridge-ccrs" not in {rec["metadata"]["document_id"] for rec in ask(communities_client, "hollow").get_json()["records"]}
+
+    # several communities and none named: Dify's field is the one to fix
+    r = ask(communities_client, "all")
+    assert r.status_code == 400 and set(r.get_json()) == {"error_code", "error_msg"}
+    assert r.get_json()["error_msg"].startswith("knowledge_id:") and "hollow, ridge" in r.get_json()["error_msg"]
+    for unknown in ("nowhere", "nowhere/all", "ridge/bylaws", "Ridge", "a/b/c"):
+        r = ask(communities_client, unknown)
+        assert r.status_code == 404 and r.get_json()["error_code"] == 2001, (unknown, r.get_json())
+
+
+def test_a_key_limited_to_a_community_reaches_only_it(communities_client):
+    for knowledge_id in ("all", "ccr", "ridge", "ridge/ccr"):  # its one community needs no naming
+        r = ask(communities_client, knowledge_id, RIDGE_KEY)
+        assert r.status_code == 200, (knowledge_id, r.get_json())
+        assert {rec["metadata"]["document_id"] for rec in r.get_json()["records"]} == {"ridge-ccrs"}
+    # another community, or an unknown one (not told apart): refused, and nothing of it
+    for knowledge_id in ("hollow", "hollow/design_guidelines", "nowhere"):
+        r = ask(communities_client, knowledge_id, RIDGE_KEY)
+        assert r.status_code == 403 and r.get_json()["error_code"] == 1002, (knowledge_id, r.get_json())
+        assert "records" not in r.get_json() and "fence" not in r.get_data(as_text=True).lower()
+    # a key for two must name one
+    assert ask(communities_client, "all", BOTH_KEY).status_code == 400
+    assert ask(communities_client, "hollow", BOTH_KEY).status_code == 200
+    assert ask(communities_client, "all", "dify-guess-guess-guess-guess-000").get_json()["error_code"] == 1002

@@ -7,6 +7,7 @@ import zipfile
 
 import docx
 import pytest
+from docx.oxml.ns import qn
 
 from worker.ingest.chunking import chunk_blocks, is_table
 from worker.ingest.readers import parse_markdown, read_path
@@ -28,6 +29,24 @@ def word_document(path):
         for c, value in enumerate(row):
             table.cell(r, c).text = value
     document.save(path)
+
+
+def rendered_break(paragraph, before_text: str = "") -> None:
+    """Word's own record of where it broke a page (``w:lastRenderedPageBreak``), which it writes at
+    every page's first run when it saves, after a hard break too; python-docx never writes one."""
+    from docx.oxml import OxmlElement
+
+    run = paragraph.runs[0]._r
+    marker = OxmlElement("w:lastRenderedPageBreak")
+    if before_text:  # "...noon" on one page, the rest of the run on the next
+        text = run.find(qn("w:t"))
+        head = OxmlElement("w:t")
+        head.text = before_text
+        head.set(qn("xml:space"), "preserve")
+        text.addprevious(head)
+        text.addprevious(marker)
+    else:
+        run.insert(0, marker)
 
 
 def test_a_word_document_keeps_headings_lists_and_tables(tmp_path):

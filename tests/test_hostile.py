@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 
 import pytest
@@ -155,13 +156,15 @@ RELS = ('<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformat
         'officeDocument" Target="word/document.xml"/></Relationships>')
 
 
-def docx_of(body: str, prolog: str = "", document: str | None = None) -> bytes:
+def docx_of(body: str, prolog: str = "", document: str | None = None, parts: dict[str, str] | None = None) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("[Content_Types].xml", CONTENT_TYPES)
         archive.writestr("_rels/.rels", RELS)
         archive.writestr("word/document.xml", document if document is not None else
                          f'<?xml version="1.0"?>{prolog}<w:document {W}><w:body>{body}</w:body></w:document>')
+        for name, text in (parts or {}).items():  # found where mammoth looks without a relationship
+            archive.writestr(name, text)
     return out.getvalue()
 
 
@@ -202,6 +205,90 @@ def test_word_conversion_runs_in_a_child_bounded_in_time(tmp_path):
         read_path(path, limits=ReadLimits(convert_seconds=1.0))
 
 
+def outline_document(path, levels: int) -> None:
+    """A Word file whose list nests ``levels`` deep: flat paragraphs in its XML (each names its
+    level), ``levels`` nested <ol>s once converted."""
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    document = docx.Document()
+    numbering = document.part.numbering_part.element
+    levels_xml = "".join(f'<w:lvl w:ilvl="{i}"><w:start w:val="1"/><w:numFmt w:val="decimal"/>'
+                         f'<w:lvlText w:val="%{i + 1}."/></w:lvl>' for i in range(levels))
+    numbering.insert(0, parse_xml(f'<w:abstractNum {nsdecls("w")} w:abstractNumId="90">{levels_xml}</w:abstractNum>'))
+    numbering.append(parse_xml(f'<w:num {nsdecls("w")} w:numId="90"><w:abstractNumId w:val="90"/></w:num>'))
+    for level in range(levels):
+        numbered = document.add_paragraph(f"Rule at level {level}.")._p.get_or_add_pPr().get_or_add_numPr()
+        numbered.get_or_add_numId().val = 90
+        numbered.get_or_add_ilvl().val = level
+    document.save(path)
+
+
+def test_a_word_files_converted_nesting_is_held_to_the_configured_limit(tmp_path):
+    """The Word file's XML passes a limit of 9 (its deepest part, the theme, is 9 deep), but its
+    list converts to 10 nested elements: the configured limit applies to that as well, not 100."""
+    from worker.ingest.bounds import ReadLimits
+    from worker.ingest.readers import read_path
+
+    path = tmp_path / "outline.docx"
+    outline_document(path, 5)
+    assert "Rule at level 4." in " ".join(b.text for b in read_path(path).blocks)
+    with pytest.raises(ValueError, match="Word file's lists and tables nested over 9 .*ARC_MAX_NESTING"):
+        read_path(path, limits=ReadLimits(max_nesting=9))
+
+
+def converter_children() -> list:
+    import psutil
+
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "worker.ingest.convert_child" in child.cmdline():
+                found.append(child)
+        except psutil.ZombieProcess:
+            found.append(child)  # killed but never waited for
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+class ClientGone(Exception):
+    """Not a ValueError: what a cancel check may raise when the socket it asks has gone bad."""
+
+
+def gone_badly() -> bool:
+    raise ClientGone("the connection was reset")
+
+
+@pytest.mark.parametrize("ending", ["signal", "cancel-check"])
+def test_no_converter_child_outlives_a_read_that_ends_another_way(tmp_path, ending):
+    """gunicorn aborts a worker past its timeout with SIGABRT, whose handler raises SystemExit;
+    Ctrl-C on the command line raises KeyboardInterrupt; a cancel check may fail with an OSError.
+    Whatever ends the read, the converter child is killed and reaped, not left running."""
+    import signal
+
+    from worker.ingest.bounds import Budget, ReadLimits
+    from worker.ingest.readers import read_path
+
+    path = tmp_path / "slow.docx"
+    path.write_bytes(docx_of(PARAGRAPH.format("a") * 30_000))
+    limits = ReadLimits(convert_seconds=60.0)
+    previous = signal.signal(signal.SIGALRM, lambda *_: sys.exit(1))
+    try:
+        if ending == "signal":
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+            with pytest.raises(SystemExit):
+                read_path(path, limits=limits)
+        else:
+            with pytest.raises(ClientGone):
+                read_path(path, limits=limits, budget=Budget(gone=gone_badly))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert converter_children() == []
+
+
 def test_html_conversion_runs_in_a_child_bounded_in_time():
     """BeautifulSoup and markdownify spend about 0.3 ms an element: a page of 5 million
     characters (what the JSON body allows) is converted in the same bounded child."""
@@ -212,6 +299,19 @@ def test_html_conversion_runs_in_a_child_bounded_in_time():
         parse_formatted("<p>para</p>" * 100_000, "html", ReadLimits(convert_seconds=1.0))
     parsed = parse_formatted("<h1>Pool</h1><h2>Hours</h2><p>Open at 7 am.</p>", "html")
     assert [(b.section, b.text) for b in parsed.blocks] == [(("Hours",), "Open at 7 am.")]
+
+
+def test_the_nesting_scan_runs_in_the_bounded_child_not_in_the_serving_process():
+    """html_too_deep is pure Python (HTMLParser): on a page of 5 million characters it held the
+    calling interpreter for seconds before the child even started. It runs in the child, under
+    the child's deadline, once."""
+    from worker.ingest.bounds import ReadLimits
+    from worker.ingest.readers import parse_formatted
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="HTML page took over 1 s"):
+        parse_formatted("<p>para <b>x</b></p>" * 250_000, "html", ReadLimits(convert_seconds=1.0))
+    assert time.monotonic() - started < 4
 
 
 # --- PDF pages and OCR -----------------------------------------------------------------------

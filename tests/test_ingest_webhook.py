@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 
+import docx
 import pytest
 
 from tests.conftest import make_settings
 from tests.test_cli import make_pdf
-from tests.test_formats import word_document
+from tests.test_formats import rendered_break, word_document
 from tests.test_ocr import SCANNED_LINES, needs_tesseract, scanned_page
 from worker.serve.app import create_app
 from worker.store.database import Database
@@ -137,6 +138,32 @@ def test_pdf_and_word_files_upload_as_the_cli_reads_them(secured, tmp_path):
     assert broken.status_code == 422 and broken.get_json()["field"] == "file", broken.get_json()
     assert "Word" in broken.get_json()["message"]
     assert stored(db, "broken") == []
+
+
+def test_a_word_files_rules_are_cited_on_the_page_they_are_printed_on(secured, tmp_path):
+    client, db = secured
+    document = docx.Document()
+    document.add_heading("Pool Rules", 0)
+    document.add_paragraph("The pool opens at 9 am.")
+    document.add_page_break()
+    glass = document.add_paragraph("Glass containers are not allowed at the pool.")
+    rendered_break(glass)  # the hard break's own page, recorded again: still page 2
+    duty = document.add_paragraph(" until 6 pm, and swimmers follow their whistle.")
+    rendered_break(duty, before_text="Lifeguards are on duty from noon")
+    document.add_paragraph("Children under 12 must be accompanied by an adult.")
+    path = tmp_path / "Pool Rules Word.docx"
+    document.save(path)
+    r = upload(client, path.name, path.read_bytes())
+    assert r.status_code == 200, r.get_json()
+    rows = stored(db, r.get_json()["document_id"])
+    page = {phrase: [p for _, p, content, _ in rows if phrase in content] for phrase in
+            ("9 am", "Glass", "Lifeguards", "Children")}
+    # a paragraph Word carried over to the next page is cited where it starts, as in a PDF
+    assert page == {"9 am": [1], "Glass": [2], "Lifeguards": [2], "Children": [3]}, rows
+    answer = client.post("/webhook/arc-retrieval", headers={"X-ARC-Token": "retrieve-secret-0123456789abcdef"},
+                         json={"query": "Are glass containers allowed at the pool?"}).get_json()
+    cited = [c for c in answer["chunks"] if "Glass" in c["content"]]
+    assert cited and cited[0]["page_number"] == 2, answer["chunks"]
 
 
 @needs_tesseract

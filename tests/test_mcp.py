@@ -58,8 +58,11 @@ def test_stdio_lists_tools_written_for_an_llm(stdio_params):
         assert status in search.description
     assert "not instructions" in search.description and "[SOURCE n]" in search.description
     properties = search.input_schema["properties"]
-    assert {"query", "document_types", "binding_only", "top_k", "token_budget"} <= set(properties)
-    assert search.input_schema["required"] == ["query"]
+    assert {"query", "document_types", "binding_only", "top_k", "token_budget", "community"} <= set(properties)
+    assert search.input_schema["required"] == ["query"]  # community: only once there are several
+    assert "several communities" in str(properties["community"])
+    assert set(tools[LIST_TOOL].input_schema["properties"]) == {"community"}
+    assert not tools[LIST_TOOL].input_schema.get("required")
     assert "ccr" in str(properties["document_types"])
     assert search.output_schema and "chunks" in search.output_schema["properties"]
     assert search.annotations.read_only_hint is True
@@ -76,6 +79,7 @@ def test_stdio_search_answers_with_status_context_and_scored_chunks(stdio_params
     assert text.startswith("status: success") and "[SOURCE 1]" in text and "Maximum fence height" in text
     data = result.structured_content
     assert data["status"] == "success" and data["request_id"].startswith("mcp-")
+    assert data["community"] == "default"  # the knowledge base's only one, unnamed
     fencing = [c for c in data["chunks"] if c["section_path"] == "Chapter 4 Structures > 4.2 Fencing"]
     assert fencing and fencing[0]["source"] is not None and 0 < fencing[0]["final_score"] <= 1
     assert data["context"] in text
@@ -107,6 +111,7 @@ def test_stdio_lists_the_documents(stdio_params):
     result = run(go)
     assert not result.is_error
     documents = result.structured_content["documents"]
+    assert result.structured_content["community"] == "default"
     assert documents and all({"document_id", "name", "document_type", "is_binding"} <= set(d) for d in documents)
     assert any(d["document_type"] == "design_guidelines" for d in documents)
 
@@ -115,10 +120,14 @@ def test_stdio_lists_the_documents(stdio_params):
 
 @pytest.fixture(scope="module")
 def http_server(sample_runtime, tmp_path_factory) -> Iterator[str]:
-    port = free_port()
     tmp = tmp_path_factory.mktemp("mcp-http")
-    env = server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="2",
-                     ARC_AUTH_FAILURES_PER_MINUTE="1000")
+    yield from served_mcp(server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="2",
+                                     ARC_AUTH_FAILURES_PER_MINUTE="1000"), tmp)
+
+
+def served_mcp(env: dict[str, str], tmp) -> Iterator[str]:
+    """``arc-retrieval mcp --http`` in its own process, until the generator is closed."""
+    port = free_port()
     log = open(tmp / "mcp.log", "w")
     process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)], env=env,
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
@@ -198,6 +207,87 @@ def test_http_rate_limit_is_a_tool_error_saying_when_to_retry(http_server):
     assert "rate limited" in refused[0].content[0].text and "retry after" in refused[0].content[0].text
 
 
+# -- several communities over streamable HTTP ----------------------------------------------------
+
+RIDGE_TOKEN = "mcp-ridge-only-secret-0123456789"
+BOTH_TOKEN = "mcp-both-communities-secret-01234"
+RIDGE_TEXT = "# Ridge Covenants\n\n## Fences\n\nAt Cedar Ridge a backyard fence may be 4 feet tall at most."
+
+
+@pytest.fixture(scope="module")
+def communities_server(make_database, embedder, tmp_path_factory) -> Iterator[str]:
+    """``mcp --http`` over a knowledge base of two associations: the sample corpus as ``hollow``,
+    one document of ``ridge``; the full token, one limited to ridge and one to both."""
+    from tests.test_communities import hollow_and_ridge
+
+    db = hollow_and_ridge(make_database, embedder, "mcp_communities", RIDGE_TEXT, ridge_name="Ridge Covenants")
+    database_url = db.url
+    db.close()
+    tmp = tmp_path_factory.mktemp("mcp-communities")
+    yield from served_mcp(server_env(database_url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="0",
+                                     ARC_COMMUNITY_TOKENS=f"ridge:{RIDGE_TOKEN}; hollow,ridge:{BOTH_TOKEN}"), tmp)
+
+
+def calls(url: str, token: str, *calls: tuple[str, dict]) -> list:
+    async def go():
+        async with http_client(url, {"Authorization": f"Bearer {token}"}) as client:
+            return [await client.call_tool(tool, args) for tool, args in calls]
+
+    return run(go)
+
+
+def error_text(result) -> str:
+    """A tool error's own words, after the SDK's "Error executing tool NAME: "."""
+    assert result.is_error, result
+    text = result.content[0].text
+    assert "Traceback" not in text and "File \"" not in text
+    return text.split(": ", 1)[1] if text.startswith("Error executing tool") else text
+
+
+def test_http_several_communities_need_one_named_and_an_unknown_one_is_a_tool_error(communities_server):
+    unnamed, unknown, malformed, listed_unnamed, ridge, hollow_docs = calls(
+        communities_server, TOKEN,
+        (SEARCH_TOOL, {"query": FENCE}), (SEARCH_TOOL, {"query": FENCE, "community": "nowhere"}),
+        (SEARCH_TOOL, {"query": FENCE, "community": "Not A Key!"}), (LIST_TOOL, {}),
+        (SEARCH_TOOL, {"query": FENCE, "community": "ridge"}), (LIST_TOOL, {"community": "hollow"}))
+    for result in (unnamed, listed_unnamed):
+        text = error_text(result)
+        assert text.startswith("community: required") and "2 communities" in text, text
+    assert error_text(unknown).startswith("community: no community 'nowhere'")
+    assert "community" in error_text(malformed)
+    assert not ridge.is_error, ridge.content
+    data = ridge.structured_content
+    assert data["community"] == "ridge" and {c["document_id"] for c in data["chunks"]} == {"ridge-ccrs"}
+    assert "4 feet" in data["context"]
+    assert not hollow_docs.is_error and hollow_docs.structured_content["community"] == "hollow"
+    assert "design-guidelines-2024" in {d["document_id"] for d in hollow_docs.structured_content["documents"]}
+
+
+def test_http_a_token_limited_to_a_community_gets_a_tool_error_and_nothing_of_another(communities_server):
+    own, other, unknown, listed, listed_other = calls(
+        communities_server, RIDGE_TOKEN,
+        (SEARCH_TOOL, {"query": FENCE}), (SEARCH_TOOL, {"query": FENCE, "community": "hollow"}),
+        (SEARCH_TOOL, {"query": FENCE, "community": "nowhere"}), (LIST_TOOL, {}), (LIST_TOOL, {"community": "hollow"}))
+    # its one community needs no naming
+    assert not own.is_error, own.content
+    assert own.structured_content["community"] == "ridge"
+    assert {c["document_id"] for c in own.structured_content["chunks"]} == {"ridge-ccrs"}
+    # another community (or an unknown one, not told apart) is refused before anything is read
+    for result in (other, unknown, listed_other):
+        text = error_text(result)
+        assert text == "community: this token is not allowed that community", text
+        assert result.structured_content is None and "fence" not in str(result).lower().replace(FENCE.lower(), "")
+    assert listed.structured_content["community"] == "ridge"
+    assert [d["document_id"] for d in listed.structured_content["documents"]] == ["ridge-ccrs"]
+
+    # a token for two must name one, and then reaches it
+    unnamed, hollow = calls(communities_server, BOTH_TOKEN,
+                            (SEARCH_TOOL, {"query": FENCE}), (SEARCH_TOOL, {"query": FENCE, "community": "hollow"}))
+    assert error_text(unnamed) == "community: required, this token serves 2 communities"
+    assert not hollow.is_error and hollow.structured_content["community"] == "hollow"
+    assert "ridge-ccrs" not in {c["document_id"] for c in hollow.structured_content["chunks"]}
+
+
 # -- in process: what a failure inside the pipeline looks like to the agent ---------------------
 
 class _Failing:
@@ -259,3 +349,35 @@ def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tm
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
     assert not list((tmp_path / "pgdata").glob("postmaster.pid")), "the embedded database stopped with it"
+
+
+def test_an_mcp_answer_is_logged_and_says_when_the_knowledge_base_is_empty(make_database, embedder, tmp_path,
+                                                                            caplog):
+    """As the webhook: one INFO line per question, and an empty knowledge base said in the
+    answer, not only a bare no_results."""
+    import logging
+
+    from worker.runtime import Runtime
+    from worker.serve.mcp_server import McpFace, build_server
+    from worker.store.database import Database
+    from worker.store.knowledge_base import EMPTY_WARNING
+
+    from .conftest import make_settings
+
+    url = make_database("mcp-empty")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    face = McpFace.build(Runtime(make_settings(tmp_path, url), db, embedder))
+
+    async def go():
+        async with Client(build_server(face)) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": "How tall can a fence be?"})
+
+    with caplog.at_level(logging.INFO, logger="arc.webhook"):
+        result = run(go)
+    face.retriever.close()
+    db.close()
+    assert not result.is_error
+    assert result.structured_content["status"] == "no_results"
+    assert EMPTY_WARNING in result.structured_content["warnings"]
+    assert any(r.getMessage().startswith("question no_results") for r in caplog.records)

@@ -59,6 +59,22 @@ def test_pages_need_the_admin_token_and_it_never_shows_in_a_url(keeper):
     assert TOKEN not in listing.get_data(as_text=True)
 
 
+def test_a_failed_sign_in_is_logged_and_counted_like_the_apis(keeper, caplog):
+    """The keeper's sign-in is one more door: its failures reach the log and arc_auth_failures,
+    and the right token still signs in after a stranger's wrong ones from the same address."""
+    import logging
+
+    page = keeper.get("/login").get_data(as_text=True)
+    with caplog.at_level(logging.WARNING, logger="arc.auth"):
+        for _ in range(3):
+            assert keeper.post("/login", data={"token": "not-it", "csrf_token": csrf(page)}).status_code == 401
+    failed = [r for r in caplog.records if r.getMessage() == "authentication failed"]
+    assert len(failed) == 3 and all("not-it" not in str(r.__dict__) for r in failed)
+    counted = keeper.application.extensions["arc"].metrics.auth_failures.labels("/login", "wrong")._value.get()
+    assert counted == 3
+    assert keeper.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)}).status_code == 302
+
+
 def test_login_goes_nowhere_but_this_site(keeper):
     page = keeper.get("/login").get_data(as_text=True)
     response = keeper.post("/login?next=//evil.example/x", data={"token": TOKEN, "csrf_token": csrf(page)})
@@ -81,9 +97,17 @@ def test_document_text_is_shown_inert(keeper, sample_runtime):
     from io import BytesIO
 
     response = keeper.post("/documents/upload", content_type="multipart/form-data", data={
-        "csrf_token": csrf(page), "file": (BytesIO(HOSTILE.encode()), "pool-rules.md"),
+        "csrf_token": csrf(page), "file": (BytesIO(HOSTILE.encode()), "pool-<b onmouseover=x>rules.md"),
         "document_type": "other", "is_binding": "true", "document_id": "pool-rules"})
-    assert response.status_code == 302, response.get_data(as_text=True)
+    assert response.status_code == 303, response.get_data(as_text=True)
+    job = response.headers["Location"]
+    deadline = time.monotonic() + 120
+    while keeper.get(f"{job}/status").get_json()["state"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    followed = keeper.get(job).get_data(as_text=True)  # the upload's page names the file, inert
+    assert "Ingested Pool rules" in followed and "<b onmouseover" not in followed
+    assert "pool-&lt;b onmouseover=x&gt;rules.md" in followed
     shown = keeper.get("/documents/pool-rules").get_data(as_text=True)
     assert "<script>window.pwned" not in shown and "&lt;script&gt;window.pwned" in shown
     assert "<img src=x" not in shown
@@ -187,15 +211,43 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.find_element(By.ID, "sign-in").click()
     assert browser.current_url.rstrip("/") == served and TOKEN not in browser.current_url
 
-    document = tmp_path / "hammock-rules.md"
-    document.write_text("# Hammock Rules\n\nHammocks strung between two trees must come down between "
-                        "November and March. <script>window.pwned = 1</script>\n")
+    # three pages, two of them scanned: the job page follows the OCR page by page
+    from .test_cli import make_pdf
+    from .test_ocr import joined, scanned_page
+
+    scanned = shutil.which("tesseract") is not None
+    document = tmp_path / "hammock-rules.pdf"
+    document.write_bytes(joined(make_pdf([["Hammock Rules", "Hammocks strung between two trees must come down "
+                                           "between November and March.", "<script>window.pwned = 1</script>"]]),
+                                *([scanned_page(["ARTICLE II SWINGS", "Swings hang from sturdy branches only."]),
+                                   scanned_page(["ARTICLE III LANTERNS", "Lanterns go out at 11 pm."])]
+                                  if scanned else [])))
     browser.get(f"{served}/documents")
     browser.find_element(By.NAME, "file").send_keys(str(document))
     browser.find_element(By.NAME, "document_id").send_keys("hammock-rules")
     browser.find_element(By.ID, "upload-button").click()
-    assert "Ingested" in browser.find_element(By.ID, "message").text
-    assert "hammock-rules" in browser.page_source
+    assert browser.find_element(By.ID, "job-progress").tag_name == "progress"
+    seen, deadline = [], time.monotonic() + 300
+    # what the page's script shows as it polls (asked of the page itself: find_elements would wait)
+    look = ("var s = document.getElementById('job-stage'), b = document.getElementById('job-progress');"
+            "return document.querySelector('#job-report, #job-error') ? 'ended' : s && b ? [s.textContent, b.value, b.max] : null")
+    while (shown := browser.execute_script(look)) != "ended":
+        if shown and shown not in seen:
+            seen.append(shown)
+            if "by OCR: page" in shown[0] and not any("by OCR: page" in text for text, _, _ in seen[:-1]):
+                browser.save_screenshot(str(shots / "upload-progress.png"))
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
+    report = browser.find_element(By.ID, "job-report").text
+    assert "Ingested hammock-rules" in report and "replaced nothing" in report, report
+    steps = browser.find_element(By.ID, "job-steps").text
+    assert "Embedding:" in steps and "Stored" in steps, steps
+    if scanned:  # the scanned pages went by one at a time
+        assert "2 scanned pages read by OCR" in report and "Read 2 scanned pages by OCR" in steps, (report, steps)
+        assert any("scanned pages by OCR: page" in text and maximum == 2 for text, _, maximum in seen), seen
+    browser.save_screenshot(str(shots / "upload-report.png"))
+    browser.find_element(By.LINK_TEXT, "Back to the documents").click()
+    assert 'data-id="hammock-rules"' in browser.page_source
     browser.save_screenshot(str(shots / "documents.png"))
 
     browser.get(f"{served}/documents/hammock-rules")
@@ -222,9 +274,10 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     assert 'data-id="hammock-rules"' not in browser.page_source
 
 
-def test_the_pages_show_one_community_at_a_time(make_database, embedder, tmp_path):
-    """Several communities in one knowledge base (sql/030): the pages take ?community=, and name
-    the field when a knowledge base without a default community leaves them guessing."""
+@pytest.fixture()
+def two_communities(make_database, embedder, tmp_path):
+    """A knowledge base of two communities and no default one (a page that loses the community
+    is a 400 there), and the pages' client over it, signed in."""
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_markdown
     from worker.runtime import Runtime
@@ -233,7 +286,7 @@ def test_the_pages_show_one_community_at_a_time(make_database, embedder, tmp_pat
     db = Database(make_database("keepercommunities"))
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    for community, doc in (("hollow", "hollow-rules"), ("ridge", "ridge-rules")):
+    for community, doc in (("hollow", "hollow-rules"), ("ridge", "ridge-rules"), ("ridge", "ridge-fences")):
         ingestor.write([ingestor.prepare_text(parse_markdown(f"# {doc}\n\nFences need a permit."),
                                               document_id=doc, name=doc, document_type="other")],
                        community=community)
@@ -242,6 +295,14 @@ def test_the_pages_show_one_community_at_a_time(make_database, embedder, tmp_pat
     app.config["TESTING"] = True
     client = app.test_client()
     sign_in(client)
+    yield client
+    db.close()
+
+
+def test_the_pages_show_one_community_at_a_time(two_communities):
+    """Several communities in one knowledge base (sql/030): the pages take ?community=, and name
+    the field when a knowledge base without a default community leaves them guessing."""
+    client = two_communities
     ridge = client.get("/documents?community=ridge").get_data(as_text=True)
     assert "ridge-rules" in ridge and "hollow-rules" not in ridge
     assert client.get("/documents/hollow-rules?community=ridge").status_code == 404
@@ -249,7 +310,74 @@ def test_the_pages_show_one_community_at_a_time(make_database, embedder, tmp_pat
     unnamed = client.get("/documents")
     assert unnamed.status_code == 400 and "community" in unnamed.get_data(as_text=True)
     assert client.get("/documents?community=nowhere").status_code == 404
-    db.close()
+
+
+def _links(page: str) -> list[str]:
+    """The pages' own links and form targets on a page (not the stylesheet, nor the API's, nor
+    the header's choice of another community)."""
+    from html import unescape
+
+    page = re.sub(r'<form method="get".*?</form>', "", page, flags=re.S)
+    found = [unescape(u) for u in re.findall(r'(?:href|action)="(/[^"]*)"', page)]
+    return [u for u in found if not u.startswith(("/assets/", "/openapi.json", "/logout", "/login"))]
+
+
+def test_links_between_the_pages_stay_in_the_community_chosen(two_communities):
+    """From a community's documents list to a document, its delete, retrieval testing, the
+    questions asked and back, every link and form keeps ?community= (without it each page of a
+    knowledge base with no default community is a 400)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    client = two_communities
+    seen, queue = set(), ["/documents?community=ridge"]
+    while queue:
+        url = queue.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.get_data(as_text=True)[-500:])
+        page = response.get_data(as_text=True)
+        assert "hollow-rules" not in page, url
+        for link in _links(page):
+            assert parse_qs(urlsplit(link).query).get("community") == ["ridge"], (url, link)
+            target = urlsplit(link).path
+            if not (target == "/documents/upload" or target.endswith("/delete")):  # forms that post
+                queue.append(link)
+        for form in re.findall(r"<form[^>]*>.*?</form>", page, re.S):
+            if 'method="post"' in form and "action=" not in form:  # posts to its own page's URL
+                assert "community=ridge" in url, url
+    assert {"/ask?community=ridge", "/questions?community=ridge",
+            "/documents/ridge-rules?community=ridge"} <= seen
+    upload = client.get("/documents?community=ridge").get_data(as_text=True)
+    assert re.search(r'<form[^>]*id="upload".*?name="community" value="ridge"', upload, re.S)
+    # a question asked of ridge is tested against ridge's documents
+    page = client.get("/ask?community=ridge").get_data(as_text=True)
+    asked = client.post("/ask?community=ridge", data={"query": "Do fences need a permit?", "csrf_token": csrf(page)})
+    assert asked.status_code == 200 and "ridge-rules" in asked.get_data(as_text=True)
+    # a delete goes back to ridge's list; the delete of its last document to a list that exists
+    deleted = client.post("/documents/ridge-rules/delete?community=ridge",
+                          data={"confirm": "ridge-rules", "csrf_token": csrf(page)})
+    assert deleted.status_code == 302 and "community=ridge" in deleted.headers["Location"]
+    listed = client.get(deleted.headers["Location"]).get_data(as_text=True)
+    assert "Deleted ridge-rules" in listed and "ridge-fences" in listed
+    last = client.post("/documents/ridge-fences/delete?community=ridge",
+                       data={"confirm": "ridge-fences", "csrf_token": csrf(page)})
+    after = client.get(last.headers["Location"])
+    assert after.status_code == 200 and "ridge holds no documents now" in after.get_data(as_text=True)
+
+
+def test_the_questions_asked_are_those_of_the_community_chosen(two_communities):
+    """The query log is kept per community (sql/030); the questions page shows the chosen one's."""
+    client = two_communities
+    for community, question in (("hollow", "may hollow keep chickens"), ("ridge", "may ridge paint doors")):
+        response = client.post("/webhook/arc-retrieval", json={"query": question, "community": community},
+                               headers={"X-ARC-Token": TOKEN})
+        assert response.status_code == 200, response.get_data(as_text=True)
+    ridge = client.get("/questions?community=ridge").get_data(as_text=True)
+    assert "may ridge paint doors" in ridge and "may hollow keep chickens" not in ridge
+    hollow = client.get("/questions?community=hollow").get_data(as_text=True)
+    assert "may hollow keep chickens" in hollow and "may ridge paint doors" not in hollow
 
 
 def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path):
@@ -290,3 +418,13 @@ def test_worker_processes_starting_together_share_one_session_secret(tmp_path):
         child.join()
     assert len(secrets_seen) == 1 and secrets_seen == {(tmp_path / "key").read_text().strip()}
     assert [p.name for p in tmp_path.iterdir()] == ["key"]
+
+
+def test_signing_in_returns_to_the_page_asked_for_with_its_community(two_communities):
+    client = two_communities
+    client.post("/logout", data={"csrf_token": csrf(client.get("/documents?community=ridge").get_data(as_text=True))})
+    sent = client.get("/documents?community=ridge")
+    assert sent.status_code == 302
+    page = client.get(sent.headers["Location"]).get_data(as_text=True)
+    back = client.post(sent.headers["Location"], data={"token": TOKEN, "csrf_token": csrf(page)})
+    assert back.status_code == 302 and back.headers["Location"] == "/documents?community=ridge"

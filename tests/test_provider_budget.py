@@ -109,9 +109,9 @@ class CountingBackend(PostgresBackend):
         super().__init__(db)
         self.searches = 0
 
-    def search(self, params):
+    def search(self, params, min_version=None):
         self.searches += 1
-        return super().search(params)
+        return super().search(params, min_version)
 
 
 def test_a_healthy_remote_provider_costs_one_search_and_a_silent_one_no_extra_time(sample_runtime):

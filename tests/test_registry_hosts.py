@@ -72,3 +72,11 @@ def test_the_installers_take_their_apt_line_from_it():
     for script in ("install-postgres15.sh", "portable-pgvector.sh"):
         text = (ROOT / "scripts" / script).read_text()
         assert 'debian-mirror.sh")' in text and 'deb-src $MIRROR trixie main' in text, script
+
+
+def test_the_podman_installer_takes_its_debootstrap_mirror_from_it():
+    """One reader of the apt sources: a second copy had drifted (it skipped debian.sources'
+    priority and an apt line's [options])."""
+    text = (ROOT / "scripts" / "install-podman.sh").read_text()
+    assert 'MIRROR=$("$(dirname "$0")/debian-mirror.sh")' in text and '"$MIRROR"' in text
+    assert "URIs:" not in text and '$1 == "deb"' not in text

@@ -248,3 +248,36 @@ def test_replicas_setting_is_checked_without_echoing_secrets():
                                   "ARC_READ_DATABASE_URLS": " postgresql://a/db , postgresql://b/db ,"})
     assert settings.read_database_urls == ("postgresql://a/db", "postgresql://b/db")
     assert Settings.from_env({}).read_database_urls == ()
+
+
+class CountingReplicas:
+    """Read replicas over the primary itself, counting the version reads that reach the primary."""
+
+    def __new__(cls, db: Database):
+        from worker.store.replicas import ReadReplicas
+
+        class Counting(ReadReplicas):
+            reads = 0
+
+            def primary_version(self) -> int:
+                Counting.reads += 1
+                return super().primary_version()
+
+        return Counting(db, [db])
+
+
+def test_a_question_reads_the_primarys_version_once(sample_runtime):
+    """The search cache and the replica each read the primary's version; the search now takes
+    the one the cache read instead of asking again."""
+    from worker.models import RetrievalRequest
+    from worker.retrieve.pipeline import Retriever
+    from worker.retrieve.search import PostgresBackend
+
+    replicas = CountingReplicas(sample_runtime.db)
+    retriever = Retriever(embedder=CachedEmbedder(sample_runtime.embedder), reranker=None,
+                          backend=PostgresBackend(sample_runtime.db, replicas))
+    try:
+        retriever.answer(RetrievalRequest(query="How tall can a backyard fence be?"))
+        assert type(replicas).reads == 1
+    finally:
+        retriever.close()

@@ -186,7 +186,7 @@ class Settings(BaseModel):
     no_results_at: float = Field(0.2, ge=-1, le=2)
     calibration_questions: int = Field(120, ge=10, le=2000)
     min_relevance: float = Field(0.5, ge=0, le=1)
-    min_context_chunks: int = Field(7, ge=0, le=20)
+    min_context_chunks: int = Field(6, ge=0, le=20)
     statement_timeout_ms: int = Field(5000, ge=100)
     # Seconds an ingest or delete waits for another one's write lock (a long load) before a
     # retriable 503 knowledge_base_busy; the statement timeout does not cut this wait.

@@ -11,6 +11,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -49,20 +52,44 @@ def configure_logging(level: str | None = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+# step, done, total, unit: told of every step of every bar (see watching_progress)
+ProgressWatcher = Callable[[str, int, int, str], None]
+_watcher: ContextVar[ProgressWatcher | None] = ContextVar("arc_progress_watcher", default=None)
+
+
+@contextmanager
+def watching_progress(watcher: ProgressWatcher) -> Iterator[None]:
+    """Tell ``watcher(step, done, total, unit)`` of each progress bar this thread starts, as it
+    starts and at every update, not only every ``every`` seconds: the keeper's pages follow an
+    upload's ingest (OCR page n of N, chunks embedded, stored) through the bars the command line
+    draws and the logs report, without a second account of it."""
+    token = _watcher.set(watcher)
+    try:
+        yield
+    finally:
+        _watcher.reset(token)
+
+
 class LogProgress:
     """tqdm's ``update``/``close`` as INFO log lines ("embedding Pool Rules: 512/2048 chunks"), at
     most every ``every`` seconds (config.PROGRESS_LOG_SECONDS) and once at the end: progress where
     no terminal shows a bar."""
 
-    def __init__(self, total: int, desc: str, unit: str, logger: logging.Logger, every: float):
+    def __init__(self, total: int, desc: str, unit: str, logger: logging.Logger, every: float,
+                 watcher: ProgressWatcher | None = None):
         self.total, self.desc, self.unit, self.log = total, desc, unit, logger
         self.done = 0
         self.every = every
         self.last = time.monotonic()
         self.closed = False
+        self.watcher = watcher
+        if watcher is not None:
+            watcher(desc, 0, total, unit)
 
     def update(self, n: int = 1) -> None:
         self.done += n
+        if self.watcher is not None:
+            self.watcher(self.desc, self.done, self.total, self.unit)
         if time.monotonic() - self.last >= self.every and self.done < self.total:
             self._say()
 
@@ -84,10 +111,11 @@ class LogProgress:
 
 
 def progress(total: int, desc: str, unit: str, *, terminal: bool, logger: logging.Logger, every: float):
-    """A progress bar on a terminal, log lines (at most one per ``every`` seconds) elsewhere."""
+    """A progress bar on a terminal, log lines (at most one per ``every`` seconds) elsewhere; told
+    to a watcher too when one watches (a server's thread, never a terminal's bar)."""
     if terminal:
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit)
-    return LogProgress(total, desc, unit, logger, every)
+    return LogProgress(total, desc, unit, logger, every, _watcher.get())
 

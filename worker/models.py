@@ -73,7 +73,7 @@ class RetrievalRequest(BaseModel):
     min_relevance: float | None = Field(
         default=None, ge=0, le=1,
         description="A hard minimum: chunks below this score stay out of the context and the chunk list "
-                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (8) need only the no-results threshold, "
+                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (6) need only the no-results threshold, "
                     "later ones ARC_MIN_RELEVANCE).")
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None
@@ -278,7 +278,7 @@ class DocumentSummary(BaseModel):
     superseded_by: str | None
     amended_by: list[str] = Field(default_factory=list, description="Documents that amended sections of it.")
     chunks: int
-    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs); null for text.")
+    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs, and Word files that record their page breaks); null for text.")
     ingested_at: datetime
     source_file: str | None
 

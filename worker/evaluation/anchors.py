@@ -100,13 +100,12 @@ BUDGETS = (500, 1000, 2000, 4000)
 
 def n8n_ranking(index: AnchorIndex, query_vector: np.ndarray) -> list[str]:
     """Every chunk, best first, by the n8n default's dense score."""
-    return _top(index, index.dense_scores(query_vector), len(index.chunks))
+    return n8n_default(index, query_vector, k=len(index.chunks))
 
 
 def hybrid_ranking(index: AnchorIndex, query: str, query_vector: np.ndarray) -> list[str]:
     """Every chunk, best first, by the hybrid anchor's fused score."""
-    fused = 0.5 * _min_max(index.dense_scores(query_vector)) + 0.5 * _min_max(index.bm25_scores(query))
-    return _top(index, fused, len(index.chunks))
+    return hybrid_top5(index, query, query_vector, k=len(index.chunks))
 
 
 def within_tokens(ranked: Sequence[str], budget: int, counter) -> list[str]:

@@ -148,7 +148,9 @@ def loaded_database(dataset: BeirDataset, embedder: CachedEmbedder, data_dir: Pa
     workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=data_dir))
     server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     try:
-        db = Database(server.start(), statement_timeout_ms=30000)
+        # No statement timeout: a benchmark's bulk load stores 1,000 documents per statement, which
+        # a busy two-core machine took longer than any per-question limit to write.
+        db = Database(server.start(), statement_timeout_ms=0)
         db.migrate(embedder.dim)
         ingestor = Ingestor(db, embedder)
         corpus_vectors = cached_corpus_embeddings(dataset, texts, embedder, data_dir / "cache", ingestor)

@@ -8,6 +8,7 @@ input far beyond that is an attack or a broken file, and is refused with a clear
 
 from __future__ import annotations
 
+import subprocess
 import time
 import zipfile
 from collections.abc import Callable
@@ -52,6 +53,32 @@ class Budget:
             raise Cancelled(f"reading took over {self.seconds:g} s (ARC_READ_TIMEOUT); split the document")
         if self.gone():
             raise Cancelled("the client closed the connection; stopped reading")
+
+
+def run_bounded(command: list[str], *, seconds: float, budget: Budget, overtime: Exception,
+                env: dict[str, str] | None = None, poll_seconds: float = 0.1) -> subprocess.CompletedProcess[bytes]:
+    """Run ``command`` (a converter, Tesseract) to its end, its output collected; ``overtime`` is
+    raised past ``seconds``, and ``budget`` is checked between polls. The child is killed and
+    waited for on every way out: a deadline, a cancel, and whatever else reaches the caller
+    mid-poll (a worker's abort as SystemExit, a KeyboardInterrupt, a failing cancel check), so no
+    child outlives the read that started it."""
+    child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            try:
+                # a retried communicate() keeps what it read before the timeout
+                out, err = child.communicate(timeout=poll_seconds)
+                return subprocess.CompletedProcess(command, child.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    raise overtime from None
+                budget.check()
+    finally:
+        if child.returncode is None:
+            child.kill()
+            child.communicate()  # reaps it and closes its pipes
 
 
 def json_depth_exceeds(value: Any, limit: int) -> bool:

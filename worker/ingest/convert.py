@@ -4,18 +4,19 @@ mammoth builds the whole document (minidom, then its own tree, then HTML) in mem
 pure Python: a 30 KB file unpacking to 10 MB of XML took 197 s and 1.6 GB, and its time grows
 faster than its size. In a child, that cost is bounded by rlimits and a deadline, the child is
 killed when the caller goes away, and the serving process's interpreter stays free for
-questions. The child is :mod:`worker.ingest.convert_child`.
+questions. The structural checks run there too, once, before the converter (``check_docx``,
+``html_too_deep``): they are pure Python and linear, but a 5 MB page still took the nesting scan
+7 s, which in the serving process had neither deadline nor cancel. The child is
+:mod:`worker.ingest.convert_child`.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from .bounds import Budget, Cancelled, ReadLimits
+from .bounds import Budget, ReadLimits, run_bounded
 
 _POLL_SECONDS = 0.1
 # the exit code the child uses for "this file cannot be converted" (message on stderr)
@@ -44,27 +45,14 @@ def docx_markdown_bounded(path: Path, limits: ReadLimits, budget: Budget | None 
            "CONVERTER_MAX_NESTING": str(limits.max_nesting),
            "CONVERTER_MAX_ELEMENTS": str(limits.max_xml_elements),
            "CONVERTER_MAX_UNPACKED": str(limits.max_unpacked_bytes)}
-    child = subprocess.Popen([sys.executable, "-m", "worker.ingest.convert_child", str(path)], env=env,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + limits.convert_seconds
-    try:
-        while True:
-            try:
-                out, err = child.communicate(timeout=_POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    raise ValueError(f"converting the {what} took over {limits.convert_seconds:g} s "
-                                     "(ARC_CONVERT_TIMEOUT): split it, or ingest its text") from None
-                budget.check()
-    except (ValueError, Cancelled):
-        child.kill()
-        child.communicate()
-        raise
-    if child.returncode == 0:
-        return out.decode("utf-8")
-    message = err.decode("utf-8", "replace").strip().splitlines()
-    if child.returncode == UNREADABLE and message:
+    done = run_bounded([sys.executable, "-m", "worker.ingest.convert_child", str(path)], env=env,
+                       seconds=limits.convert_seconds, budget=budget, poll_seconds=_POLL_SECONDS,
+                       overtime=ValueError(f"converting the {what} took over {limits.convert_seconds:g} s "
+                                           "(ARC_CONVERT_TIMEOUT): split it, or ingest its text"))
+    if done.returncode == 0:
+        return done.stdout.decode("utf-8")
+    message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    if done.returncode == UNREADABLE and message:
         raise ValueError(message[-1][:300])
     # killed by its own limits: SIGKILL/SIGXCPU for CPU time, MemoryError for memory
     raise ValueError(f"the {what} could not be converted within {limits.convert_memory_bytes / 1e6:.0f} MB "

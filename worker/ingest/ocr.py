@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import PROGRESS_LOG_SECONDS
 from ..logs import progress
-from .bounds import Budget
+from .bounds import Budget, run_bounded
 
 RENDER_DPI = 300
 # A page larger than 24 x 36 inches renders coarser than RENDER_DPI, so one page's image stays
@@ -89,30 +89,18 @@ class Tesseract:
         # OMP_THREAD_LIMIT=1: Tesseract's OpenMP threads made a 300 dpi page take 20 s instead of
         # 2.5 s on 2 cores (benchmarks/ocr/); pages are read in parallel instead.
         models = ["--tessdata-dir", self.tessdata_dir] if self.tessdata_dir else []
-        child = subprocess.Popen(
-            ["tesseract", page, "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "OMP_THREAD_LIMIT": "1"})
-        deadline = time.monotonic() + PAGE_TIMEOUT
         try:
-            while True:
-                try:
-                    out, err = child.communicate(timeout=_POLL_SECONDS)  # keeps what it read on a retry
-                    break
-                except subprocess.TimeoutExpired:
-                    if time.monotonic() > deadline:
-                        raise OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page") from None
-                    budget.check()
-        except BaseException:
-            child.kill()
-            child.communicate()
-            raise
+            done = run_bounded(
+                ["tesseract", page, "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
+                env={**os.environ, "OMP_THREAD_LIMIT": "1"}, seconds=PAGE_TIMEOUT, budget=budget,
+                poll_seconds=_POLL_SECONDS,
+                overtime=OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page"))
         finally:
             folder.cleanup()
-        if child.returncode != 0:  # e.g. a language whose data is not installed
-            message = err.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode != 0:  # e.g. a language whose data is not installed
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise OcrUnavailable(f"Tesseract failed: {(message[-1] if message else 'no message')[:200]}")
-        return restore_ordinals(out.decode("utf-8", "replace"))
+        return restore_ordinals(done.stdout.decode("utf-8", "replace"))
 
 
 def packaged_models(language: str) -> str | None:

@@ -4,8 +4,9 @@ Headings become the section path. Markdown uses ``#`` headings; plain text and P
 numbering governing documents are written with ("Chapter 4", "ARTICLE V", "4.2 Fencing",
 "Exhibit A"). Lettered and numbered items ("(F) ...", "3. ...") are blocks of their own, so a
 long section splits between items, never inside one if it can help it. Pages: PDF pages, form
-feeds in text, and ``<!-- page N -->`` markers in Markdown. Tables stay tables: Markdown
-pipe rows, and the ruled tables of a PDF page (found by pdfplumber) as such rows.
+feeds in text, ``<!-- page N -->`` markers in Markdown, and a Word file's page breaks. Tables
+stay tables: Markdown pipe rows, and the ruled tables of a PDF page (found by pdfplumber) as
+such rows.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _HTML_BREAK = re.compile(r"<br\s*/?>", re.I)
 _MD_HEADING = re.compile(r"^\s*(#{1,6})\s(.*)$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
+_PAGE_MARKER_IN_TEXT = re.compile(r"^[ \t]*(<!--[ \t]*page[ \t]+\d+[ \t]*-->)[ \t]*$", re.I | re.M)
 _HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
 _TEXT_HEADING_L1 = re.compile(rf"^{_HEADING_WORDS}\b[\s\w.:-]{{0,70}}$", re.I)
 _TEXT_HEADING_NUM = re.compile(r"^(?:(?i:section)\s+)?(\d+(?:\.\d+)*)\.?\s+[A-Z][^.]{0,70}$")
@@ -68,7 +70,6 @@ def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
     if suffix == ".docx":
         from .convert import docx_markdown_bounded
 
-        check_docx(path, limits)
         return parse_markdown(docx_markdown_bounded(path, limits, budget))
     raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html "
                      "or a BEIR corpus.jsonl")
@@ -82,8 +83,6 @@ def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimi
     if format == "html":
         from .convert import html_markdown_bounded
 
-        if html_too_deep(text, limits.max_nesting):  # refused at once, without a child
-            raise ValueError(f"HTML nested over {limits.max_nesting} elements deep (ARC_MAX_NESTING)")
         return parse_markdown(html_markdown_bounded(text, limits, budget))
     return parse_markdown(text)
 
@@ -92,7 +91,7 @@ def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimi
 _UNSAFE_URL = re.compile(r"^\s*(?:javascript|vbscript|data):", re.I)
 
 
-def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> str:
+def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what: str = "HTML") -> str:
     """Headings, numbered and bulleted lists and tables as Markdown (markdownify); scripts,
     styles and a page's navigation, header and footer left out. Deeper nesting than
     ``max_nesting`` is refused: markdownify recurses per element (3,000 nested divs exhausted
@@ -101,7 +100,7 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
     from markdownify import MarkdownConverter
 
     if html_too_deep(html, max_nesting):
-        raise ValueError(f"HTML nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
+        raise ValueError(f"{what} nested over {max_nesting} elements deep (ARC_MAX_NESTING)")
     soup = BeautifulSoup(html, "html.parser")
     # <title> names the page, it is no passage of it: the document's title unless an <h1> names it
     title = " ".join(soup.title.get_text().split()) if soup.title else ""
@@ -114,26 +113,34 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting) -> st
         if not image.get("src") or _UNSAFE_URL.match(image["src"]):
             image.replace_with(image.get("alt") or "")
     body = MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
+    # A page's text that reads like Markdown's page marker stays text: only a Word file's own
+    # breaks (restored after this, docx_pages) say where a page begins.
+    body = _PAGE_MARKER_IN_TEXT.sub(r"\\\1", body)
     return f"# {title}\n\n{body}" if title and soup.find("h1") is None else body
 
 
 def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
     """A Word document through mammoth's semantic HTML (its headings, lists and tables), then as
-    HTML above; the Title style is the document's title."""
+    HTML above; the Title style is the document's title, and ``<!-- page N -->`` markers say
+    where its pages begin (:mod:`worker.ingest.docx_pages`)."""
     import zipfile
+    from xml.etree.ElementTree import ParseError
 
     import mammoth
+
+    from .docx_pages import marked_pages
 
     check_docx(path, limits)
     # Images are left out: mammoth inlines each as base64 text, memory for nothing retrievable.
     no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
     try:
-        with path.open("rb") as fh:
+        with marked_pages(path) as (marked, pages), marked.open("rb") as fh:
             html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh",
                                            convert_image=no_images).value
-    except (zipfile.BadZipFile, KeyError) as exc:
+    except (zipfile.BadZipFile, KeyError, ParseError) as exc:
         raise ValueError(f"not a readable Word (.docx) file ({type(exc).__name__})") from None
-    return html_to_markdown(html)
+    # mammoth nests a list's levels as <ol>s that the XML wrote flat, so the limit applies again
+    return pages.restore(html_to_markdown(html, limits.max_nesting, what="the Word file's lists and tables"))
 
 
 def parse_markdown(text: str) -> ParsedDocument:

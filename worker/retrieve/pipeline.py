@@ -73,7 +73,7 @@ Thresholds = confidence_stage.FixedThresholds
 class ContextPolicy:
     """How the default context is filled (an explicit ``min_relevance`` in a request overrides)."""
 
-    min_context_chunks: int = 7     # the best few go in whenever the answer is not no_results ...
+    min_context_chunks: int = 6     # the best few go in whenever the answer is not no_results ...
     min_relevance: float = 0.5      # ... chunks past them need this
     steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
@@ -121,8 +121,12 @@ class Retriever:
         # built by hand for one purpose does not start background searches of its own.
         self.calibrate = calibrate
         self.calibration_questions = calibration_questions
-        self.calibration: confidence_stage.Calibration | None = None
-        self._calibrated_version: int | None = None
+        # One calibration per community: each has its own documents, statistics and so its own
+        # score scale (a community of short rule lists scores higher than one of declarations).
+        self.calibrations: dict[str, confidence_stage.Calibration | None] = {}
+        self._calibrated_versions: dict[str, int] = {}
+        self._wanted: set[str] = set()  # communities the background thread is to (re)calibrate
+        self._wanted_lock = threading.Lock()
         self._calibrating = threading.Lock()
         self._calibration_thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -196,20 +200,20 @@ class Retriever:
         # The status carries without the reranker: it reads the first-stage relevance, the one
         # score the calibration measured, whether or not an LLM reordered the list.
         confidence = confidence_stage.decide(max((c.relevance for c in candidates), default=None),
-                                             self._calibration_now(), self.cuts, self.thresholds)
+                                             self._calibration_now(community), self.cuts, self.thresholds)
         status, message = confidence.status, STATUS_MESSAGES[confidence.status]
         with timer.stage("context"):
+            qualifying = minimum.qualifying(candidates, request.min_relevance)
             if status == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(minimum.qualifying(candidates, request.min_relevance), request)
+                built = self._assemble(qualifying, request)
             if request.min_relevance is not None and not built.chunks and status != "no_results":
                 status, message = "no_results", NO_RESULTS_MESSAGE
                 warnings.append(minimum.empty_context_warning(request.min_relevance, best))
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
-            shown = minimum.listed(minimum.qualifying(candidates, request.min_relevance), built.chunks,
-                                   request.top_k)
+            shown = minimum.listed(qualifying, built.chunks, request.top_k)
             for chunk in shown:
                 chunk.source = in_context.get(chunk.id)
         timings = dict(timer.timings, total=timer.total())
@@ -252,7 +256,7 @@ class Retriever:
         version = self.backend.version(params.community)
         found = self.search_cache.get(params, version)
         if found is None:
-            found = self.backend.search(params)
+            found = self.backend.search(params, min_version=version)
             self.search_cache.put(params, version, found)
         return found
 
@@ -302,26 +306,32 @@ class Retriever:
 
     # -- status calibration --------------------------------------------------------------------
 
-    def _calibration_now(self) -> confidence_stage.Calibration | None:
-        """The knowledge base's calibration. A change to the knowledge base starts a new one in
-        the background; until it is ready the previous one answers (one document more or less
-        barely moves the scale), or the fixed thresholds when there is none yet."""
-        if not self.calibrate:
+    @property
+    def calibration(self) -> confidence_stage.Calibration | None:
+        """The default community's calibration (the only one's, when there is one)."""
+        if DEFAULT_COMMUNITY in self.calibrations:
+            return self.calibrations[DEFAULT_COMMUNITY]
+        return next(iter(self.calibrations.values()), None)
+
+    def _calibration_now(self, community: str | None) -> confidence_stage.Calibration | None:
+        """The community's calibration. A change to its documents starts a new one in the
+        background; until it is ready the previous one answers (one document more or less barely
+        moves the scale), or the fixed thresholds when there is none yet."""
+        if not self.calibrate or community is None:
             return None
         try:
-            version = self.backend.version()
+            version = self.backend.version(community)
         except Exception:  # the search itself reports an unreachable database
-            return self.calibration
-        if (version != self._calibrated_version and not self._stopping.is_set()
-                and self._calibrating.acquire(blocking=False)):
-            self._calibration_thread = threading.Thread(target=self._calibrate_locked, args=(version,),
-                                                        name="arc-calibration", daemon=True)
-            self._calibration_thread.start()
-        return self.calibration
+            return self.calibrations.get(community)
+        if version != self._calibrated_versions.get(community):
+            self._start_calibration({community})
+        return self.calibrations.get(community)
 
     def refresh_calibration(self) -> None:
-        """After a change this process made: start the new calibration now, not at the next question."""
-        self._calibration_now()
+        """After a change this process made: measure again, now rather than at the next question,
+        every community calibrated so far whose documents changed."""
+        if self.calibrate:
+            self._start_calibration(set(self.calibrations) or {DEFAULT_COMMUNITY})
 
     def knowledge_base_changed(self) -> None:
         """Every path that ingests or deletes calls this: cached searches would answer from the
@@ -335,37 +345,54 @@ class Retriever:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
 
-    def calibrate_now(self) -> confidence_stage.Calibration | None:
-        """Calibrate for the current knowledge base version before returning (ingestion and the
-        evaluation call this; requests never wait for it)."""
+    def calibrate_now(self, community: str | None = None) -> confidence_stage.Calibration | None:
+        """Calibrate ``community`` (None: every community) at its current version before
+        returning, and give its calibration (None: the default community's). Ingestion and the
+        evaluation call this; requests never wait for it."""
         with self._calibrating:
-            return self._calibrate(self.backend.version())
+            for name in [community] if community is not None else self.backend.communities():
+                self._calibrate(name, self.backend.version(name))
+        return self.calibrations.get(community) if community is not None else self.calibration
 
-    def _calibrate_locked(self, version: int) -> None:
+    def _start_calibration(self, communities: set[str]) -> None:
+        with self._wanted_lock:
+            self._wanted |= communities
+        if self._stopping.is_set() or not self._calibrating.acquire(blocking=False):
+            return  # the running thread takes the new wishes before it stops
+        self._calibration_thread = threading.Thread(target=self._calibrate_wanted, name="arc-calibration",
+                                                    daemon=True)
+        self._calibration_thread.start()
+
+    def _calibrate_wanted(self) -> None:
         try:
-            self._calibrate(version)
-        except CalibrationStopped:
-            pass
-        except Exception as exc:  # the database went away, the provider failed: try on the next change
-            self._calibrated_version = version
-            log.warning("status calibration failed; the previous calibration stays",
-                        extra={"reason": type(exc).__name__})
+            while not self._stopping.is_set():
+                with self._wanted_lock:
+                    if not self._wanted:
+                        return
+                    community = self._wanted.pop()
+                version = None
+                try:
+                    version = self.backend.version(community)
+                    if version != self._calibrated_versions.get(community):
+                        self._calibrate(community, version)
+                except CalibrationStopped:
+                    return
+                except Exception as exc:  # the database went away, the provider failed: try on the next change
+                    if version is not None:
+                        self._calibrated_versions[community] = version
+                    log.warning("status calibration failed; the previous calibration stays",
+                                extra={"community": community, "reason": type(exc).__name__})
         finally:
             self._calibrating.release()
 
-    def _calibrate(self, version: int) -> confidence_stage.Calibration | None:
+    def _calibrate(self, community: str, version: int) -> confidence_stage.Calibration | None:
         started = time.perf_counter()
-        # One calibration for the knowledge base, measured on one community (its chunks asked back
-        # within it): hybrid_search reads one community, and sister associations' documents are
-        # alike enough that one scale serves them all. A calibration per community is not done yet.
-        known = self.backend.communities()
-        community = DEFAULT_COMMUNITY if DEFAULT_COMMUNITY in known else next(iter(known), None)
-        sample = getattr(self.backend, "calibration_chunks", None)
-        chunks = sample(self.calibration_questions * 2, community) if sample is not None else []
+        chunks = self.backend.calibration_chunks(self.calibration_questions * 2, community)
         found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
                                            self.calibration_questions)
-        self.calibration, self._calibrated_version = found, version
-        log.info("status calibrated", extra={"kb_version": version, "ms": round((time.perf_counter() - started) * 1000),
+        self.calibrations[community], self._calibrated_versions[community] = found, version
+        log.info("status calibrated", extra={"community": community, "kb_version": version,
+                                             "ms": round((time.perf_counter() - started) * 1000),
                                              "floor": found and round(found.floor, 4),
                                              "match": found and round(found.match, 4)})
         return found
@@ -374,13 +401,15 @@ class Retriever:
         """Each text's best first-stage relevance in ``community``, by the same path a question takes."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed([p.normalized for p in processed])
+        # One lookup of every text's compound words, not one round trip per text.
+        compounds = [compound_candidates(p.normalized) for p in processed]
+        frequency = self.backend.word_frequencies(sorted({w for c in compounds for w in c.lookups()}), community)
         best = []
-        for p, vector in zip(processed, vectors):
+        for p, vector, candidates in zip(processed, vectors, compounds):
             if self._stopping.is_set():
                 raise CalibrationStopped
-            params = SearchParams(query_text=p.normalized, embedding=vector,
-                                  expansion_text=" ".join(expand(p.normalized) + self._compounds(p.normalized, community))
-                                  or None,
+            expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
+            params = SearchParams(query_text=p.normalized, embedding=vector, expansion_text=" ".join(expansion) or None,
                                   vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.default_fusion,
                                   community=community)
             found = first_stage_order(self.backend.search(params), have_embedding=True, steer=[],

@@ -65,7 +65,10 @@ class SearchParams:
 
 
 class SearchBackend(Protocol):
-    def search(self, params: SearchParams) -> list[ChunkResult]: ...
+    def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
+        """The candidates; ``min_version``: the knowledge-base version the caller already read
+        (a read replica must have replayed it), so that it is not read twice."""
+        ...
 
     def version(self, community: str | None = None) -> int:
         """A community's change counter (008, per community since 030); none named, the whole knowledge base's."""
@@ -97,7 +100,7 @@ class PostgresBackend:
         self.db = db
         self.replicas = replicas
 
-    def search(self, params: SearchParams) -> list[ChunkResult]:
+    def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
             try:
                 cur = conn.cursor(row_factory=psycopg.rows.dict_row)
@@ -109,9 +112,9 @@ class PostgresBackend:
             with self.db.connection() as conn:
                 rows = run(conn)
         else:
-            # Read the primary's version for every search: another process may have just
-            # ingested (one short row read, against the search itself on a replica).
-            rows = self.replicas.read(run, self.replicas.primary_version())
+            # The primary's version for every search (another process may have just ingested):
+            # the caller's, when it read one, else one short row read.
+            rows = self.replicas.read(run, self.replicas.primary_version() if min_version is None else min_version)
         return [_chunk(row) for row in rows]
 
     def version(self, community: str | None = None) -> int:
@@ -161,7 +164,7 @@ class SupabaseBackend:
             client = create_client(url, key)
         self.client = client
 
-    def search(self, params: SearchParams) -> list[ChunkResult]:
+    def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         args = params.sql_params()
         # PostgREST picks the function by its argument names; a null vector is simply omitted.
         args = {k: v for k, v in args.items() if v is not None}

@@ -11,23 +11,15 @@ from ..errors import CommunityForbidden, CommunityRequired
 ALLOWED = "allowed_communities"  # on flask.g: None (every community) or a tuple of names
 
 
-def scoped_token(presented: str | None, community_tokens: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
-    """The communities a presented community token grants, or None when it is not one."""
-    from .security import token_matches
-
-    if not presented:
-        return None
-    found = None
-    for token, communities in community_tokens.items():  # every one compared: no timing by position
-        if token_matches(token, presented):
-            found = communities
-    return found
-
-
 def checked(requested: str | None) -> str | None:
-    """The community the request may use: what it named, if its token reaches it; unnamed, the
+    """The community the request may use, by the communities its token reaches (set by the guard)."""
+    return within(g.get(ALLOWED), requested)
+
+
+def within(allowed: tuple[str, ...] | None, requested: str | None) -> str | None:
+    """The community a caller whose token reaches ``allowed`` (None: every one) may use: what it
+    named, if reached (else 403, an unknown community alike, so none is told apart); unnamed, the
     token's one community (a token for several must name one)."""
-    allowed: tuple[str, ...] | None = g.get(ALLOWED)
     if allowed is None:
         return requested
     if requested is None:

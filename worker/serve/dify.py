@@ -7,14 +7,19 @@ a failed authorisation, 2001 an unknown knowledge id). The API key is the webhoo
 under the webhook's rate limit and brute-force slow-down.
 
 One worker serves several "knowledge" ids: ``all`` (every current document) and one per document
-type (``ccr``, ``design_guidelines``, ...), so a Dify app can be given only the CC&Rs. ``score`` is
-the worker's final score, the one its statuses go by.
+type (``ccr``, ``design_guidelines``, ...), so a Dify app can be given only the CC&Rs; and, in a
+knowledge base of several communities, ``COMMUNITY`` (all of its documents) or ``COMMUNITY/TYPE``
+(``heronwood/ccr``, ``heronwood/all``), so each association's Dify knowledge base is its own. A
+key limited to communities (``ARC_COMMUNITY_TOKENS``) reaches those only, as on the webhook:
+unnamed, its one community; another (or an unknown one) is refused with 1002 and nothing of it.
+``score`` is the worker's final score, the one its statuses go by.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -22,9 +27,14 @@ from flask import Blueprint, g, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import DOCUMENT_TYPES
-from ..models import MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
-from .security import client_key, token_matches
+from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
+from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
+from . import community_scope
+from .answer_log import record_answer
+from .responses import answer_for
+from .security import authenticate, bearer, client_key
 from .services import services
+from .webhooks import json_body
 
 DIFY_ROUTE = "/retrieval"
 ALL_KNOWLEDGE = "all"
@@ -62,7 +72,9 @@ class DifyRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
     # Any text is a knowledge id to Dify; the schema names the ones this worker knows (others: 2001).
     knowledge_id: str = Field(min_length=1, max_length=200, json_schema_extra={"enum": list(KNOWLEDGE_IDS)},
-                              description="all, or one document type: " + ", ".join(DOCUMENT_TYPES))
+                              description="all, or one document type: " + ", ".join(DOCUMENT_TYPES) + "; with "
+                              "several communities, COMMUNITY or COMMUNITY/TYPE (COMMUNITY/all), which this enum of "
+                              "the ids every worker has leaves out")
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$")
     retrieval_setting: RetrievalSetting
     metadata_condition: MetadataCondition | None = None
@@ -92,23 +104,38 @@ def dify_error(status: int, code: int, message: str) -> Any:
 
 
 def _authorise() -> Any | None:
-    """Dify's checks in Dify's words; None when the request may go ahead."""
+    """Dify's checks in Dify's words; None when the request may go ahead. The webhook's
+    authentication (security.authenticate: the right key first, the brake on failures only, each
+    failure logged and counted), with the key in Dify's ``Authorization: Bearer <key>``."""
     arc = services()
+    settings = arc.runtime.settings
     address = request.remote_addr or "unknown"
-    if wait := arc.auth_guard.blocked(address):
-        return _refused("too many failed authentication attempts", wait)
-    expected = arc.runtime.settings.api_token
     header = request.headers.get("Authorization", "")
-    scheme, _, presented = header.partition(" ")
-    if expected and (scheme != "Bearer" or not presented.strip()):
-        arc.auth_guard.failed(address)
-        return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
-    if not token_matches(expected, presented.strip() or None):
-        arc.auth_guard.failed(address)
+    presented = bearer(header) if header.startswith("Bearer ") else None  # Dify's own spelling only
+    verdict = authenticate(settings.api_token, presented, address=address, guard=arc.auth_guard, route=DIFY_ROUTE,
+                           community_tokens=settings.community_tokens, failures=arc.metrics.auth_failures)
+    if verdict.retry_after:
+        return _refused("too many failed authentication attempts", verdict.retry_after)
+    if not verdict.ok:
+        if presented is None:
+            return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
         return dify_error(403, 1002, "Authorization failed")
-    if wait := arc.limiter.acquire(client_key(presented.strip() if expected else None, address)):
+    setattr(g, community_scope.ALLOWED, verdict.communities)  # a key limited to communities reaches only those
+    if wait := arc.limiter.acquire(client_key(presented if settings.api_token else None, address)):
         return _refused("too many requests", wait)
     return None
+
+
+@dify.errorhandler(Exception)
+def dify_shaped(exc: Exception) -> Any:
+    """Every other failure (a body that is not JSON or nests too deep, 413, the worker at
+    capacity, the database restarting, a bug) with the webhook's status, message and
+    Retry-After, in Dify's shape: ``error_code`` the HTTP status."""
+    answer = answer_for(exc)
+    response = dify_error(answer.status_code, answer.status_code, answer.get_json()["message"])
+    if "Retry-After" in answer.headers:
+        response.headers["Retry-After"] = answer.headers["Retry-After"]
+    return response
 
 
 def _refused(message: str, wait: float) -> Any:
@@ -123,31 +150,42 @@ def retrieval() -> Any:
     refused = _authorise()
     if refused is not None:
         return refused
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        return dify_error(400, 400, "send a JSON object (Content-Type: application/json)")
     try:
-        req = DifyRequest.model_validate(body)
+        req = DifyRequest.model_validate(json_body("send a JSON object (Content-Type: application/json)"))
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "body"
         return dify_error(422, 422, f"{field}: {first['msg']}")
-    if req.knowledge_id not in KNOWLEDGE_IDS:
-        return dify_error(404, 2001, f"The knowledge does not exist (known: {', '.join(KNOWLEDGE_IDS)})")
+    knowledge = _knowledge(req.knowledge_id)
+    if knowledge is None:
+        return dify_error(404, 2001, f"The knowledge does not exist (known: {', '.join(KNOWLEDGE_IDS)}; "
+                                     f"COMMUNITY or COMMUNITY/TYPE for one community)")
+    named, kind = knowledge
+    try:
+        community = community_scope.checked(named)  # a key limited to communities: before anything is read
+    except CommunityForbidden:
+        return dify_error(403, 1002, "Authorization failed: this API key does not reach that knowledge's community")
+    except CommunityRequired as exc:
+        return _community_required(exc, kind)
     # A metadata filter may drop some of the best chunks: ask for the most, cut to top_k after it.
     filtered = bool(req.metadata_condition and req.metadata_condition.conditions)
     top_k = MAX_TOP_K if filtered else min(req.retrieval_setting.top_k, MAX_TOP_K)
     try:
-        search = RetrievalRequest(query=req.query, top_k=top_k,
-                                  document_types=None if req.knowledge_id == ALL_KNOWLEDGE else [req.knowledge_id])
+        search = RetrievalRequest(query=req.query, top_k=top_k, community=community,
+                                  document_types=None if kind == ALL_KNOWLEDGE else [kind])
     except ValidationError as exc:
         return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
     arc = services()
     arc.runtime.ensure_schema()
-    with arc.admission.slot():
-        answer = arc.retriever.answer(search, request_id=g.request_id)
+    try:
+        with arc.admission.slot():
+            answer = arc.retriever.answer(search, request_id=g.request_id)
+    except UnknownCommunity:
+        return dify_error(404, 2001, f"The knowledge does not exist: no community {community!r} in this knowledge base")
+    except CommunityRequired as exc:
+        return _community_required(exc, kind)
+    record_answer(answer, arc.runtime.db, arc.query_log)
     arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
-    arc.query_log.record(answer)
     records = []
     ranked = answer.chunks[:top_k]  # the ranking; neighbours added for the context follow it
     for chunk in ranked:
@@ -158,6 +196,25 @@ def retrieval() -> Any:
             continue
         records.append(record)
     return jsonify({"records": records[: req.retrieval_setting.top_k]})
+
+
+def _knowledge(knowledge_id: str) -> tuple[str | None, str] | None:
+    """(the community it names or None, ``all`` or a document type) for a knowledge id this
+    worker reads: ``TYPE``, ``COMMUNITY`` or ``COMMUNITY/TYPE``; None for any other."""
+    community, _, kind = knowledge_id.rpartition("/")
+    if not community:
+        if kind in KNOWLEDGE_IDS:  # a community named like a type is reached as NAME/all
+            return None, kind
+        community, kind = kind, ALL_KNOWLEDGE
+    if kind not in KNOWLEDGE_IDS or not re.fullmatch(COMMUNITY_PATTERN, community):
+        return None
+    return community, kind
+
+
+def _community_required(exc: CommunityRequired, kind: str) -> Any:
+    """Several communities and the knowledge id names none: Dify's field is the one to fix."""
+    why = str(exc).removeprefix("community: required, ")
+    return dify_error(400, 400, f"knowledge_id: name a community, as COMMUNITY or COMMUNITY/{kind} ({why})")
 
 
 def _record(chunk: ChunkResult) -> dict[str, Any]:

@@ -1,22 +1,26 @@
 """What runs around every request: its id, authentication and rate limits before, its metrics
 after. Routes outside ``Services.tokens`` (health, and metrics and the OpenAPI document unless
-ARC_OPS_TOKEN is set) are open."""
+ARC_OPS_TOKEN is set) are open. Authentication is :func:`~worker.serve.security.authenticate`,
+the check every door makes."""
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import Any
 
 from flask import Response, g, request
 
-from .community_scope import ALLOWED, scoped_token
+from .community_scope import ALLOWED
+from .documents_api import DOCUMENTS_ROUTE
 from .responses import error, refused
-from .security import CLOSED, client_key, token_matches
+from .security import CLOSED, authenticate, client_key
 from .services import services
+from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE
 
-log = logging.getLogger("arc.auth")
+# The routes that check every community they touch (community_scope.checked): the only ones a
+# token limited to communities opens; the operator's /metrics and /openapi.json stay closed to it.
+COMMUNITY_ROUTES = (RETRIEVAL_ROUTE, INGEST_ROUTE, DOCUMENTS_ROUTE)
 
 
 def _protected_route(path: str, tokens: dict[str, str | None]) -> str | None:
@@ -34,26 +38,23 @@ def before_request() -> Any:
     route = _protected_route(request.path, arc.tokens)
     if route is None:
         return None
-    address = request.remote_addr or "unknown"
     expected = arc.tokens[route]
     if expected == CLOSED:
         return error(403, "forbidden", "this worker has no ARC_INGEST_TOKEN: set it to ingest and delete "
                      "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)")
-    presented = request.headers.get(arc.runtime.settings.auth_header)
-    setattr(g, ALLOWED, None)
-    # The token first: a caller holding it is never refused for someone else's failures.
-    if not token_matches(expected, presented):
-        # a token limited to communities: the routes check each community they touch against it
-        scope = scoped_token(presented, arc.runtime.settings.community_tokens)
-        if scope is None:
-            reason = "missing" if not presented else "wrong"
-            arc.metrics.auth_failures.labels(route, reason).inc()
-            log.warning("authentication failed", extra={"route": route, "reason": reason, "client": address})
-            if wait := arc.auth_guard.blocked(address):
-                return refused("too many failed authentication attempts; retry after the Retry-After delay", wait)
-            arc.auth_guard.failed(address)
-            return error(401, "unauthorized", "unauthorized")
-        setattr(g, ALLOWED, scope)
+    settings = arc.runtime.settings
+    address = request.remote_addr or "unknown"
+    presented = request.headers.get(settings.auth_header)
+    verdict = authenticate(expected, presented, address=address, guard=arc.auth_guard, route=route,
+                           community_tokens=settings.community_tokens if route in COMMUNITY_ROUTES else None,
+                           failures=arc.metrics.auth_failures)
+    if verdict.retry_after:
+        return refused("too many failed authentication attempts; retry after the Retry-After delay",
+                       verdict.retry_after)
+    if not verdict.ok:
+        return error(401, "unauthorized", "unauthorized")
+    # a token limited to communities: the routes check each community they touch against it
+    setattr(g, ALLOWED, verdict.communities)
     if wait := arc.limiter.acquire(client_key(presented if expected else None, address)):
         return refused("too many requests; retry after the Retry-After delay", wait)
     return None

@@ -156,13 +156,18 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": ok("Records, best first", "DifyResponse"),
                                   **{code: {"description": what, "content": {"application/json": {
                                       "schema": {"$ref": "#/components/schemas/DifyError"}}}}
-                                     for code, what in (("400", "Not a JSON object"),
-                                                        ("403", "1001 malformed Authorization header, 1002 wrong key"),
-                                                        ("404", "2001 unknown knowledge_id"),
+                                     for code, what in (("400", "Not a JSON object, not valid JSON, or nested "
+                                                                "past ARC_MAX_NESTING; or several communities and "
+                                                                "knowledge_id names none"),
+                                                        ("403", "1001 malformed Authorization header, 1002 wrong key "
+                                                                "or a key limited to other communities"),
+                                                        ("404", "2001 unknown knowledge_id or community"),
+                                                        ("413", "Body too large"),
+                                                        ("415", "Not JSON"),
                                                         ("422", "A field is invalid; error_msg names it"),
-                                                        ("429", "Rate limited; see Retry-After"))},
-                                  "413": error("Body too large"),
-                                  "503": error("Database unavailable, or the providers are full; see Retry-After")},
+                                                        ("429", "Rate limited; see Retry-After"),
+                                                        ("503", "Database unavailable, or the providers are full; "
+                                                                "see Retry-After"))}},
                 }
             },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Process up"}}}},

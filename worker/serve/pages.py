@@ -15,23 +15,28 @@ import math
 import os
 import re
 import secrets
+import shutil
+import tempfile
+import threading
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, abort, redirect, render_template, request, session, url_for
+from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
-from ..errors import IngestError, InvalidInput
-from ..ingest.bounds import Budget
+from ..errors import InvalidInput
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import communities, knowledge_base, sqlfiles
+from .admission import Overloaded
 from .documents_api import DOCUMENTS_ROUTE
-from .security import CLOSED, token_matches
+from .security import CLOSED, authenticate
 from .services import services
-from .webhooks import _uploaded_document, client_gone
+from .upload_jobs import UploadJobs
+from .webhooks import saved_upload
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
                   static_url_path="/assets")
@@ -85,8 +90,10 @@ def _guard() -> Any:
             abort(400, "the form has expired or did not come from this page: reload it and try again")
     if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
         return None
-    if not session.get("keeper"):
-        return redirect(url_for("pages.login", next=request.path))
+    if not session.get("keeper"):  # back to the page asked for, its ?community= and all
+        if request.endpoint == "pages.upload_status":  # a page's poll, not a page: say it
+            return jsonify(error="sign_in", message="the session has ended: sign in again"), 401
+        return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
     return None
 
 
@@ -100,22 +107,37 @@ def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
     return {"csrf_token": session["csrf"], "signed_in": bool(session.get("keeper")),
-            "needs_login": _admin_token() is not None}
+            "needs_login": _admin_token() is not None, "link": link,
+            "community": g.get("community"), "communities": g.get("communities", []),
+            "community_carried": g.get("carry_community", False)}
+
+
+def link(endpoint: str, **values: Any) -> str:
+    """A link to another page that stays in the community this page shows, when it named one or
+    the knowledge base holds several: a keeper who chose one is not taken back to another (nor,
+    without a default community, to a 400) by following a link."""
+    if g.get("carry_community"):
+        values.setdefault("community", g.community)
+    return url_for(endpoint, **values)
 
 
 def _community(db) -> str:
     """The community a page shows (``?community=``, or the form's field): unnamed, the knowledge
-    base's only one, or ``default`` among several. The links between pages do not carry it yet."""
+    base's only one, or ``default`` among several. Kept in ``g`` for :func:`link`."""
     named = (request.values.get("community") or "").strip() or None
     known = communities.list_communities(db)
+    g.communities = sorted(known) if len(known) > 1 else []
     if named is not None:
         if named not in known:
             abort(404, f"community: no community {named[:80]!r} in this knowledge base")
-        return named
-    if len(known) > 1 and DEFAULT_COMMUNITY not in known:
+        chosen = named
+    elif len(known) > 1 and DEFAULT_COMMUNITY not in known:
         abort(400, f"community: this knowledge base holds {len(known)} communities "
                    f"({', '.join(sorted(known)[:10])}); add ?community=NAME")
-    return DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
+    else:
+        chosen = DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
+    g.community, g.carry_community = chosen, named is not None or len(known) > 1
+    return chosen
 
 
 @pages.get("/")
@@ -131,17 +153,17 @@ def start() -> str:
 def login() -> Any:
     error = None
     if request.method == "POST":
-        expected = _admin_token()
-        if expected is not None and token_matches(expected, request.form.get("token", "")):
+        expected, arc = _admin_token(), services()
+        verdict = authenticate(expected, request.form.get("token") or None, address=request.remote_addr or "unknown",
+                               guard=arc.auth_guard, route=request.path, failures=arc.metrics.auth_failures)
+        if expected is not None and verdict.ok:
             session.clear()
             session["keeper"] = True
             session["csrf"] = secrets.token_urlsafe(32)
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
-        guard, address = services().auth_guard, request.remote_addr or "unknown"
-        if wait := guard.blocked(address):  # as the API's guard: the right token first, then the brake
-            abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(wait))} s")
-        guard.failed(address)
+        if verdict.retry_after:  # as every door: the right token first, then the brake
+            abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(verdict.retry_after))} s")
         error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
                  if expected == CLOSED else "That token is not the admin token.")
     return render_template("pages/login.html", error=error), 401 if error else 200
@@ -203,26 +225,68 @@ def document(document_id: str) -> str:
 
 @pages.post("/documents/upload")
 def upload() -> Any:
+    """Save the file, take the slots an ingest takes, and answer at once with the job's page; a
+    thread of this process ingests it (upload_jobs.py). Bad fields and a busy worker are
+    answered here, before any job."""
     arc = services()
     request.max_content_length = arc.runtime.settings.max_upload_bytes
     form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
     arc.runtime.ensure_schema()
-    # reading the document counts against admission control, as on the ingest webhook
-    with arc.ingest_admission.slot(), arc.admission.slot():
+    folder = Path(tempfile.mkdtemp(prefix="arc-upload-"))
+    slots = ExitStack()
+    handed_over = False
+    try:
         try:
-            document, replace, community = _uploaded_document(arc.ingestor, form, budget=Budget(
-                arc.ingestor.limits.read_seconds, gone=client_gone(request.environ)))
+            saved = saved_upload(folder, form)
         except (ValidationError, InvalidInput) as exc:
             message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             return render_template("pages/error.html", title="Not ingested", message=message), 422
-        try:
-            report = arc.ingestor.write([document], replace=replace, community=community)
-        except IngestError as exc:  # an id holding a document from another file, unless asked to replace
-            return render_template("pages/error.html", title="Not ingested", message=str(exc)), 422
-    arc.retriever.knowledge_base_changed()
-    message = f"Ingested {document.name} ({document.document_id}): {report.chunks} chunks; {report.replaced_line()}"
-    return redirect(url_for("pages.documents", message=message))
+        try:  # reading the document counts against admission control, as on the ingest webhook
+            slots.enter_context(arc.ingest_admission.slot())
+            slots.enter_context(arc.admission.slot())
+        except Overloaded as exc:
+            page = render_template("pages/error.html", title="Not ingested: the worker is busy",
+                                   message=f"The worker is busy ({exc}); nothing was stored. Upload it again "
+                                           "in a moment.")
+            return page, 429, {"Retry-After": str(exc.retry_after)}
+        job = _jobs().create(session, file=saved.filename, community=saved.described.community)
+        threading.Thread(target=job.run, args=(arc, saved, folder, slots), name=f"upload-{job.id[:8]}",
+                         daemon=True).start()
+        handed_over = True
+    finally:
+        if not handed_over:
+            slots.close()
+            shutil.rmtree(folder, ignore_errors=True)
+    return redirect(url_for("pages.upload_job", job_id=job.id), 303)
+
+
+def _jobs() -> UploadJobs:
+    return UploadJobs.under(services().runtime.settings.data_dir)
+
+
+@pages.get("/documents/upload/<job_id>")
+def upload_job(job_id: str) -> str:
+    job = _jobs().find(session, job_id)
+    if job is None:
+        abort(404, "no such upload in this session (uploads are kept a day)")
+    if job["community"]:  # links stay in the community the upload went to, once it holds a document
+        known = communities.list_communities(services().runtime.db)
+        if job["community"] in known:
+            g.community, g.carry_community = job["community"], True
+            g.communities = sorted(known) if len(known) > 1 else []
+    return render_template("pages/upload_job.html", job=job)
+
+
+@pages.get("/documents/upload/<job_id>/status")
+def upload_status(job_id: str) -> Any:
+    """What the job page polls: the stage, how far, and the report or the error."""
+    job = _jobs().find(session, job_id)
+    if job is None:
+        return jsonify(error="not_found", message="no such upload in this session"), 404
+    response = jsonify(job)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @pages.post("/documents/<path:document_id>/delete")
@@ -230,13 +294,17 @@ def delete(document_id: str) -> Any:
     if request.form.get("confirm") != document_id:
         abort(400, "confirm: type the document's id to delete it")
     arc = services()
+    community = _community(arc.runtime.db)
     try:
         with arc.admission.slot():
-            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
+            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, community)
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     arc.retriever.knowledge_base_changed()
-    return redirect(url_for("pages.documents", message=f"Deleted {document_id} ({deleted} chunks)"))
+    message = f"Deleted {document_id} ({deleted} chunks)"
+    if community not in communities.list_communities(arc.runtime.db):  # its last: the community is gone
+        return redirect(url_for("pages.documents", message=f"{message}; {community} holds no documents now"))
+    return redirect(link("pages.documents", message=message))
 
 
 # -- retrieval testing ------------------------------------------------------------------------
@@ -246,19 +314,19 @@ def delete(document_id: str) -> Any:
 def ask() -> Any:
     arc = services()
     answer, error, form = None, None, request.form
+    arc.runtime.ensure_schema()
+    community = _community(arc.runtime.db)
     if request.method == "POST":
-        arc.runtime.ensure_schema()
         rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
         try:
             req = RetrievalRequest(query=form.get("query", ""), document_types=form.getlist("document_types") or None,
                                    binding_only=form.get("binding_only") == "on", rerank=rerank,
                                    token_budget=int(form.get("token_budget") or 4000),
-                                   community=_community(arc.runtime.db))
+                                   community=community)
         except (ValidationError, ValueError) as exc:
             error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "token_budget: a whole number"
         else:
-            arc.runtime.ensure_schema()
             with arc.admission.slot():
                 answer = arc.retriever.answer(req)
     settings = arc.runtime.settings
@@ -279,7 +347,9 @@ def questions() -> str:
         abort(400, f"status: one of {', '.join(STATUSES)}")
     arc = services()
     arc.runtime.ensure_schema()
+    community = _community(arc.runtime.db)
     with arc.runtime.db.connect() as conn:
-        recent = conn.execute(sqlfiles.query("recent_questions"), {"status": status, "limit": 100}).fetchall()
-        mix = conn.execute(sqlfiles.query("status_mix")).fetchall()
+        recent = conn.execute(sqlfiles.query("recent_questions"),
+                              {"status": status, "limit": 100, "community": community}).fetchall()
+        mix = conn.execute(sqlfiles.query("status_mix"), {"community": community}).fetchall()
     return render_template("pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES)

@@ -73,9 +73,17 @@ def unexpected(exc: Exception) -> Any:
     return error(500, "internal_error", "the worker failed to answer; the error was logged")
 
 
+HANDLERS: tuple[tuple[type[Exception], Any], ...] = (
+    (ArcError, arc_error), (Overloaded, overloaded), (psycopg.OperationalError, database_dropped),
+    (HTTPException, http_error), (Exception, unexpected))
+
+
+def answer_for(exc: Exception) -> Any:
+    """The answer the app's handlers give ``exc``: for a blueprint that words errors its own way
+    (Dify's) but keeps the same statuses, messages and Retry-After."""
+    return next(handler(exc) for kind, handler in HANDLERS if isinstance(exc, kind))
+
+
 def register_error_handlers(app: Flask) -> None:
-    app.register_error_handler(ArcError, arc_error)
-    app.register_error_handler(Overloaded, overloaded)
-    app.register_error_handler(psycopg.OperationalError, database_dropped)
-    app.register_error_handler(HTTPException, http_error)
-    app.register_error_handler(Exception, unexpected)
+    for kind, handler in HANDLERS:
+        app.register_error_handler(kind, handler)

@@ -1,5 +1,9 @@
 """Shared-secret auth, per-client rate limiting and brute-force protection for the webhooks.
 
+:func:`authenticate` is the one check every door makes (the webhook's guard, Dify's
+``/retrieval``, the MCP server over HTTP, the keeper's sign-in): it knows no web framework, so
+Flask and ASGI callers alike pass what they read from the request and answer with its verdict.
+
 All state is per gunicorn process (no shared store): the README sizes the limits per process.
 """
 
@@ -8,10 +12,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from cachetools import TTLCache
+
+log = logging.getLogger("arc.auth")
 
 
 def token_matches(expected: str | None, presented: str | None) -> bool:
@@ -118,3 +128,68 @@ class FailedAuthGuard:
     def failed(self, address: str) -> None:
         if self._bucket is not None:
             self._bucket.acquire(address)
+
+
+def bearer_or_header(headers: Mapping[str, str] | Any, auth_header: str) -> str | None:
+    """The token as the webhook takes it (its header) or as MCP clients send it
+    (``Authorization: Bearer``); ``headers`` is any case-insensitive mapping (Flask's, Starlette's)."""
+    if value := headers.get(auth_header):
+        return value
+    return bearer(headers.get("authorization"))
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header; None for any other header."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def scoped_token(presented: str | None, community_tokens: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The communities a presented community token (``ARC_COMMUNITY_TOKENS``) grants, or None
+    when it is not one."""
+    if not presented:
+        return None
+    found = None
+    for token, communities in community_tokens.items():  # every one compared: no timing by position
+        if token_matches(token, presented):
+            found = communities
+    return found
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`authenticate` decided. ``ok``: go ahead, limited to ``communities`` when a
+    community token was presented (None: every community). Not ok: answer 401 (or the door's own
+    refusal), or 429 with ``Retry-After`` when ``retry_after`` is set (the failed-auth brake)."""
+
+    ok: bool
+    communities: tuple[str, ...] | None = None
+    retry_after: float = 0.0
+    reason: str | None = None  # not ok: "missing" or "wrong"
+
+
+def authenticate(expected: str | None, presented: str | None, *, address: str, guard: FailedAuthGuard,
+                 route: str, community_tokens: Mapping[str, tuple[str, ...]] | None = None,
+                 failures: Any = None) -> Verdict:
+    """The one authentication every door makes. The right token is compared first and always
+    passes, whatever others sent from the same address; only a failure meets the brake
+    (``guard``: ``ARC_AUTH_FAILURES_PER_MINUTE`` per address), so a stranger behind the same NAT,
+    proxy or n8n host cannot lock the rightful caller out. Every failure is logged (the route,
+    missing or wrong, the address; never what was presented) and counted in ``failures`` (the
+    ``arc_auth_failures`` counter, labelled by route and reason) when the door has metrics.
+
+    ``expected`` None: the door is open; :data:`CLOSED`: nothing opens it (the caller answers
+    403 before asking, or lets it fail here). ``community_tokens``: tokens limited to
+    communities that this door also takes (its routes then check each community they touch)."""
+    if token_matches(expected, presented):
+        return Verdict(True)
+    if community_tokens and (communities := scoped_token(presented, community_tokens)) is not None:
+        return Verdict(True, communities=communities)
+    reason = "missing" if not presented else "wrong"
+    if failures is not None:
+        failures.labels(route, reason).inc()
+    log.warning("authentication failed", extra={"route": route, "reason": reason, "client": address})
+    if wait := guard.blocked(address):
+        return Verdict(False, retry_after=wait, reason=reason)
+    guard.failed(address)
+    return Verdict(False, reason=reason)

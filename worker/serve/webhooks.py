@@ -9,6 +9,7 @@ import select
 import socket
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -25,12 +26,11 @@ from ..models import (
     IngestRequest,
     IngestResponse,
     RetrievalRequest,
-    RetrievalResponse,
     TextFormat,
     unwrap,
 )
-from ..store import knowledge_base
 from . import community_scope
+from .answer_log import record_answer
 from .responses import validation_error
 from .services import services
 
@@ -52,23 +52,9 @@ def retrieve() -> Any:
     arc.runtime.ensure_schema()
     with arc.admission.slot():
         answer = arc.retriever.answer(req, request_id=g.request_id)
-    if answer.status == "no_results" and knowledge_base.is_empty(arc.runtime.db):
-        answer.warnings.append(knowledge_base.EMPTY_WARNING)
+    record_answer(answer, arc.runtime.db, arc.query_log)
     arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
-    arc.query_log.record(answer)
-    log_answer(answer)
     return jsonify(answer.model_dump(mode="json", exclude_none=False))
-
-
-def log_answer(answer: RetrievalResponse) -> None:
-    """One INFO line per question, enough to follow a conversation in the logs (the request id
-    comes with every line); never the question's text, a credential or a passage."""
-    score = "-" if answer.best_score is None else f"{answer.best_score:.2f}"
-    log.info(f"question {answer.status}: best {score}, {len(answer.chunks)} chunks, {answer.context_tokens} "
-             f"tokens, {answer.timings_ms.get('total', 0.0):.0f} ms", extra={
-        "status": answer.status, "best_score": answer.best_score, "chunks": len(answer.chunks),
-        "sources": answer.sources, "context_tokens": answer.context_tokens,
-        "ms": round(answer.timings_ms.get("total", 0.0), 1), "warnings": len(answer.warnings)})
 
 
 @webhooks.post(INGEST_ROUTE)
@@ -158,11 +144,33 @@ FORMAT_SUFFIX: dict[TextFormat, str] = {"markdown": ".md", "text": ".txt", "html
 BINARY_SUFFIXES = (".pdf", ".docx")
 
 
+@dataclass(frozen=True)
+class SavedUpload:
+    """A form upload saved where the readers read it, and the fields that describe it."""
+
+    copy: Path
+    filename: str  # its own name, as the caller sent it
+    described: IngestFields
+
+    def read(self, ingestor: Ingestor, budget: Budget | None = None) -> DocumentInput:
+        """Read as the command line reads a file (by its suffix: Markdown, text, HTML, PDF with
+        OCR for scanned pages, Word)."""
+        return ingestor.prepare_file(self.copy, source_name=self.filename, metadata={"source": "webhook"},
+                                     budget=budget, **self.described.document_args())
+
+
 def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None,
                        budget: Budget | None = None) -> tuple[DocumentInput, bool, str | None]:
-    """A form upload read as the command line reads a file (by its suffix: Markdown, text, HTML,
-    PDF with OCR for scanned pages, Word), described by the form's other fields (``form``: those
-    fields, when the caller's form holds others of its own)."""
+    """A form upload, read (see :func:`saved_upload` for ``form``)."""
+    with tempfile.TemporaryDirectory(prefix="arc-upload-") as folder:
+        upload = saved_upload(Path(folder), form)
+        return upload.read(ingestor, budget), upload.described.replace, upload.described.community
+
+
+def saved_upload(folder: Path, form: Mapping[str, str] | None = None) -> SavedUpload:
+    """A form upload's fields checked and its file saved in ``folder`` (the caller removes it),
+    nothing read yet: the keeper's pages read it after the request has been answered. ``form``:
+    the describing fields, when the caller's form holds others of its own."""
     upload = request.files.get("file")
     if upload is None:
         raise InvalidInput("send the document in a form field named file", "file")
@@ -191,11 +199,9 @@ def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None
     if named is not None or not suffix:
         suffix = FORMAT_SUFFIX[named or "markdown"]
     described = IngestFields.model_validate(fields)
-    with tempfile.TemporaryDirectory(prefix="arc-upload-") as folder:
-        copy = Path(folder) / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
-        upload.save(copy)
-        return ingestor.prepare_file(copy, source_name=filename, metadata={"source": "webhook"},
-                                     budget=budget, **described.document_args()), described.replace, described.community
+    copy = folder / f"upload{suffix}"  # the readers go by the suffix, never by the caller's path
+    upload.save(copy)
+    return SavedUpload(copy, filename, described)
 
 
 _FORM_TRUE, _FORM_FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
