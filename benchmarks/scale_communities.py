@@ -448,24 +448,40 @@ HYBRID = ("select id, vector_rank from {function}(query_text => %(q)s, query_emb
 # hybrid_search before the communities' own indexes (033), to time the global index through the
 # whole function beside the checkout's own hybrid_search
 BASELINE = "f955eee"
+# hybrid_search with the communities' own indexes, before its fixed work was trimmed (its
+# bm25_query_terms planned on every call), to time the trim beside the checkout's
+UNTRIMMED = "fb7d26c"
+
+
+def _install(conn, commit: str, name: str, order: str | None = None) -> None:
+    """031's hybrid_search and bm25_query_terms as of `commit`, as `name` and `name`_terms."""
+    text = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:sql/031_hybrid_search_communities.sql"],
+                          check=True, capture_output=True, text=True).stdout
+    terms = text[text.index("create or replace function bm25_query_terms("):text.index("create or replace function chunk_neighbours(")]
+    conn.execute(terms.replace("bm25_query_terms", f"{name}_terms"))
+    body = text[text.index("create or replace function hybrid_search("):text.index("select arc_service_role_only")]
+    body = (body.replace("function hybrid_search(", f"function {name}(", 1)
+            .replace("hybrid_search.community", f"{name}.community")
+            .replace("bm25_query_terms(", f"{name}_terms("))
+    if order:
+        body = body.replace("'relaxed_order'", f"'{order}'")
+    conn.execute(body)
 
 
 def function_variants(conn) -> dict[str, str]:
     """hybrid_search as of BASELINE (031: the global index, relaxed_order) and its strict_order
-    variant, under names of their own, and the checkout's hybrid_search."""
+    variant, as of UNTRIMMED, under names of their own, and the checkout's hybrid_search."""
     made = {"this checkout's hybrid_search": "hybrid_search"}
-    try:
-        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASELINE}:sql/031_hybrid_search_communities.sql"],
-                              check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        print(f"no git history holding {BASELINE}: hybrid_search through the global index is not timed", flush=True)
-        return made
-    body = text[text.index("create or replace function hybrid_search("):text.index("select arc_service_role_only")]
-    for label, name, order in ((f"031 as of {BASELINE} (global index, relaxed_order)", "bench_hybrid_031", "relaxed_order"),
-                               (f"031 as of {BASELINE}, strict_order", "bench_hybrid_031_strict", "strict_order")):
-        conn.execute(body.replace("function hybrid_search(", f"function {name}(", 1)
-                     .replace("hybrid_search.community", f"{name}.community")
-                     .replace("'relaxed_order'", f"'{order}'"))
+    for label, name, commit, order in (
+            (f"031 as of {BASELINE} (global index, relaxed_order)", "bench_hybrid_031", BASELINE, None),
+            (f"031 as of {BASELINE}, strict_order", "bench_hybrid_031_strict", BASELINE, "strict_order"),
+            (f"031 as of {UNTRIMMED} (own indexes, before the fixed work was trimmed)", "bench_hybrid_untrimmed",
+             UNTRIMMED, None)):
+        try:
+            _install(conn, commit, name, order)
+        except (OSError, subprocess.CalledProcessError):
+            print(f"no git history holding {commit}: {label} is not timed", flush=True)
+            continue
         made[label] = name
     return made
 
@@ -642,7 +658,8 @@ def run(args) -> dict:
             result.update(sizes(conn, communities))
             conn.execute("analyze knowledge_chunks")
             runners = {f"vector leg: {option}": leg_runner(option) for option in VECTOR_OPTIONS
-                       if VECTOR_OPTIONS[option][0] != "partition" or (args.partitions and "partitions_build_seconds" in state)}
+                       if (VECTOR_OPTIONS[option][0] != "partition" or (args.partitions and "partitions_build_seconds" in state))
+                       and (not args.functions_only or VECTOR_OPTIONS[option][0] == "partial")}
             runners.update({f"hybrid_search: {label}": hybrid_runner(f) for label, f in function_variants(conn).items()})
             # which leg bounds the checkout's function: each alone
             runners["hybrid_search: this checkout's, vector leg alone (no text)"] = hybrid_runner("hybrid_search", text=False)
@@ -717,6 +734,8 @@ def main() -> None:
     parser.add_argument("--partitions", action="store_true", help="also measure a partitioned copy")
     parser.add_argument("--check-load", action="store_true", help="first check the bulk load against the triggers")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/scale/communities"))
+    parser.add_argument("--functions-only", action="store_true",
+                        help="time hybrid_search's versions (and the partial index's leg) alone, not every vector option")
     parser.add_argument("--keep", type=Path, default=None, help="keep the databases here; a later run re-measures only")
     args = parser.parse_args()
     exit_on_signals()  # a SIGTERM stops the servers started here (finally blocks run)

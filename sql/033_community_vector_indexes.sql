@@ -32,7 +32,59 @@ as $$
               else 'knowledge_chunks_hnsw_' || left(community, 32) || '_' || left(md5(community), 8) end
 $$;
 
--- Make the community's index if it has none (same opclass, m and ef_construction as 002's).
+-- The community's vector leg, as a function of its own: the statement hybrid_search (031) would
+-- otherwise plan on every call (EXECUTE), with the community as a literal so that the plan reads
+-- the partial index, and sorting off (else a type filter reads the community through the btree).
+-- Here that plan is made once a session and kept: planning it looks at every index of
+-- knowledge_chunks, one per community, about 0.7 ms of each search at 100 communities and
+-- growing with their number (benchmarks/scale/communities/).
+create or replace function arc_community_vector_leg_name(community text)
+returns text
+language sql immutable parallel safe
+set search_path = public, extensions
+as $$
+  select case when length(community) <= 41 then 'arc_vector_leg_' || community
+              else 'arc_vector_leg_' || left(community, 32) || '_' || left(md5(community), 8) end
+$$;
+
+create or replace function arc_community_vector_leg(community text)
+returns text
+language plpgsql
+set search_path = public, extensions
+as $$
+declare
+  name text := arc_community_vector_leg_name(community);
+begin
+  execute format($f$
+    create or replace function %I(query_embedding vector, document_types text[], binding_only boolean,
+                                  include_superseded boolean, match_count integer)
+    returns table (id bigint, distance double precision)
+    language plpgsql stable
+    set search_path = public, extensions
+    set enable_seqscan = off
+    set enable_sort = off
+    set plan_cache_mode = force_generic_plan
+    as $body$
+    begin
+      return query
+      select c.id, c.embedding <=> query_embedding
+        from knowledge_chunks c
+       where c.community = %L
+         and (document_types is null or (c.document_type || '') = any (document_types))
+         and (not binding_only or c.is_binding)
+         and (include_superseded or c.superseded_by is null)
+       order by c.embedding <=> query_embedding
+       limit match_count;
+    end
+    $body$
+  $f$, name, community);
+  perform arc_service_role_only('function', format('%I(vector, text[], boolean, boolean, integer)', name));
+  return name;
+end
+$$;
+
+-- Make the community's index if it has none (same opclass, m and ef_construction as 002's), and
+-- its vector leg.
 create or replace function arc_community_vector_index(community text)
 returns text
 language plpgsql
@@ -45,12 +97,14 @@ begin
     execute format('create index %I on knowledge_chunks using hnsw (embedding vector_cosine_ops) '
                    'with (m = 16, ef_construction = 64) where community = %L', name, community);
   end if;
+  perform arc_community_vector_leg(community);
   return name;
 end
 $$;
 
 -- Every community holding chunks gets its index, once the knowledge base holds several.
--- Returns the communities it made an index for.
+-- Returns the communities it made an index for. (A community with an index and no vector leg,
+-- from before the legs were made, gets its leg, quietly.)
 create or replace function arc_community_vector_indexes()
 returns setof text
 language plpgsql
@@ -67,6 +121,13 @@ begin
             order by b.community loop
     perform arc_community_vector_index(c);
     return next c;
+  end loop;
+  for c in select b.community from bm25_corpus b
+            where to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is not null
+              and to_regprocedure(format('%I(vector, text[], boolean, boolean, integer)',
+                                         arc_community_vector_leg_name(b.community))) is null
+            order by b.community loop
+    perform arc_community_vector_leg(c);
   end loop;
 end
 $$;
@@ -99,4 +160,5 @@ select arc_community_vector_indexes();
 
 select arc_service_role_only('function', f)
   from unnest(array['arc_community_vector_index_name(text)', 'arc_community_vector_index(text)',
+                    'arc_community_vector_leg_name(text)', 'arc_community_vector_leg(text)',
                     'arc_community_vector_indexes()', 'arc_community_vector_indexes_on_commit()']) f;

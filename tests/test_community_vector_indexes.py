@@ -88,3 +88,48 @@ def test_a_long_community_name_gets_an_index_name_postgres_keeps(database_factor
         names = [conn.execute("select arc_community_vector_index_name(%s)", (c,)).fetchone()[0] for c in long_names]
     assert all(len(n) <= 63 for n in names) and len(set(names)) == len(names)
     assert names[2] == "knowledge_chunks_hnsw_" + "b" * 41
+
+
+# bm25_query_terms as the SQL function it was before it became PL/pgSQL (to keep its plan)
+TERMS_AS_SQL = """
+  select q.lexeme, bm25_lexeme_index(q.lexeme), 1, coalesce(t.df, 0),
+         ln(1 + (c.n_docs - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5))::double precision
+  from unnest(to_tsvector('english'::regconfig, coalesce(%(q)s, ''))) as q
+  join bm25_corpus c on c.community = %(c)s
+  left join bm25_terms t on t.community = c.community and t.lexeme = q.lexeme"""
+MANY = QUESTIONS + ("", "the", "garage door colour", "quorum for the annual meeting", "roof shingles replacement",
+                    "satellite dish", "can I keep chickens", "tree removal permit", "who enforces the rules",
+                    "what is the fine for a late assessment")
+EVERY_COLUMN = ("select * from hybrid_search(query_text => %(q)s, query_embedding => %(e)s::vector, match_count => %(n)s, "
+                "community => %(c)s, document_types => %(t)s, binding_only => %(b)s)")
+
+
+def test_the_vector_leg_kept_planned_answers_as_the_one_planned_each_call(database_factory, embedder):
+    """033 makes each community's vector leg a function of its own so that its plan is kept for
+    the session (031 planned it on every call): the same rows, every column, exactly; without
+    that function (an index made by hand) 031 plans the same statement on every call, as before."""
+    url = database_factory("ownleg")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    leg = '"arc_vector_leg_cedar-hollow"(vector, text[], boolean, boolean, integer)'
+    asked = [{"q": q, "e": _vector(embedder, q or "fence"), "n": n, "c": "cedar-hollow", "t": t, "b": b}
+             for q in MANY for t in TYPES for n, b in ((40, False), (5, True))]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(f"select to_regprocedure('{leg}') is not null").fetchone()[0]
+        kept = [conn.execute(EVERY_COLUMN, a).fetchall() for a in asked]
+        conn.execute(f"drop function {leg}")
+        planned_each_call = [conn.execute(EVERY_COLUMN, a).fetchall() for a in asked]
+        assert kept == planned_each_call and sum(map(len, kept)) > 0
+        # made again, quietly, by the call that makes missing indexes (033 runs it when applied)
+        assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == []
+        assert conn.execute(f"select to_regprocedure('{leg}') is not null").fetchone()[0]
+        assert [conn.execute(EVERY_COLUMN, a).fetchall() for a in asked] == kept
+        # the query terms, in PL/pgSQL now: the very rows, in the same order, of the SQL they were
+        for q in MANY:
+            for c in ("cedar-hollow", "cedar-ridge"):
+                assert (conn.execute("select * from bm25_query_terms(%(q)s, %(c)s)", {"q": q, "c": c}).fetchall()
+                        == conn.execute(TERMS_AS_SQL, {"q": q, "c": c}).fetchall())
+    db.close()
