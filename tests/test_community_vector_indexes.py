@@ -1,0 +1,135 @@
+"""Each community of a knowledge base of several has an HNSW index of its own (sql/033), and
+hybrid_search's vector leg reads it (sql/031): a community that is a small share of one global
+index is pgvector's weak spot (benchmarks/scale/communities/). A knowledge base of one community
+keeps the global index alone, and a community's answers do not change when others arrive."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.store.database import Database
+
+QUESTIONS = ("can I build a fence", "pergola height limit", "how many board members", "paint colour approval")
+SEARCH = ("select id, fts_rank, round(vector_score::numeric, 9), round(fused_score::numeric, 9) "
+          "from hybrid_search(query_text => %(q)s, query_embedding => %(e)s::vector, match_count => 20, "
+          "community => %(c)s, document_types => %(t)s)")
+TYPES = (None, ["design_guidelines"])
+
+
+def _vector(embedder, q: str) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in embedder.embed_query(q)) + "]"
+
+
+def _answers(conn, embedder, community: str) -> dict:
+    return {(q, str(t)): conn.execute(SEARCH, {"q": q, "e": _vector(embedder, q), "c": community, "t": t}).fetchall()
+            for q in QUESTIONS for t in TYPES}
+
+
+def _own_indexes(conn) -> dict[str, str]:
+    """index name -> its predicate, for the partial HNSW indexes on knowledge_chunks."""
+    return dict(conn.execute(
+        "select c.relname, pg_get_expr(i.indpred, i.indrelid) from pg_index i "
+        "join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam "
+        "where i.indrelid = 'knowledge_chunks'::regclass and a.amname = 'hnsw' and i.indpred is not null").fetchall())
+
+
+def _scans(conn, index: str) -> int:
+    conn.execute("select pg_stat_clear_snapshot()")
+    return conn.execute("select coalesce(sum(idx_scan), 0) from pg_stat_user_indexes where indexrelname = %s",
+                        (index,)).fetchone()[0]
+
+
+def test_each_community_of_several_is_searched_through_an_index_of_its_own(database_factory, embedder):
+    url = database_factory("ownindex")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _own_indexes(conn) == {}  # one community: the global index is its index
+        before = _answers(conn, embedder, "cedar-hollow")
+    assert all(before.values())
+
+    # a second community's load commits with an index for each of the two
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _own_indexes(conn) == {"knowledge_chunks_hnsw_cedar-hollow": "(community = 'cedar-hollow'::text)",
+                                      "knowledge_chunks_hnsw_cedar-ridge": "(community = 'cedar-ridge'::text)"}
+        scans = _scans(conn, "knowledge_chunks_hnsw_cedar-hollow")
+        global_scans = _scans(conn, "knowledge_chunks_embedding_hnsw")
+        # the same answers, now read from the community's own graph (filtered by type too)
+        assert _answers(conn, embedder, "cedar-hollow") == before
+        conn.execute("select pg_stat_force_next_flush()")
+        deadline = time.monotonic() + 10
+        while _scans(conn, "knowledge_chunks_hnsw_cedar-hollow") == scans and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _scans(conn, "knowledge_chunks_hnsw_cedar-hollow") >= scans + len(QUESTIONS) * len(TYPES)
+        assert _scans(conn, "knowledge_chunks_embedding_hnsw") == global_scans
+        ridge = _answers(conn, embedder, "cedar-ridge")
+        ids = {r[0] for rows in ridge.values() for r in rows}
+        assert {r[0] for r in conn.execute("select distinct community from knowledge_chunks where id = any(%s)",
+                                           (list(ids),))} == {"cedar-ridge"}
+        # a community without its index (dropped, or its build failed) is searched through the global one
+        conn.execute('drop index "knowledge_chunks_hnsw_cedar-hollow"')
+        assert _answers(conn, embedder, "cedar-hollow") == before
+        assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == [("cedar-hollow",)]
+        assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == []
+    db.close()
+
+
+def test_a_long_community_name_gets_an_index_name_postgres_keeps(database_factory, embedder):
+    url = database_factory("ownindexname")
+    Database(url).migrate(embedder.dim)
+    with psycopg.connect(url, autocommit=True) as conn:
+        long_names = ["a" * 63, "a" * 62 + "b", "b" * 41, "with-hyphens_and_underscores"]
+        names = [conn.execute("select arc_community_vector_index_name(%s)", (c,)).fetchone()[0] for c in long_names]
+    assert all(len(n) <= 63 for n in names) and len(set(names)) == len(names)
+    assert names[2] == "knowledge_chunks_hnsw_" + "b" * 41
+
+
+# bm25_query_terms as the SQL function it was before it became PL/pgSQL (to keep its plan)
+TERMS_AS_SQL = """
+  select q.lexeme, bm25_lexeme_index(q.lexeme), 1, coalesce(t.df, 0),
+         ln(1 + (c.n_docs - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5))::double precision
+  from unnest(to_tsvector('english'::regconfig, coalesce(%(q)s, ''))) as q
+  join bm25_corpus c on c.community = %(c)s
+  left join bm25_terms t on t.community = c.community and t.lexeme = q.lexeme"""
+MANY = QUESTIONS + ("", "the", "garage door colour", "quorum for the annual meeting", "roof shingles replacement",
+                    "satellite dish", "can I keep chickens", "tree removal permit", "who enforces the rules",
+                    "what is the fine for a late assessment")
+EVERY_COLUMN = ("select * from hybrid_search(query_text => %(q)s, query_embedding => %(e)s::vector, match_count => %(n)s, "
+                "community => %(c)s, document_types => %(t)s, binding_only => %(b)s)")
+
+
+def test_the_vector_leg_kept_planned_answers_as_the_one_planned_each_call(database_factory, embedder):
+    """033 makes each community's vector leg a function of its own so that its plan is kept for
+    the session (031 planned it on every call): the same rows, every column, exactly; without
+    that function (an index made by hand) 031 plans the same statement on every call, as before."""
+    url = database_factory("ownleg")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    leg = '"arc_vector_leg_cedar-hollow"(vector, text[], boolean, boolean, integer)'
+    asked = [{"q": q, "e": _vector(embedder, q or "fence"), "n": n, "c": "cedar-hollow", "t": t, "b": b}
+             for q in MANY for t in TYPES for n, b in ((40, False), (5, True))]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(f"select to_regprocedure('{leg}') is not null").fetchone()[0]
+        kept = [conn.execute(EVERY_COLUMN, a).fetchall() for a in asked]
+        conn.execute(f"drop function {leg}")
+        planned_each_call = [conn.execute(EVERY_COLUMN, a).fetchall() for a in asked]
+        assert kept == planned_each_call and sum(map(len, kept)) > 0
+        # made again, quietly, by the call that makes missing indexes (033 runs it when applied)
+        assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == []
+        assert conn.execute(f"select to_regprocedure('{leg}') is not null").fetchone()[0]
+        assert [conn.execute(EVERY_COLUMN, a).fetchall() for a in asked] == kept
+        # the query terms, in PL/pgSQL now: the very rows, in the same order, of the SQL they were
+        for q in MANY:
+            for c in ("cedar-hollow", "cedar-ridge"):
+                assert (conn.execute("select * from bm25_query_terms(%(q)s, %(c)s)", {"q": q, "c": c}).fetchall()
+                        == conn.execute(TERMS_AS_SQL, {"q": q, "c": c}).fetchall())
+    db.close()
