@@ -128,7 +128,7 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
             server.stop()
             url = server.start()
             with psycopg.connect(url, autocommit=True) as conn:
-                reference = _reference_ms(conn)
+                reference = reference_ms(conn)
                 latencies, recall = _measure(conn, queries, query_vectors, n_queries, n_warmup)
             results.append({
                 "chunks": n,
@@ -150,7 +150,8 @@ def run_size(n: int, sources, workdir: Path, n_queries: int, n_warmup: int, shar
             shutil.rmtree(workdir / f"pg-{n}", ignore_errors=True)
 
 
-def _reference_ms(conn: psycopg.Connection) -> float:
+def reference_ms(conn: psycopg.Connection) -> float:
+    """A fixed CPU-bound statement's best of five: how fast this server is right now, to compare runs."""
     timings = []
     for _ in range(5):
         start = time.perf_counter()

@@ -74,6 +74,8 @@ from worker.store import bm25
 from worker.store.database import Database
 from worker.store.embedded import EmbeddedPostgres, exit_on_signals
 
+from scale import reference_ms  # the same yardstick as benchmarks/scale/ (this folder is on sys.path)
+
 DIM = 384
 LATENT = 32
 TOPICS = 300
@@ -87,9 +89,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ANALYSIS = "## What it says"
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 # The same fixed statement as benchmarks/scale.py: says what kind of machine a run had.
-REFERENCE = "select count(distinct md5(g::text)) from generate_series(1, 200000) g"
-
-
 # ---- the corpus ---------------------------------------------------------------------------------
 
 class Corpus:
@@ -591,15 +590,6 @@ def community_share(conn, questions: Questions) -> float:
         shares.append(sum(r[0] == c for r in rows) / max(len(rows), 1))
     conn.execute("reset all")
     return round(statistics.mean(shares), 4)
-
-
-def reference_ms(conn) -> float:
-    timings = []
-    for _ in range(5):
-        start = time.perf_counter()
-        conn.execute(REFERENCE).fetchone()
-        timings.append((time.perf_counter() - start) * 1000)
-    return round(min(timings), 1)
 
 
 def sizes(conn, communities: list[str]) -> dict:
