@@ -197,12 +197,7 @@ begin
         sorting := current_setting('enable_sort');
         perform set_config('enable_sort', 'off', true);
         execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
-                       '  from (select c.id, c.embedding <=> $1 as distance from knowledge_chunks c'
-                       '         where c.community = %L'
-                       '           and ($2 is null or (c.document_type || '''') = any ($2))'
-                       '           and (not $3 or c.is_binding)'
-                       '           and ($4 or c.superseded_by is null)'
-                       '         order by c.embedding <=> $1 limit $5) v', scope)
+                       '  from (%s) v', arc_community_vector_leg_statement(scope))
           into own_ids, own_dist
           using query_embedding, document_types, binding_only, include_superseded, match_count;
         perform set_config('enable_sort', sorting, true);

@@ -22,14 +22,24 @@
 -- community without an index of its own; drop it only if every community has one.
 -- arc: repeatable (function definitions, a trigger and their rights: applied again whenever this file changes)
 
--- The index's name: readable in \di, and at most 63 characters for any community name (030).
+-- The names of a community's objects: readable in \di and \df, and at most 63 characters for
+-- any community name (030) after either prefix below. (The cut at 41 characters stays as it was
+-- first written: a name that changed would orphan an existing index or leg.)
+create or replace function arc_community_object_name(prefix text, community text)
+returns text
+language sql immutable parallel safe
+set search_path = public, extensions
+as $$
+  select prefix || case when length(community) <= 41 then community
+                        else left(community, 32) || '_' || left(md5(community), 8) end
+$$;
+
 create or replace function arc_community_vector_index_name(community text)
 returns text
 language sql immutable parallel safe
 set search_path = public, extensions
 as $$
-  select case when length(community) <= 41 then 'knowledge_chunks_hnsw_' || community
-              else 'knowledge_chunks_hnsw_' || left(community, 32) || '_' || left(md5(community), 8) end
+  select arc_community_object_name('knowledge_chunks_hnsw_', community)
 $$;
 
 -- The community's vector leg, as a function of its own: the statement hybrid_search (031) would
@@ -43,8 +53,25 @@ returns text
 language sql immutable parallel safe
 set search_path = public, extensions
 as $$
-  select case when length(community) <= 41 then 'arc_vector_leg_' || community
-              else 'arc_vector_leg_' || left(community, 32) || '_' || left(md5(community), 8) end
+  select arc_community_object_name('arc_vector_leg_', community)
+$$;
+
+-- The leg's statement, in one place for the leg function below and for 031, which plans it
+-- itself for an index made by hand (one without a leg): $1 the question's vector, $2 the
+-- document types (null: any), $3 binding only, $4 superseded included, $5 how many rows.
+create or replace function arc_community_vector_leg_statement(community text)
+returns text
+language sql immutable parallel safe
+set search_path = public, extensions
+as $$
+  select format('select c.id, c.embedding <=> $1 as distance
+                   from knowledge_chunks c
+                  where c.community = %L
+                    and ($2 is null or (c.document_type || '''') = any ($2))
+                    and (not $3 or c.is_binding)
+                    and ($4 or c.superseded_by is null)
+                  order by c.embedding <=> $1
+                  limit $5', community)
 $$;
 
 create or replace function arc_community_vector_leg(community text)
@@ -66,18 +93,10 @@ begin
     set plan_cache_mode = force_generic_plan
     as $body$
     begin
-      return query
-      select c.id, c.embedding <=> query_embedding
-        from knowledge_chunks c
-       where c.community = %L
-         and (document_types is null or (c.document_type || '') = any (document_types))
-         and (not binding_only or c.is_binding)
-         and (include_superseded or c.superseded_by is null)
-       order by c.embedding <=> query_embedding
-       limit match_count;
+      return query %s;
     end
     $body$
-  $f$, name, community);
+  $f$, name, arc_community_vector_leg_statement(community));
   perform arc_service_role_only('function', format('%I(vector, text[], boolean, boolean, integer)', name));
   return name;
 end
@@ -159,6 +178,7 @@ create constraint trigger bm25_corpus_community_vector_index
 select arc_community_vector_indexes();
 
 select arc_service_role_only('function', f)
-  from unnest(array['arc_community_vector_index_name(text)', 'arc_community_vector_index(text)',
-                    'arc_community_vector_leg_name(text)', 'arc_community_vector_leg(text)',
+  from unnest(array['arc_community_object_name(text, text)', 'arc_community_vector_index_name(text)',
+                    'arc_community_vector_index(text)', 'arc_community_vector_leg_name(text)',
+                    'arc_community_vector_leg_statement(text)', 'arc_community_vector_leg(text)',
                     'arc_community_vector_indexes()', 'arc_community_vector_indexes_on_commit()']) f;
