@@ -120,3 +120,21 @@ def test_ingest_help_names_every_format_it_reads():
     for suffix in [*TEXT_SUFFIXES, ".pdf", ".docx", "corpus.jsonl", "manifest.json"]:
         assert suffix in shown, f"ingest --help does not name {suffix}"
     assert "Word" in shown and "HTML" in shown and "OCR" in shown
+
+
+def test_ingest_from_the_command_line_keeps_the_configured_page_limit(make_database, tmp_path, monkeypatch):
+    """ARC_MAX_PAGES bounds every way in, not the uploads alone: an admin who lowers (or raises)
+    it for the server gets the same from `arc-retrieval ingest`."""
+    import psycopg
+
+    url = make_database("cli_limits")
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ARC_MAX_PAGES", "2")
+    long = tmp_path / "long.pdf"
+    long.write_bytes(make_pdf([[f"Page {n}", "No fence over 6 feet."] for n in range(3)]))
+    result = CliRunner().invoke(main, ["ingest", str(long), "--document-type", "ccr"])
+    assert result.exit_code != 0 and "3 pages" in result.output and "ARC_MAX_PAGES" in result.output, result.output
+    assert "Traceback" not in result.output
+    with psycopg.connect(url) as conn:
+        assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == 0

@@ -152,6 +152,7 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
     (every document it lists, with its id, type and binding). Re-ingesting a file updates its
     document; another file under a stored id needs --replace."""
     from .ingest.amendments import parse_amends
+    from .ingest.bounds import ReadLimits
     from .ingest.ingestor import (
         Ingestor,
         ingest_manifest,
@@ -173,7 +174,8 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
     try:
         progress = sys.stderr.isatty()
         ingestor = Ingestor(runtime.db, runtime.embedder,
-                            ocr=Ocr(settings.ocr, settings.ocr_language, progress=progress))
+                            ocr=Ocr(settings.ocr, settings.ocr_language, progress=progress),
+                            limits=ReadLimits.from_settings(settings))
         if sample:
             report = ingest_sample_corpus(ingestor, progress=progress, community=community)
         elif folders:

@@ -14,8 +14,11 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.parsers import expat
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,15 @@ class ReadLimits:
     convert_seconds: float = 60.0
     convert_memory_bytes: int = 1_500_000_000
     read_seconds: float = 900.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReadLimits:
+        """The configured limits, the same for uploads and the command line."""
+        return cls(max_pages=settings.max_pages, max_ocr_pages=settings.max_ocr_pages,
+                   max_unpacked_bytes=settings.max_unpacked_bytes, max_nesting=settings.max_nesting,
+                   max_xml_elements=settings.max_xml_elements, convert_seconds=settings.convert_timeout,
+                   convert_memory_bytes=settings.convert_memory_mb * 1_000_000,
+                   read_seconds=settings.read_timeout)
 
 
 class Cancelled(ValueError):

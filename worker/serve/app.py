@@ -69,14 +69,6 @@ def read_replicas(runtime: Runtime) -> ReadReplicas | None:
                         timeout=settings.replica_timeout_ms / 1000, retry_after=settings.replica_retry_seconds)
 
 
-def read_limits(settings: Settings) -> ReadLimits:
-    return ReadLimits(max_pages=settings.max_pages, max_ocr_pages=settings.max_ocr_pages,
-                      max_unpacked_bytes=settings.max_unpacked_bytes, max_nesting=settings.max_nesting,
-                      max_xml_elements=settings.max_xml_elements, convert_seconds=settings.convert_timeout,
-                      convert_memory_bytes=settings.convert_memory_mb * 1_000_000,
-                      read_seconds=settings.read_timeout)
-
-
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
                retriever: Retriever | None = None) -> Flask:
     if runtime is None:
@@ -88,7 +80,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     arc = Services(
         runtime=runtime, retriever=retriever,
         ingestor=Ingestor(runtime.db, runtime.embedder, ocr=Ocr(settings.ocr, settings.ocr_language),
-                          limits=read_limits(settings)),
+                          limits=ReadLimits.from_settings(settings)),
         query_log=QueryLog(runtime.db), metrics=Metrics(),
         admission=Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout),
         limiter=RateLimiter(settings.rate_limit), auth_guard=FailedAuthGuard(settings.auth_failures_per_minute),
