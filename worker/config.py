@@ -85,6 +85,7 @@ ENV_VARS: dict[str, str] = {
     "ARC_NO_RESULTS_BELOW": "no_results_below",
     "ARC_LOW_CONFIDENCE_BELOW": "low_confidence_below",
     "ARC_STATUS_CALIBRATION": "status_calibration",
+    "ARC_STATUS_ANSWER_TYPES": "status_answer_types",
     "ARC_SUCCESS_AT": "success_at",
     "ARC_NO_RESULTS_AT": "no_results_at",
     "ARC_CALIBRATION_QUESTIONS": "calibration_questions",
@@ -182,6 +183,8 @@ class Settings(BaseModel):
     # The status calibrated on each knowledge base (worker/confidence.py): cuts on the confidence
     # 0 (what unrelated questions score there) .. 1 (what its own sentences score there).
     status_calibration: bool = True
+    # `success` only when the context holds the kind of answer asked for (an amount of money)
+    status_answer_types: bool = True
     success_at: float = Field(0.5, ge=0, le=2)
     no_results_at: float = Field(0.2, ge=-1, le=2)
     calibration_questions: int = Field(120, ge=10, le=2000)

@@ -58,6 +58,8 @@ class Calibration:
 class StatusCuts:
     success_at: float = SUCCESS_AT
     no_results_below: float = NO_RESULTS_BELOW
+    # `success` also needs the kind of answer the question asks for in the context (answer_type.py)
+    answer_types: bool = True
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
+from . import answer_type
 from . import confidence as confidence_stage
 from . import context as context_stage
 from . import minimum
@@ -61,6 +62,10 @@ NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. D
                       "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
 LOW_CONFIDENCE_MESSAGE = ("Only weakly related passages were found. Answer cautiously, cite the sources, and "
                           "say that the documents may not address the question directly.")
+# The passages may be squarely on the subject: what they lack is the figure asked for.
+MISSING_ANSWER_MESSAGE = ("The passages found are on the subject but state {absent}. Do not give one from "
+                          "general knowledge; say the governing documents do not state it, cite the sources, and "
+                          "suggest asking the association.")
 STATUS_MESSAGES = {"success": None, "low_confidence": LOW_CONFIDENCE_MESSAGE, "no_results": NO_RESULTS_MESSAGE}
 
 
@@ -211,6 +216,11 @@ class Retriever:
             if request.min_relevance is not None and not built.chunks and status != "no_results":
                 status, message = "no_results", NO_RESULTS_MESSAGE
                 warnings.append(minimum.empty_context_warning(request.min_relevance, best))
+            lacking = (answer_type.missing(processed.normalized, built.text)
+                       if status == "success" and self.cuts.answer_types else None)
+            if lacking is not None:
+                status, message = "low_confidence", MISSING_ANSWER_MESSAGE.format(absent=lacking.absent)
+                warnings.append(f"the question asks for {lacking.name} and the context states {lacking.absent}")
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
             shown = minimum.listed(qualifying, built.chunks, request.top_k)

@@ -52,7 +52,7 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = PostgresBackend(runtime.db, read_replicas(runtime))
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
-                     cuts=StatusCuts(settings.success_at, settings.no_results_at),
+                     cuts=StatusCuts(settings.success_at, settings.no_results_at, settings.status_answer_types),
                      calibrate=settings.status_calibration,
                      calibration_questions=settings.calibration_questions,
                      policy=ContextPolicy(min_relevance=settings.min_relevance,
