@@ -100,6 +100,26 @@ def test_leave_one_community_out_fits_on_the_others_and_shows_on_the_held_out_on
     assert rows["a"]["status_right"] == 1.0 and rows["a"]["hedged"] == 0.0
 
 
+def test_a_fitted_cut_sees_the_answer_type_check():
+    """A negative whose context lacks the amount it asks for is never `success` in the worker,
+    whatever the cut (worker/retrieve/answer_type.py): the fitted cuts must not count it as one."""
+    from worker.evaluation.answer_harness import leave_one_community_out
+
+    def one(community, i, kind, confidence, lacks=False):
+        question = Question(id=f"{community}{i}", community=community, question="q", kind=kind,
+                            evidence=("rule",) if kind == "answerable" else ())
+        return Outcome(question=question, context="the rule", sources=["the rule"], tokens=5, latency_ms=1.0,
+                       status="success" if confidence >= 0.5 and not lacks else "low_confidence",
+                       confidence=confidence, notes={"lacks_answer_type": lacks})
+
+    outcomes = [one(c, i, *row) for c, rows in {
+        "a": [("answerable", 0.7), ("unanswerable", 0.3)],
+        "b": [("answerable", 0.8), ("unanswerable", 0.2)],
+        "c": [("answerable", 0.9), ("unanswerable", 0.95, True)]}.items() for i, row in enumerate(rows)]
+    rows = {r["community"]: r for r in leave_one_community_out(outcomes)}
+    assert rows["c"]["negatives_success"] == 0.0 and rows["c"]["status_right"] == 1.0
+
+
 DOCS = {
     "oakridge": {
         "guidelines.md": "# Oakridge Design Guidelines\n\n## Fences\n\nRear yard fences may not exceed six feet "

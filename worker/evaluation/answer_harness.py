@@ -25,6 +25,7 @@ from ..config import Settings
 from ..embeddings import CachedEmbedder
 from ..ingest.ingestor import Ingestor, embedding_texts, manifest_documents
 from ..ingest.manifest import load_manifest
+from ..retrieve import answer_type
 from ..runtime import Runtime
 from ..store.database import Database
 from ..store.embedded import EmbeddedPostgres
@@ -188,10 +189,14 @@ def _ask_worker(client, settings: Settings, question: Question, **request) -> Ou
     body = response.get_json()
     if response.status_code != 200:
         raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {body}")
+    # whether the answer-type check would keep this context from `success` at any cut: the
+    # fitted cuts below must see the status the worker would give, not the score alone
+    lacking = settings.status_answer_types and answer_type.missing(body["query"]["normalized"], body["context"])
     return Outcome(question=question, context=body["context"], sources=split_sources(body["context"]),
                    tokens=body["context_tokens"], latency_ms=latency, status=body["status"],
                    best_score=body["best_score"], confidence=_confidence(body),
-                   notes={"filter": body["query"]["filter_source"], "warnings": body["warnings"]})
+                   notes={"filter": body["query"]["filter_source"], "warnings": body["warnings"],
+                          "lacks_answer_type": bool(lacking)})
 
 
 def _confidence(body: dict) -> float | None:
@@ -332,7 +337,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
 def _statuses_at(outcomes: list[Outcome], cut: float) -> dict[str, float]:
     """Status right, hedged and negatives success had ``success`` started at ``cut``."""
     def success(o: Outcome) -> bool:
-        return o.confidence is not None and o.confidence >= cut and o.status != "no_results"
+        return (o.confidence is not None and o.confidence >= cut and o.status != "no_results"
+                and not o.notes.get("lacks_answer_type"))
 
     answered = [o for o in outcomes if o.question.kind == "answerable" and o.in_context]
     negatives = [o for o in outcomes if o.question.negative]
