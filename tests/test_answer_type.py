@@ -79,6 +79,7 @@ def test_questions_not_asking_for_an_amount(question):
 
 @pytest.mark.parametrize("text, holds", [
     ("an initiation fee of $250", True), ("fifty dollars per day", True), ("2% of the sale price", True),
+    ("a late charge of ten percent of the installment", True), ("one-quarter of the annual assessment", True),
     ("the fee the Board sets each year", False), ("a fee equal to the annual assessment", False),
 ])
 def test_an_amount_in_the_context(text, holds):

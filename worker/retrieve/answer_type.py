@@ -47,8 +47,14 @@ AMOUNT_OF_MONEY = AnswerType(
         r"|\b(?:" + _MONEY_WORDS + r")\s+amounts?\b|\bamount of (?:the |a |an |my |our )?(?:\w+\s+){0,2}?(?:"
         + _MONEY_WORDS + r")\b",
         re.IGNORECASE),
+    # Generous on purpose: an amount found where there is none only leaves the status as it was,
+    # while one missed lowers a right answer. Legal text writes amounts in words too ("ten
+    # percent", "one-quarter of the annual assessment").
     found=re.compile(r"\$\s?\d|\b\d[\d,]*(?:\.\d+)?\s*(?:dollars|usd|cents|percent|per cent)\b|\d\s?%"
-                     r"|\b(?:dollars?|cents)\b",
+                     r"|\b(?:dollars?|cents)\b"
+                     r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+                     r"|forty|fifty|sixty|seventy|eighty|ninety|hundred)(?:[- ]\w+)?\s+(?:percent|per cent)\b"
+                     r"|\b(?:one|two|three)[- ](?:half|halves|thirds?|quarters?|fourths?|fifths?|tenths?)\s+of\b",
                      re.IGNORECASE),
 )
 
