@@ -9,6 +9,8 @@ the fixed thresholds demote a plainly answered question, the calibration does no
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -67,6 +69,38 @@ def test_decide_reads_the_calibrated_scale_not_the_raw_score():
     assert decide(0.3, None, cuts, fixed).status == "low_confidence"
     assert decide(0.3, lower, cuts, fixed).status == "success"
     assert decide(None, lower, cuts, fixed).status == "no_results"
+
+
+def test_a_knowledge_base_of_distinct_passages_needs_less_than_its_quoted_level():
+    """Where the knowledge base's own sentences score low on every passage but their own (the near
+    miss), a question reaching 0.8 of the way from the floor to that level is answered; where
+    passages repeat each other (a near miss close to the match) the match decides, as before."""
+    cuts, fixed = StatusCuts(success_at=0.5, no_results_below=0.2), FixedThresholds(0.3, 0.5)
+    distinct = Calibration(version=1, floor=0.09, match=0.80, questions=100, near_miss=0.48)
+    answered = 0.09 + 0.85 * (0.48 - 0.09)   # 0.42: under the match's midpoint (0.445)
+    assert decide(answered, distinct, cuts, fixed).status == "success"
+    assert decide(answered, replace(distinct, near_miss=None), cuts, fixed).status == "low_confidence"
+    assert decide(answered, replace(distinct, reach=0), cuts, fixed).status == "low_confidence"  # turned off
+    unanswered = 0.09 + 0.7 * (0.48 - 0.09)
+    assert decide(unanswered, distinct, cuts, fixed).status == "low_confidence"
+    repeating = Calibration(version=1, floor=0.13, match=0.77, questions=100, near_miss=0.57)
+    assert repeating.top == repeating.match
+    assert decide(0.44, repeating, cuts, fixed).status == "low_confidence"
+
+
+def test_the_near_miss_leaves_out_the_passage_a_sentence_comes_from(sample_runtime, embedder):
+    calibrated = retriever(sample_runtime, embedder, calibrate=True)
+    sentence = "Fences in rear yards may not exceed six feet in height."
+    quoted = next(q for q in pseudo_questions(calibrated.backend.calibration_chunks(80)) if len(q) > 40)
+    for text in (quoted, sentence):
+        best = calibrated._best_relevances([text])[0]
+        assert 0 < best.elsewhere <= best.relevance
+    quoted_best = calibrated._best_relevances([quoted])[0]
+    assert quoted_best.elsewhere < quoted_best.relevance  # its own passage is the best, and left out
+    calibration = calibrated.calibrate_now()
+    assert calibration.floor < calibration.near_miss < calibration.match
+    answer = calibrated.answer(RetrievalRequest(query=ANSWERED))
+    assert answer.confidence["near_miss"] == pytest.approx(calibration.near_miss, abs=1e-4)
 
 
 def test_pseudo_questions_are_sentences_of_the_knowledge_base_and_reproducible():
@@ -138,4 +172,5 @@ def test_an_ingest_moves_the_version_the_calibration_follows(make_database, embe
 def test_the_webhook_reports_the_confidence(client):
     answer = client.post(RETRIEVAL_ROUTE, json={"query": ANSWERED}).get_json()
     assert {"status", "message", "best_score", "confidence"} <= set(answer)
-    assert set(answer["confidence"]) == {"score", "relevance", "calibrated", "floor", "match", "kb_version", "rerank"}
+    assert set(answer["confidence"]) == {"score", "relevance", "calibrated", "floor", "match", "near_miss", "kb_version",
+                                         "rerank"}

@@ -89,6 +89,7 @@ ENV_VARS: dict[str, str] = {
     "ARC_SUCCESS_AT": "success_at",
     "ARC_NO_RESULTS_AT": "no_results_at",
     "ARC_CALIBRATION_QUESTIONS": "calibration_questions",
+    "ARC_NEAR_MISS_REACH": "near_miss_reach",
     "ARC_MIN_RELEVANCE": "min_relevance",
     "ARC_MIN_CONTEXT_CHUNKS": "min_context_chunks",
     "ARC_STATEMENT_TIMEOUT_MS": "statement_timeout_ms",
@@ -188,6 +189,9 @@ class Settings(BaseModel):
     success_at: float = Field(0.5, ge=0, le=2)
     no_results_at: float = Field(0.2, ge=-1, le=2)
     calibration_questions: int = Field(120, ge=10, le=2000)
+    # The top of that scale is at most this many times the near miss's distance from the floor
+    # (worker/retrieve/confidence.py; 0: the match alone)
+    near_miss_reach: float = Field(1.6, ge=0, le=10)
     min_relevance: float = Field(0.5, ge=0, le=1)
     min_context_chunks: int = Field(6, ge=0, le=20)
     statement_timeout_ms: int = Field(5000, ge=100)

@@ -170,7 +170,8 @@ class RetrievalResponse(BaseModel):
     confidence: dict[str, Any] | None = Field(
         None, description="What the status was decided on: the best first-stage relevance, its calibrated score "
                           "(0 = what unrelated questions score on this knowledge base, 1 = what its own sentences "
-                          "score), the two anchors and the knowledge-base version they were measured at.")
+                          "score, or less where its passages are distinct from each other), the anchors (floor, "
+                          "match, near_miss) and the knowledge-base version they were measured at.")
     reranked: bool
     warnings: list[str]
     usage: dict[str, int] = Field(default_factory=dict)

@@ -141,6 +141,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 calibration = retriever.calibrate_now() if settings.status_calibration else None
                 calibrations[community] = None if calibration is None else {
                     "floor": round(calibration.floor, 4), "match": round(calibration.match, 4),
+                    "near_miss": None if calibration.near_miss is None else round(calibration.near_miss, 4),
                     "questions": calibration.questions, "kb_version": calibration.version}
                 corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in documents)
                 for question in tqdm(questions, desc=community, unit="q", disable=not progress):
@@ -245,6 +246,12 @@ def _cell(value) -> str:
     return f"{value:.0f}" if isinstance(value, float) else str(value)
 
 
+def _calibration_cell(calibration: dict) -> str:
+    cell = f"floor {calibration['floor']:.3f}, match {calibration['match']:.3f}"
+    near_miss = calibration.get("near_miss")
+    return cell if near_miss is None else f"{cell}, near miss {near_miss:.3f}"
+
+
 def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     data = results.to_json()
@@ -261,8 +268,9 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
              f"topic), embedding model {results.model}, reranker {results.reranker}.", "",
              f"Command: `{command}`", "",
              "Status calibration per knowledge base (`floor`: median best relevance of off-domain questions; "
-             "`match`: of the knowledge base's own sentences asked back): " +
-             ("; ".join(f"{c}: " + (f"floor {v['floor']:.3f}, match {v['match']:.3f}" if v else "none")
+             "`match`: of the knowledge base's own sentences asked back; `near miss`: of those sentences among "
+             "the passages that do not hold them): " +
+             ("; ".join(f"{c}: " + (_calibration_cell(v) if v else "none")
                         for c, v in results.calibrations.items()) or "off") + ".", "",
              "| system | " + " | ".join(label for _, label in _MAIN_COLUMNS) + " |",
              "|---|" + "---|" * len(_MAIN_COLUMNS)]

@@ -108,7 +108,8 @@ class Retriever:
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
                  search_cache: SearchCache | None = None, authority: Adjustments | None = None,
                  cuts: confidence_stage.StatusCuts = confidence_stage.StatusCuts(), calibrate: bool = False,
-                 calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS):
+                 calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS,
+                 near_miss_reach: float = confidence_stage.NEAR_MISS_REACH):
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
@@ -126,6 +127,7 @@ class Retriever:
         # built by hand for one purpose does not start background searches of its own.
         self.calibrate = calibrate
         self.calibration_questions = calibration_questions
+        self.near_miss_reach = near_miss_reach
         # One calibration per community: each has its own documents, statistics and so its own
         # score scale (a community of short rule lists scores higher than one of declarations).
         self.calibrations: dict[str, confidence_stage.Calibration | None] = {}
@@ -399,23 +401,26 @@ class Retriever:
         started = time.perf_counter()
         chunks = self.backend.calibration_chunks(self.calibration_questions * 2, community)
         found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
-                                           self.calibration_questions)
+                                           self.calibration_questions, self.near_miss_reach)
         self.calibrations[community], self._calibrated_versions[community] = found, version
         log.info("status calibrated", extra={"community": community, "kb_version": version,
                                              "ms": round((time.perf_counter() - started) * 1000),
                                              "floor": found and round(found.floor, 4),
-                                             "match": found and round(found.match, 4)})
+                                             "match": found and round(found.match, 4),
+                                             "near_miss": found and found.near_miss is not None
+                                             and round(found.near_miss, 4)})
         return found
 
-    def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[float]:
-        """Each text's best first-stage relevance in ``community``, by the same path a question takes."""
+    def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
+        """Each text's best first-stage relevance in ``community``, by the same path a question
+        takes, and its best among the passages that do not hold it (its near miss)."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed([p.normalized for p in processed])
         # One lookup of every text's compound words, not one round trip per text.
         compounds = [compound_candidates(p.normalized) for p in processed]
         frequency = self.backend.word_frequencies(sorted({w for c in compounds for w in c.lookups()}), community)
         best = []
-        for p, vector, candidates in zip(processed, vectors, compounds):
+        for text, p, vector, candidates in zip(texts, processed, vectors, compounds):
             if self._stopping.is_set():
                 raise CalibrationStopped
             expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
@@ -424,8 +429,15 @@ class Retriever:
                                   community=community)
             found = first_stage_order(self.backend.search(params), have_embedding=True, steer=[],
                                       steer_boost=1.0, authority=self.authority)
-            best.append(max((c.relevance for c in found), default=0.0))
+            quoted = _spaced(text)
+            best.append(confidence_stage.Best(
+                relevance=max((c.relevance for c in found), default=0.0),
+                elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0)))
         return best
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _best_rerank(candidates: list[ChunkResult]) -> float | None:

@@ -55,6 +55,7 @@ def build_retriever(runtime: Runtime) -> Retriever:
                      cuts=StatusCuts(settings.success_at, settings.no_results_at, settings.status_answer_types),
                      calibrate=settings.status_calibration,
                      calibration_questions=settings.calibration_questions,
+                     near_miss_reach=settings.near_miss_reach,
                      policy=ContextPolicy(min_relevance=settings.min_relevance,
                                           min_context_chunks=settings.min_context_chunks),
                      embedding_timeout=settings.embedding_timeout,
