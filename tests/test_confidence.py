@@ -83,6 +83,11 @@ def test_a_knowledge_base_of_distinct_passages_needs_less_than_its_quoted_level(
     assert decide(answered, replace(distinct, reach=0), cuts, fixed).status == "low_confidence"  # turned off
     unanswered = 0.09 + 0.7 * (0.48 - 0.09)
     assert decide(unanswered, distinct, cuts, fixed).status == "low_confidence"
+    # a near miss no better than an unrelated question (a few unrelated passages) cannot call
+    # everything success: the top stays at least 0.6 of the way to the match
+    unrelated = Calibration(version=1, floor=0.09, match=0.80, questions=100, near_miss=0.08)
+    assert unrelated.top == pytest.approx(0.09 + 0.6 * 0.71)
+    assert decide(0.2, unrelated, cuts, fixed).status != "success"
     repeating = Calibration(version=1, floor=0.13, match=0.77, questions=100, near_miss=0.57)
     assert repeating.top == repeating.match
     assert decide(0.44, repeating, cuts, fixed).status == "low_confidence"

@@ -46,6 +46,10 @@ NO_RESULTS_BELOW = 0.2
 # three communities and its CC&Rs alone (0.80 in every fold on the near-miss scale, 0.74-0.82
 # equally good); README "The status, per community".
 NEAR_MISS_REACH = 1.6
+# ... but never below this share of the match's span: in a knowledge base of a few unrelated
+# passages a sentence's best other passage may score no better than an unrelated question, and a
+# top near the floor would call everything success. The measured knowledge bases keep 0.75-0.9.
+TOP_AT_LEAST = 0.6
 # Sentences asked back per calibration: the median settles within 0.01 from about 80 on.
 CALIBRATION_QUESTIONS = 120
 _SENTENCE = re.compile(r"(?<=[.;:!?])\s+")
@@ -69,7 +73,8 @@ class Calibration:
         """What a confidence of 1 stands for: the match, or the near miss's reach when lower."""
         if self.near_miss is None or self.reach <= 0:
             return self.match
-        return min(self.match, self.floor + self.reach * (self.near_miss - self.floor))
+        reached = self.floor + self.reach * (self.near_miss - self.floor)
+        return max(min(self.match, reached), self.floor + TOP_AT_LEAST * (self.match - self.floor))
 
     def confidence(self, relevance: float) -> float:
         # A knowledge base whose quoted sentences barely outscore unrelated questions has no
