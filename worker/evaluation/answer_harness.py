@@ -140,9 +140,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 # the first question so that every question is answered calibrated.
                 calibration = retriever.calibrate_now() if settings.status_calibration else None
                 calibrations[community] = None if calibration is None else {
-                    "floor": round(calibration.floor, 4), "match": round(calibration.match, 4),
-                    "near_miss": None if calibration.near_miss is None else round(calibration.near_miss, 4),
-                    "questions": calibration.questions, "kb_version": calibration.version}
+                    **calibration.anchors(), "questions": calibration.questions, "kb_version": calibration.version}
                 corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in documents)
                 for question in tqdm(questions, desc=community, unit="q", disable=not progress):
                     outcome = _ask_worker(client, settings, question)

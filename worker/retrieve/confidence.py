@@ -76,6 +76,11 @@ class Calibration:
         reached = self.floor + self.reach * (self.near_miss - self.floor)
         return max(min(self.match, reached), self.floor + TOP_AT_LEAST * (self.match - self.floor))
 
+    def anchors(self) -> dict[str, float | None]:
+        """The three measured levels, rounded, as reports and logs show them."""
+        return {name: None if value is None else round(value, 4)
+                for name, value in (("floor", self.floor), ("match", self.match), ("near_miss", self.near_miss))}
+
     def confidence(self, relevance: float) -> float:
         # A knowledge base whose quoted sentences barely outscore unrelated questions has no
         # usable scale; the small span keeps the division finite and the confidence low.

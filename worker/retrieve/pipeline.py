@@ -403,11 +403,10 @@ class Retriever:
         found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
                                            self.calibration_questions, self.near_miss_reach)
         self.calibrations[community], self._calibrated_versions[community] = found, version
-        anchors = ({"floor": found.floor, "match": found.match, "near_miss": found.near_miss} if found
-                   else dict.fromkeys(("floor", "match", "near_miss")))
         log.info("status calibrated", extra={"community": community, "kb_version": version,
                                              "ms": round((time.perf_counter() - started) * 1000),
-                                             **{k: None if v is None else round(v, 4) for k, v in anchors.items()}})
+                                             **(found.anchors() if found else
+                                                dict.fromkeys(("floor", "match", "near_miss")))})
         return found
 
     def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
