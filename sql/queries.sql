@@ -206,9 +206,5 @@ order by 1 desc
 select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text)
 
 -- name: calibration_chunks
--- A fixed sample (the same rows for the same chunks) of the chunks a status calibration asks back:
--- by what the chunk is, not its id, so a community gets the same sample (and calibration) in a
--- database of its own as beside others, whose chunks take ids in between.
-select content from knowledge_chunks
-where superseded_by is null and (%(community)s::text is null or community = %(community)s)
-order by md5(document_id || ':' || chunk_index::text) limit %(limit)s
+-- A fixed sample of the chunks a status calibration asks back (034, which Supabase's RPC serves too).
+select content from arc_calibration_chunks(%(limit)s, %(community)s::text)

@@ -58,3 +58,22 @@ def test_row_cap_and_error_body(sample_runtime):
 
         with pytest.raises(DatabaseUnavailable, match="match_count must be between 1 and 1000"):
             supabase.search(SearchParams(query_text="fence", embedding=None, match_count=5000))
+
+
+def test_calibrates_through_rpc_as_the_direct_backend_does(sample_runtime, postgrest):
+    # A worker on Supabase reads only through RPC functions: its status calibration takes the
+    # knowledge base's sample from arc_calibration_chunks (sql/034) and must land on the same
+    # floor, match and near miss as a direct connection, not on the fixed thresholds.
+    supabase = Retriever(embedder=sample_runtime.embedder, reranker=None, calibrate=True,
+                         backend=SupabaseBackend(postgrest.url, postgrest.api_key))
+    direct = retriever(sample_runtime, PostgresBackend(sample_runtime.db))
+    try:
+        via_rpc = supabase.calibrate_now("default")
+        assert via_rpc is not None
+        assert via_rpc.anchors() == direct.calibrate_now("default").anchors()
+        assert any(name == "arc_calibration_chunks" for name, _ in postgrest.calls)
+        answer = supabase.answer(RetrievalRequest(query="What is the maximum fence height allowed?"))
+        assert answer.confidence["calibrated"] is True
+    finally:
+        supabase.close()
+        direct.close()

@@ -180,9 +180,8 @@ class SupabaseBackend:
                 for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})}
 
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
-        # PostgREST serves only the RPC functions here; without a sample the status keeps the
-        # fixed thresholds (the calibration is None).
-        return []
+        return [row["content"] for row in self._rpc("arc_calibration_chunks",
+                                                    {"sample_size": limit, "community": community})]
 
     def version(self, community: str | None = None) -> int:
         from postgrest.exceptions import APIError
