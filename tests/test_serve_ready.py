@@ -62,3 +62,33 @@ def test_serve_says_once_when_ready_where_it_listens_and_what_it_serves(make_dat
                     f"6 document(s), 39 chunk(s) in Postgres postgres@{host}:5432/{name}; "
                     f"embeddings all-MiniLM-L6-v2, vector(384)\n")
     assert "arc-retrieval ready" not in rest and "pw-not-to-print" not in line + rest
+
+
+def test_each_worker_process_calibrates_the_status_at_start(make_database, embedder, tmp_path):
+    # Calibration started by a process's first question left that question, and the others in its
+    # first seconds, on the fixed thresholds; every process now starts measuring as it starts, so
+    # a question asked once it is done is calibrated whichever process takes it.
+    url = make_database("calibrated_at_start")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    db.close()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARC_", "SUPABASE_", "OPENAI_"))}
+    env.update(DATABASE_URL=url, ARC_DATA_DIR=str(tmp_path), WEB_CONCURRENCY="2")
+    log = open(tmp_path / "stderr", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=log, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180  # no question asked: only the start can have begun it
+        while (tmp_path / "stderr").read_text().count("status calibrated") < 2:
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()[-2000:]
+            time.sleep(0.5)
+        for _ in range(4):  # two processes: either may answer
+            answer = requests.post(f"http://127.0.0.1:{port}/webhook/arc-retrieval",
+                                   json={"query": "What is the maximum fence height allowed?"}, timeout=30).json()
+            assert answer["confidence"]["calibrated"] is True
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.communicate(timeout=30)
+        log.close()

@@ -351,6 +351,18 @@ class Retriever:
         self.search_cache.clear()
         self.refresh_calibration()
 
+    def calibrate_in_background(self) -> None:
+        """Start measuring every community now, at a serving process's start, so that its first
+        questions are not answered on the fixed thresholds while the first of them would start it."""
+        if not self.calibrate:
+            return
+        try:
+            communities = set(self.backend.communities())
+        except Exception as exc:  # the database is not up yet: the first question starts it
+            log.warning("status calibration not started", extra={"reason": type(exc).__name__})
+            return
+        self._start_calibration(communities or {DEFAULT_COMMUNITY})
+
     def stop_calibration(self) -> None:
         self._stopping.set()
         thread = self._calibration_thread

@@ -133,12 +133,19 @@ def post_worker_init(worker) -> None:
     signal landing while the main thread held that pool's lock (submitting a request, under
     load) deadlocked the worker until the master's SIGKILL; unwinding with SystemExit instead
     crashed it (SIGSEGV, SIGABRT) under onnxruntime's threads. Installed here, after gunicorn's
-    init_signals and before the first request is submitted to that pool."""
+    init_signals and before the first request is submitted to that pool.
+
+    The status calibration starts here too, so a fresh process does not answer its first
+    questions on the fixed thresholds while the first of them would have started it."""
     import signal
 
     for quick in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(quick, lambda *_: _exit_now(0))
     _announce_once()
+    app = getattr(worker, "wsgi", None)
+    arc = getattr(app, "extensions", {}).get("arc") if app is not None else None
+    if arc:
+        arc.retriever.calibrate_in_background()
 
 
 def _announce_once() -> None:
