@@ -140,6 +140,17 @@ def served_mcp(env: dict[str, str], tmp) -> Iterator[str]:
         log.close()
 
 
+def test_http_server_calibrates_the_status_at_start(sample_runtime, tmp_path_factory):
+    # the first tool call would otherwise be answered on the fixed thresholds
+    tmp = tmp_path_factory.mktemp("mcp-calibration")
+    served = served_mcp(server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN), tmp)
+    next(served)
+    try:
+        wait_for(lambda: "status calibrated" in (tmp / "mcp.log").read_text(), 120, "the calibration at start")
+    finally:
+        served.close()
+
+
 def http_client(url: str, headers: dict[str, str], mode: str = "auto") -> Client:
     return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)), mode=mode)
 

@@ -394,7 +394,9 @@ def open_face(settings: Settings, *, load_sample: bool = False) -> McpFace:
                 empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
             if empty:
                 ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
-        return McpFace.build(runtime)
+        face = McpFace.build(runtime)
+        face.retriever.calibrate_in_background()  # as the webhook's processes do at their start
+        return face
     finally:
         os.dup2(saved, 1)
         os.close(saved)
