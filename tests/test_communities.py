@@ -451,3 +451,32 @@ def test_each_community_is_calibrated_on_its_own_documents(database_factory, emb
                                                                        alone[community][0].match), abs=1e-6)
         assert confidence["floor"] == pytest.approx(calibration.floor, abs=1e-4)
         assert confidence["score"] == pytest.approx(alone[community][1]["score"], abs=1e-4)
+
+
+def test_a_process_start_calibrates_every_community_only_while_they_are_few(make_database, embedder, monkeypatch):
+    """A serving process measures its communities as it starts (gunicorn's post_worker_init);
+    past CALIBRATE_AT_START communities it leaves each to its first question, since every
+    calibration is 160 searches and a hundred of them would load a core for minutes."""
+    import worker.retrieve.pipeline as pipeline
+    from worker.retrieve.search import PostgresBackend, SearchCache
+
+    db = hollow_and_ridge(make_database, embedder, "start", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
+
+    def calibrated_at_start(limit: int) -> set[str]:
+        monkeypatch.setattr(pipeline, "CALIBRATE_AT_START", limit)
+        retriever = pipeline.Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
+                                       search_cache=SearchCache(), calibrate=True)
+        try:
+            retriever.calibrate_in_background()
+            thread = retriever._calibration_thread
+            if thread is not None:
+                thread.join(timeout=120)
+            return set(retriever.calibrations)  # measured (a one-line community has no usable scale: None)
+        finally:
+            retriever.close()
+
+    try:
+        assert calibrated_at_start(2) == {"hollow", "ridge"}
+        assert calibrated_at_start(1) == set()
+    finally:
+        db.close()

@@ -57,6 +57,10 @@ FULL_TEXT_HEAD_START = 0.25
 # still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
 PROVIDER_WORKERS = 4
 PROVIDER_QUEUE = 8
+# A serving process calibrates every community as it starts when there are at most this many;
+# past that each community's first question starts its own, as before: a calibration is 160
+# searches, and 100 communities would keep a core busy for minutes after every start.
+CALIBRATE_AT_START = 8
 
 NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
                       "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
@@ -352,8 +356,9 @@ class Retriever:
         self.refresh_calibration()
 
     def calibrate_in_background(self) -> None:
-        """Start measuring every community now, at a serving process's start, so that its first
-        questions are not answered on the fixed thresholds while the first of them would start it."""
+        """Start measuring the communities now, at a serving process's start, so that their first
+        questions are not answered on the fixed thresholds while the first of them would start it
+        (all of them when there are at most ``CALIBRATE_AT_START``)."""
         if not self.calibrate:
             return
         try:
@@ -361,7 +366,8 @@ class Retriever:
         except Exception as exc:  # the database is not up yet: the first question starts it
             log.warning("status calibration not started", extra={"reason": type(exc).__name__})
             return
-        self._start_calibration(communities or {DEFAULT_COMMUNITY})
+        if len(communities) <= CALIBRATE_AT_START:
+            self._start_calibration(communities or {DEFAULT_COMMUNITY})
 
     def stop_calibration(self) -> None:
         self._stopping.set()
