@@ -27,20 +27,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_serve_says_once_when_ready_where_it_listens_and_what_it_serves(make_database, embedder, tmp_path):
-    url = make_database("ready")
+def sample_database(make_database, embedder, name: str) -> str:
+    url = make_database(name)
     db = Database(url)
     db.migrate(embedder.dim)
     ingest_sample_corpus(Ingestor(db, embedder))
     db.close()
-    assert "postgres:@" in url
-    port = free_port()
+    return url
+
+
+def serve(url: str, tmp_path: Path, port: int, stdout: int) -> tuple[subprocess.Popen, object]:
+    """``arc-retrieval serve`` with two worker processes, its stderr in ``tmp_path/stderr``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARC_", "SUPABASE_", "OPENAI_"))}
-    env.update(DATABASE_URL=url.replace("postgres:@", "postgres:pw-not-to-print@", 1), ARC_DATA_DIR=str(tmp_path),
-               WEB_CONCURRENCY="2")
+    env.update(DATABASE_URL=url, ARC_DATA_DIR=str(tmp_path), WEB_CONCURRENCY="2")
     log = open(tmp_path / "stderr", "w")
     process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+                               stdout=stdout, stderr=log, text=True, start_new_session=True)
+    return process, log
+
+
+def test_serve_says_once_when_ready_where_it_listens_and_what_it_serves(make_database, embedder, tmp_path):
+    url = sample_database(make_database, embedder, "ready")
+    assert "postgres:@" in url
+    port = free_port()
+    process, log = serve(url.replace("postgres:@", "postgres:pw-not-to-print@", 1), tmp_path, port, subprocess.PIPE)
     try:
         ready, _, _ = select.select([process.stdout], [], [], 120)
         assert ready, "nothing printed within 120 s"
@@ -68,17 +78,9 @@ def test_each_worker_process_calibrates_the_status_at_start(make_database, embed
     # Calibration started by a process's first question left that question, and the others in its
     # first seconds, on the fixed thresholds; every process now starts measuring as it starts, so
     # a question asked once it is done is calibrated whichever process takes it.
-    url = make_database("calibrated_at_start")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingest_sample_corpus(Ingestor(db, embedder))
-    db.close()
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARC_", "SUPABASE_", "OPENAI_"))}
-    env.update(DATABASE_URL=url, ARC_DATA_DIR=str(tmp_path), WEB_CONCURRENCY="2")
-    log = open(tmp_path / "stderr", "w")
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=log, text=True, start_new_session=True)
+    process, log = serve(sample_database(make_database, embedder, "calibrated_at_start"), tmp_path, port,
+                         subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180  # no question asked: only the start can have begun it
         while (tmp_path / "stderr").read_text().count("status calibrated") < 2:
