@@ -142,10 +142,15 @@ def post_worker_init(worker) -> None:
     for quick in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(quick, lambda *_: _exit_now(0))
     _announce_once()
-    app = getattr(worker, "wsgi", None)
-    arc = getattr(app, "extensions", {}).get("arc") if app is not None else None
+    arc = _services(worker)
     if arc:
         arc.retriever.calibrate_in_background()
+
+
+def _services(worker):
+    """The worker process's app's services (serve/services.py), None before the app is loaded."""
+    app = getattr(worker, "wsgi", None)
+    return getattr(app, "extensions", {}).get("arc") if app is not None else None
 
 
 def _announce_once() -> None:
@@ -181,8 +186,7 @@ def worker_exit(server, worker) -> None:
     watchdog = threading.Timer(3.0, _exit_now, (code,))
     watchdog.daemon = True
     watchdog.start()
-    app = getattr(worker, "wsgi", None)
-    arc = getattr(app, "extensions", {}).get("arc") if app is not None else None
+    arc = _services(worker)
     try:
         if arc:
             arc.retriever.close()
