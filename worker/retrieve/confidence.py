@@ -110,18 +110,19 @@ class Confidence:
     score: float | None          # the calibrated confidence; None when uncalibrated
     relevance: float | None      # the best first-stage relevance it was computed from
     calibrated: bool
-    floor: float | None = None
-    match: float | None = None
-    near_miss: float | None = None
-    kb_version: int | None = None
+    calibration: Calibration | None = None  # what the score was measured against
 
     def public(self) -> dict[str, object]:
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 4)
 
         return {"score": rounded(self.score), "relevance": rounded(self.relevance), "calibrated": self.calibrated,
-                "floor": rounded(self.floor), "match": rounded(self.match), "near_miss": rounded(self.near_miss),
-                "kb_version": self.kb_version}
+                **anchors(self.calibration), "kb_version": self.calibration and self.calibration.version}
+
+
+def anchors(calibration: Calibration | None) -> dict[str, float | None]:
+    """A calibration's rounded anchors, or the same keys empty when there is none."""
+    return calibration.anchors() if calibration else dict.fromkeys(("floor", "match", "near_miss"))
 
 
 def decide(relevance: float | None, calibration: Calibration | None, cuts: StatusCuts,
@@ -136,8 +137,7 @@ def decide(relevance: float | None, calibration: Calibration | None, cuts: Statu
     score = calibration.confidence(relevance)
     status = ("no_results" if score < cuts.no_results_below else
               "low_confidence" if score < cuts.success_at else "success")
-    return Confidence(status, score, relevance, True, calibration.floor, calibration.match, calibration.near_miss,
-                      calibration.version)
+    return Confidence(status, score, relevance, True, calibration)
 
 
 def off_domain_questions() -> list[str]:

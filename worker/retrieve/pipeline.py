@@ -423,8 +423,7 @@ class Retriever:
         self.calibrations[community], self._calibrated_versions[community] = found, version
         log.info("status calibrated", extra={"community": community, "kb_version": version,
                                              "ms": round((time.perf_counter() - started) * 1000),
-                                             **(found.anchors() if found else
-                                                dict.fromkeys(("floor", "match", "near_miss")))})
+                                             **confidence_stage.anchors(found)})
         return found
 
     def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
