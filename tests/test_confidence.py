@@ -97,10 +97,9 @@ def test_the_near_miss_leaves_out_the_passage_a_sentence_comes_from(sample_runti
     calibrated = retriever(sample_runtime, embedder, calibrate=True)
     sentence = "Fences in rear yards may not exceed six feet in height."
     quoted = next(q for q in pseudo_questions(calibrated.backend.calibration_chunks(80)) if len(q) > 40)
-    for text in (quoted, sentence):
-        best = calibrated._best_relevances([text])[0]
+    quoted_best, sentence_best = calibrated._best_relevances([quoted, sentence])
+    for best in (quoted_best, sentence_best):
         assert 0 < best.elsewhere <= best.relevance
-    quoted_best = calibrated._best_relevances([quoted])[0]
     assert quoted_best.elsewhere < quoted_best.relevance  # its own passage is the best, and left out
     calibration = calibrated.calibrate_now()
     assert calibration.floor < calibration.near_miss < calibration.match
