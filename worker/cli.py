@@ -170,12 +170,14 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
         if sample:
             report = knowledge.ingest_sample(progress=progress, community=community)
         elif folders:
-            report = knowledge.ingest_manifest(folders[0], progress=progress, replace=replace, community=community)
+            report = knowledge.ingest_manifest(folders[0], progress=progress, replace=replace,
+                                               community=community)
         else:
             report = knowledge.ingest_files(paths, document_type=document_type, is_binding=binding,
                                             supersedes=supersedes, superseded_by=superseded_by, name=name,
                                             document_id=document_id, progress=progress, replace=replace,
-                                            amends=tuple(parse_amends(a) for a in amends), community=community)
+                                            amends=tuple(parse_amends(a) for a in amends),
+                                            community=community)
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
                        f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")

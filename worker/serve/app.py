@@ -46,7 +46,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     arc = Services(
         knowledge=service, metrics=metrics,
         limiter=RateLimiter(settings.rate_limit), auth_guard=FailedAuthGuard(settings.auth_failures_per_minute),
-        tokens={RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin, **ops_tokens})
+        tokens={RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin,
+                **ops_tokens})
     arc.metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses,
                                              retriever.search_cache.hits))
     arc.metrics.watch(lambda: pool_families(runtime.db.pool_stats()))

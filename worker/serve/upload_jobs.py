@@ -35,7 +35,7 @@ import psycopg
 from ..errors import ArcError
 from ..ingest.bounds import Budget
 from ..logs import watching_progress
-from ..service.knowledge import DocumentInput, IngestReport, Ingestor, KnowledgeService
+from ..service.knowledge import DocumentInput, Ingestor, IngestReport, KnowledgeService
 from .webhooks import SavedUpload
 
 log = logging.getLogger("arc.pages")

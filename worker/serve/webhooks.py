@@ -63,7 +63,8 @@ def ingest() -> Any:
         else:
             document, replace = _posted_document(posted, ingestor, budget), posted.replace
             community = posted.community
-        return document, ingestor.write([document], replace=replace, community=community_scope.checked(community))
+        checked = community_scope.checked(community)
+        return document, ingestor.write([document], replace=replace, community=checked)
 
     try:
         # The body is read (from a client that may be slow) before any slot is taken; reading

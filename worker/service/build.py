@@ -34,7 +34,8 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = PostgresBackend(runtime.db, read_replicas(runtime))
     return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
                      thresholds=Thresholds(settings.no_results_below, settings.low_confidence_below),
-                     cuts=StatusCuts(settings.success_at, settings.no_results_at, settings.status_answer_types),
+                     cuts=StatusCuts(settings.success_at, settings.no_results_at,
+                                     settings.status_answer_types),
                      calibrate=settings.status_calibration,
                      calibration_questions=settings.calibration_questions,
                      near_miss_reach=settings.near_miss_reach,
@@ -49,7 +50,8 @@ def read_replicas(runtime: Runtime) -> ReadReplicas | None:
         return None
     settings = runtime.settings
     return ReadReplicas(runtime.db, runtime.replicas, max_wait=settings.replica_max_wait_ms / 1000,
-                        timeout=settings.replica_timeout_ms / 1000, retry_after=settings.replica_retry_seconds)
+                        timeout=settings.replica_timeout_ms / 1000,
+                        retry_after=settings.replica_retry_seconds)
 
 
 def build_ingestor(runtime: Runtime, *, progress: bool = False) -> Ingestor:

@@ -21,8 +21,8 @@ from ..errors import ArcError
 from ..ingest.bounds import Cancelled
 from ..ingest.ingestor import (
     DocumentInput,
-    IngestReport,
     Ingestor,
+    IngestReport,
     ingest_manifest,
     ingest_paths,
     ingest_sample_corpus,
@@ -69,8 +69,9 @@ class KnowledgeService:
     given, so a command that only lists documents builds no retriever), the query log, the
     admission bounds and the metrics."""
 
-    def __init__(self, runtime: Runtime, *, retriever: Retriever | None = None, ingestor: Ingestor | None = None,
-                 metrics: AnswerMetrics | None = None, progress: bool = False):
+    def __init__(self, runtime: Runtime, *, retriever: Retriever | None = None,
+                 ingestor: Ingestor | None = None, metrics: AnswerMetrics | None = None,
+                 progress: bool = False):
         settings = runtime.settings
         self.runtime = runtime
         self._retriever = retriever
@@ -172,12 +173,13 @@ class KnowledgeService:
     def ingest_manifest(self, folder: Path, *, progress: bool = False, replace: bool = False,
                         community: str | None = None) -> IngestReport:
         """Every document a folder's ``manifest.json`` lists."""
-        return self.ingest(lambda ingestor: ingest_manifest(ingestor, folder, progress=progress, replace=replace,
-                                                            community=community))
+        return self.ingest(lambda ingestor: ingest_manifest(ingestor, folder, progress=progress,
+                                                            replace=replace, community=community))
 
     def ingest_sample(self, *, progress: bool = False, community: str | None = None) -> IngestReport:
         """The bundled Cedar Hollow sample corpus."""
-        return self.ingest(lambda ingestor: ingest_sample_corpus(ingestor, progress=progress, community=community))
+        return self.ingest(lambda ingestor: ingest_sample_corpus(ingestor, progress=progress,
+                                                                 community=community))
 
     def load_sample_if_empty(self) -> None:
         """The sample corpus, when the knowledge base holds nothing (``--load-sample``)."""
