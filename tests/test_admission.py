@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.conftest import make_settings
-from worker.serve.admission import Admission, Overloaded
+from worker.service.admission import Admission, Overloaded
 from worker.serve.app import create_app
 from worker.config import Settings
 from worker.runtime import Runtime
@@ -95,7 +95,7 @@ class SlowRetriever:
 
 
 def test_past_capacity_refusals_are_429_with_retry_after(sample_runtime, tmp_path):
-    from worker.serve.app import build_retriever
+    from worker.service.build import build_retriever
 
     settings = make_settings(tmp_path, sample_runtime.db.url, max_concurrent=2, max_queue=2, queue_timeout=5)
     runtime = Runtime(settings, sample_runtime.db, sample_runtime.embedder)

@@ -14,7 +14,8 @@ from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
 from worker.retrieve.answer_type import AMOUNT_OF_MONEY, missing
 from worker.runtime import Runtime
-from worker.serve.app import build_retriever, create_app
+from worker.serve.app import create_app
+from worker.service.build import build_retriever
 from worker.store.database import Database
 
 DECLARATION = """# Declaration of Covenants

@@ -11,7 +11,7 @@ from worker.config import Settings
 from worker.errors import SchemaMismatch
 from worker.models import RetrievalRequest
 from worker.runtime import open_runtime
-from worker.serve.app import build_retriever
+from worker.service.build import build_retriever
 
 NO_OPENAI = "http://127.0.0.1:9/v1"  # nothing listens: a call to it would fail the answer's embedding
 

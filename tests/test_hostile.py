@@ -50,7 +50,7 @@ def hostile(make_database, embedder, tmp_path_factory):
                              auth_failures_per_minute=10, ops_token=OPS_TOKEN, max_concurrent=1, max_queue=0,
                              queue_timeout=0.5)
     app = create_app(runtime=Runtime(settings, db, embedder))
-    app.extensions["arc"].ingestor.ocr = CountingOcr()
+    app.extensions["arc"].knowledge.ingestor.ocr = CountingOcr()
     yield app, db
     db.close()
 
@@ -345,7 +345,7 @@ def test_ocr_waits_for_admission_instead_of_running_beside_it(hostile):
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with arc.admission.slot():
+        with arc.knowledge.admission.slot():
             holding.set()
             release.wait(10)
 

@@ -386,7 +386,7 @@ def test_an_mcp_answer_is_logged_and_says_when_the_knowledge_base_is_empty(make_
 
     with caplog.at_level(logging.INFO, logger="arc.webhook"):
         result = run(go)
-    face.retriever.close()
+    face.knowledge.close()
     db.close()
     assert not result.is_error
     assert result.structured_content["status"] == "no_results"

@@ -203,7 +203,7 @@ def test_a_busy_worker_refuses_an_upload_at_once(sample_runtime, tmp_path):
     app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
     client = app.test_client()
     sign_in(client)
-    with app.extensions["arc"].ingest_admission.slot():  # another document being read
+    with app.extensions["arc"].knowledge.ingest_admission.slot():  # another document being read
         refused = upload(client, "late.md", b"# Late\n\nToo late.\n", document_id="late")
     assert refused.status_code == 429 and "text/html" in refused.headers["Content-Type"]
     assert "busy" in refused.get_data(as_text=True)

@@ -57,7 +57,7 @@ def test_a_question_s_compound_finds_the_passage_written_in_two_words(make_datab
     from worker.ingest.readers import parse_markdown
     from worker.models import RetrievalRequest
     from worker.runtime import Runtime
-    from worker.serve.app import build_retriever
+    from worker.service.build import build_retriever
     from worker.store.database import Database
 
     url = make_database("compound")

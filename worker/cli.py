@@ -152,15 +152,8 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
     (every document it lists, with its id, type and binding). Re-ingesting a file updates its
     document; another file under a stored id needs --replace."""
     from .ingest.amendments import parse_amends
-    from .ingest.bounds import ReadLimits
-    from .ingest.ingestor import (
-        Ingestor,
-        ingest_manifest,
-        ingest_paths,
-        ingest_sample_corpus,
-    )
     from .ingest.manifest import MANIFEST_NAME
-    from .ingest.ocr import Ocr
+    from .service.knowledge import KnowledgeService
 
     if not paths and not sample:
         raise click.UsageError("give PATHS or --sample")
@@ -173,19 +166,18 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
     runtime = _runtime(settings)
     try:
         progress = sys.stderr.isatty()
-        ingestor = Ingestor(runtime.db, runtime.embedder,
-                            ocr=Ocr(settings.ocr, settings.ocr_language, progress=progress),
-                            limits=ReadLimits.from_settings(settings))
+        knowledge = KnowledgeService(runtime, progress=progress)
         if sample:
-            report = ingest_sample_corpus(ingestor, progress=progress, community=community)
+            report = knowledge.ingest_sample(progress=progress, community=community)
         elif folders:
-            report = ingest_manifest(ingestor, folders[0], progress=progress, replace=replace,
-                                     community=community)
+            report = knowledge.ingest_manifest(folders[0], progress=progress, replace=replace,
+                                               community=community)
         else:
-            report = ingest_paths(ingestor, paths, document_type=document_type, is_binding=binding,
-                                  supersedes=supersedes, superseded_by=superseded_by, name=name,
-                                  document_id=document_id, progress=progress, replace=replace,
-                                  amends=tuple(parse_amends(a) for a in amends), community=community)
+            report = knowledge.ingest_files(paths, document_type=document_type, is_binding=binding,
+                                            supersedes=supersedes, superseded_by=superseded_by, name=name,
+                                            document_id=document_id, progress=progress, replace=replace,
+                                            amends=tuple(parse_amends(a) for a in amends),
+                                            community=community)
         if report.ocr_pages:
             click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
                        f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")
@@ -213,13 +205,17 @@ _COMMUNITY_OPTION = click.option("--community", metavar="NAME", default=None,
                                  help="The community whose documents (needed once there are several).")
 
 
-def _community(runtime) -> str:
-    """The --community a documents command names, checked as the webhook checks its field."""
-    from .store import communities
+def _knowledge(runtime):
+    from .service.knowledge import KnowledgeService
 
+    return KnowledgeService(runtime)
+
+
+def _community(knowledge) -> str:
+    """The --community a documents command names, checked as the webhook checks its field."""
     named = click.get_current_context().params.get("community")
     try:
-        return communities.resolve(named, communities.list_communities(runtime.db))
+        return knowledge.community(named)
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
 
@@ -228,11 +224,10 @@ def _community(runtime) -> str:
 @_COMMUNITY_OPTION
 def documents_list(community: str | None) -> None:
     """Every document: id, type, binding, superseded or amended by, chunks, pages, ingested at, source file."""
-    from .store.knowledge_base import list_documents
-
     runtime = _runtime(_settings())
     try:
-        found = list_documents(runtime.db, _community(runtime))
+        knowledge = _knowledge(runtime)
+        found = knowledge.list_documents(_community(knowledge))
     finally:
         runtime.close()
     if not found:
@@ -251,11 +246,12 @@ def documents_list(community: str | None) -> None:
 @_COMMUNITY_OPTION
 def documents_show(document_id: str, community: str | None) -> None:
     """One document's chunks, in order."""
-    from .store.knowledge_base import UnknownDocument, document_chunks
+    from .store.knowledge_base import UnknownDocument
 
     runtime = _runtime(_settings())
     try:
-        summary, chunks = document_chunks(runtime.db, document_id, _community(runtime))
+        knowledge = _knowledge(runtime)
+        summary, chunks = knowledge.show(document_id, _community(knowledge))
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -271,11 +267,12 @@ def documents_show(document_id: str, community: str | None) -> None:
 @_COMMUNITY_OPTION
 def documents_delete(document_id: str, community: str | None) -> None:
     """Delete a document with its chunks and BM25 statistics (documents it superseded are current again)."""
-    from .store.knowledge_base import UnknownDocument, delete_document
+    from .store.knowledge_base import UnknownDocument
 
     runtime = _runtime(_settings())
     try:
-        deleted = delete_document(runtime.db, document_id, _community(runtime))
+        knowledge = _knowledge(runtime)
+        deleted = knowledge.delete(document_id, _community(knowledge))
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -290,11 +287,12 @@ def documents_delete(document_id: str, community: str | None) -> None:
 def ask(query: str, rerank: bool | None, community: str | None) -> None:
     """Run one question through the pipeline and print the JSON answer."""
     from .models import RetrievalRequest
-    from .serve.app import build_retriever
 
     runtime = _runtime(_settings())
     try:
-        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank, community=community))
+        # a developer's question: answered as the webhook's, not recorded as a resident's
+        answer = _knowledge(runtime).ask(RetrievalRequest(query=query, rerank=rerank, community=community),
+                                         record=False)
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
@@ -322,7 +320,7 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
     from .evaluation.answers import is_answer_dataset
     from .evaluation.dataset import load_dataset
     from .evaluation.harness import ALL_MODES, evaluate, write_report
-    from .serve.app import build_reranker
+    from .service.build import build_reranker
 
     command = "arc-retrieval eval " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "arc-retrieval eval"
     if is_answer_dataset(dataset_dir):

@@ -169,7 +169,8 @@ def _new_database(server_url: str, community: str) -> str:
 
 
 def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
-    from ..serve.app import build_retriever, create_app
+    from ..serve.app import create_app
+    from ..service.build import build_retriever
 
     # The webhook exactly as configured, on this community's database; the rate limit is for
     # callers, not for an evaluation that asks 134 questions in a row.

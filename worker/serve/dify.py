@@ -30,7 +30,6 @@ from ..config import DOCUMENT_TYPES
 from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
 from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
 from . import community_scope
-from .answer_log import record_answer
 from .responses import answer_for
 from .security import authenticate, bearer, client_key
 from .services import services
@@ -175,17 +174,12 @@ def retrieval() -> Any:
                                   document_types=None if kind == ALL_KNOWLEDGE else [kind])
     except ValidationError as exc:
         return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
-    arc = services()
-    arc.runtime.ensure_schema()
     try:
-        with arc.admission.slot():
-            answer = arc.retriever.answer(search, request_id=g.request_id)
+        answer = services().knowledge.ask(search, request_id=g.request_id)
     except UnknownCommunity:
         return dify_error(404, 2001, f"The knowledge does not exist: no community {community!r} in this knowledge base")
     except CommunityRequired as exc:
         return _community_required(exc, kind)
-    record_answer(answer, arc.runtime.db, arc.query_log)
-    arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
     records = []
     ranked = answer.chunks[:top_k]  # the ranking; neighbours added for the context follow it
     for chunk in ranked:

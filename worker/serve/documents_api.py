@@ -9,7 +9,7 @@ from typing import Any
 from flask import Blueprint, g, jsonify, request
 
 from ..models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
-from ..store import communities, knowledge_base
+from ..store import knowledge_base
 from . import community_scope
 from .responses import error as _error
 from .services import services
@@ -25,10 +25,9 @@ def _checked(document_id: str) -> Any | None:
     return None
 
 
-def _community(db) -> str:
+def _community() -> str:
     """The `community` query parameter, checked as the retrieval webhook checks its field."""
-    named = community_scope.checked(request.args.get("community") or None)
-    return communities.resolve(named, communities.list_communities(db))
+    return services().knowledge.community(community_scope.checked(request.args.get("community") or None))
 
 
 def _unknown(document_id: str) -> Any:
@@ -37,10 +36,8 @@ def _unknown(document_id: str) -> Any:
 
 @documents.get("")
 def list_documents() -> Any:
-    runtime = services().runtime
-    runtime.ensure_schema()
-    community = _community(runtime.db)
-    found = knowledge_base.list_documents(runtime.db, community)
+    community = _community()
+    found = services().knowledge.list_documents(community)
     return jsonify(DocumentList(documents=found, community=community, request_id=g.request_id).model_dump(mode="json"))
 
 
@@ -48,10 +45,8 @@ def list_documents() -> Any:
 def show_document(document_id: str) -> Any:
     if (bad := _checked(document_id)) is not None:
         return bad
-    runtime = services().runtime
-    runtime.ensure_schema()
     try:
-        summary, chunks = knowledge_base.document_chunks(runtime.db, document_id, _community(runtime.db))
+        summary, chunks = services().knowledge.show(document_id, _community())
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
     return jsonify(DocumentDetail(document=summary, chunks=chunks, request_id=g.request_id).model_dump(mode="json"))
@@ -61,13 +56,9 @@ def show_document(document_id: str) -> Any:
 def delete_document(document_id: str) -> Any:
     if (bad := _checked(document_id)) is not None:
         return bad
-    arc = services()
-    arc.runtime.ensure_schema()
     try:
-        with arc.admission.slot():
-            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, _community(arc.runtime.db))
+        deleted = services().knowledge.delete(document_id, _community())
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
-    arc.retriever.knowledge_base_changed()
     return jsonify(DeleteResponse(status="deleted", document_id=document_id, deleted_chunks=deleted,
                                   request_id=g.request_id).model_dump(mode="json"))

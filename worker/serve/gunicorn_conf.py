@@ -32,7 +32,7 @@ workers = _count("WEB_CONCURRENCY", 2, 64)
 # gthread, with each request read by the main loop before it takes a thread: slow or idle
 # clients cannot hold the threads (worker/serve/slow_clients.py, ARC_CLIENT_TIMEOUT)
 worker_class = "worker.serve.slow_clients.BufferingThreadWorker"
-# Twice what admission control (worker/serve/admission.py) admits, ARC_MAX_CONCURRENT (8) running +
+# Twice what admission control (worker/service/admission.py) admits, ARC_MAX_CONCURRENT (8) running +
 # ARC_MAX_QUEUE (16) waiting: requests past that reach it and are refused at once, instead of
 # waiting unseen in gunicorn's own queue (with 24 threads, 128 clients saw p99 1.9 s and no 429).
 threads = _count("ARC_THREADS", 48, 1000)
@@ -53,11 +53,11 @@ _ready: tuple[str, str] | None = None  # (a file the first ready worker creates,
 def on_starting(server) -> None:
     global _embedded, _ready
     from worker.config import ConfigError, Settings
-    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
     from worker.serve.security import check_exposure
-    from worker.store import knowledge_base, sqlfiles
+    from worker.service.knowledge import KnowledgeService
+    from worker.store import knowledge_base
 
     configure_logging()
     try:
@@ -68,10 +68,7 @@ def on_starting(server) -> None:
     check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
     runtime = open_runtime(settings)
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
-        with runtime.db.connect() as conn:
-            empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
-        if empty:
-            ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
+        KnowledgeService(runtime).load_sample_if_empty()
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
     if knowledge_base.is_empty(runtime.db):
         logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
@@ -144,7 +141,7 @@ def post_worker_init(worker) -> None:
     _announce_once()
     arc = _services(worker)
     if arc:
-        arc.retriever.calibrate_in_background()
+        arc.knowledge.calibrate_in_background()
 
 
 def _services(worker):
@@ -189,7 +186,7 @@ def worker_exit(server, worker) -> None:
     arc = _services(worker)
     try:
         if arc:
-            arc.retriever.close()
+            arc.knowledge.close()
             arc.runtime.db.close(timeout=1.0)
     except Exception:  # noqa: BLE001 - nothing may keep the process from leaving
         pass

@@ -1,7 +1,7 @@
 """The worker as a Model Context Protocol server (the official ``mcp`` SDK's ``MCPServer``).
 
-A thin face over the same :class:`~worker.retrieve.pipeline.Retriever` the webhook calls, in
-this process (no HTTP hop to the webhook), under the same rules: the webhook's token (its
+A thin face over the same knowledge-base service (:mod:`worker.service.knowledge`) the webhook
+calls, in this process (no HTTP hop to the webhook), under the same rules: the webhook's token (its
 configured header, or ``Authorization: Bearer`` as MCP clients send it), the same per-client
 rate limit and admission control, and the same validation, whose failures come back as MCP
 tool errors naming the field. Nothing unexpected reaches the client but one generic line.
@@ -38,14 +38,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..config import DocumentType, Settings
 from ..errors import ArcError, DatabaseUnavailable
 from ..models import COMMUNITY_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse, Status
-from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
-from ..store import communities
-from ..store.knowledge_base import EMPTY_WARNING, list_documents
-from ..store.querylog import QueryLog
-from .admission import Admission, Overloaded
+from ..service.admission import Overloaded
+from ..service.knowledge import KnowledgeService, Retriever
+from ..store.knowledge_base import EMPTY_WARNING
 from .community_scope import within
-from .answer_log import record_answer
 from .security import FailedAuthGuard, RateLimiter, authenticate, bearer_or_header, client_key
 
 log = logging.getLogger("arc.mcp")
@@ -133,24 +130,25 @@ class DocumentsResult(BaseModel):
 
 @dataclass
 class McpFace:
-    """What the tools share: the pieces ``create_app`` builds for the webhook, one set per process."""
+    """What the tools share: the knowledge-base service the webhook's app calls too, and what
+    this door adds around it (the per-client rate limit and the failed-authentication brake)."""
 
-    runtime: Runtime
-    retriever: Retriever
-    query_log: QueryLog
-    admission: Admission
+    knowledge: KnowledgeService
     limiter: RateLimiter
     auth_guard: FailedAuthGuard
 
     @classmethod
-    def build(cls, runtime: Runtime, retriever: Retriever | None = None) -> McpFace:
-        from .app import build_retriever
-
-        settings = runtime.settings
-        return cls(runtime=runtime, retriever=retriever or build_retriever(runtime), query_log=QueryLog(runtime.db),
-                   admission=Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout),
-                   limiter=RateLimiter(settings.rate_limit),
+    def build(cls, runtime: Runtime, retriever: Retriever | None = None,
+              knowledge: KnowledgeService | None = None) -> McpFace:
+        """``knowledge``: a service to share with another door (the runtime is then its)."""
+        knowledge = knowledge or KnowledgeService(runtime, retriever=retriever)
+        settings = knowledge.runtime.settings
+        return cls(knowledge=knowledge, limiter=RateLimiter(settings.rate_limit),
                    auth_guard=FailedAuthGuard(settings.auth_failures_per_minute))
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.knowledge.runtime
 
     # -- what each tool runs (in a worker thread: the pipeline blocks) ------------------------
 
@@ -167,21 +165,15 @@ class McpFace:
         with guarded():
             # before anything is read: another community is refused, nothing of it returned
             request = request.model_copy(update={"community": within(allowed, request.community)})
-            self.runtime.ensure_schema()
-            with self.admission.slot():
-                answer = self.retriever.answer(request, request_id=request_id)
-            record_answer(answer, self.runtime.db, self.query_log)
-        return answer
+            return self.knowledge.ask(request, request_id=request_id)
 
     def documents(self, client: str, community: str | None = None,
                   allowed: tuple[str, ...] | None = None) -> DocumentsResult:
         """One community's documents, chosen as the documents API chooses it (its ``?community=``)."""
         self._admit(client)
         with guarded():
-            named = within(allowed, community)
-            self.runtime.ensure_schema()
-            chosen = communities.resolve(named, communities.list_communities(self.runtime.db))
-            return DocumentsResult(community=chosen, documents=list_documents(self.runtime.db, chosen))
+            chosen = self.knowledge.community(within(allowed, community))
+            return DocumentsResult(community=chosen, documents=self.knowledge.list_documents(chosen))
 
     def caller(self, ctx: Context) -> str:
         """Who a call counts against for the rate limit: its token over HTTP (as the webhook
@@ -381,21 +373,15 @@ def open_face(settings: Settings, *, load_sample: bool = False) -> McpFace:
     protocol's, and nothing the database or a library prints at start-up may land on it."""
     import os
 
-    from ..ingest.ingestor import Ingestor, ingest_sample_corpus
     from ..runtime import open_runtime
-    from ..store import sqlfiles
 
     saved = os.dup(1)
     os.dup2(2, 1)
     try:
-        runtime = open_runtime(settings)
+        face = McpFace.build(open_runtime(settings))
         if load_sample:
-            with runtime.db.connect() as conn:
-                empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
-            if empty:
-                ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
-        face = McpFace.build(runtime)
-        face.retriever.calibrate_in_background()  # as the webhook's processes do at their start
+            face.knowledge.load_sample_if_empty()
+        face.knowledge.calibrate_in_background()  # as the webhook's processes do at their start
         return face
     finally:
         os.dup2(saved, 1)

@@ -47,6 +47,9 @@ class Metrics:
         if any(w.startswith("reranker skipped") for w in warnings):
             self.reranker_fallbacks.inc()
 
+    def observe_cancelled_ingest(self) -> None:
+        self.ingest_cancelled.inc()
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 

@@ -30,8 +30,8 @@ from pydantic import ValidationError
 from ..config import DOCUMENT_TYPES
 from ..errors import InvalidInput
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
-from ..store import communities, knowledge_base, sqlfiles
-from .admission import Overloaded
+from ..service.admission import Overloaded
+from ..store import knowledge_base, sqlfiles
 from .documents_api import DOCUMENTS_ROUTE
 from .security import CLOSED, authenticate
 from .services import services
@@ -121,11 +121,11 @@ def link(endpoint: str, **values: Any) -> str:
     return url_for(endpoint, **values)
 
 
-def _community(db) -> str:
+def _community() -> str:
     """The community a page shows (``?community=``, or the form's field): unnamed, the knowledge
     base's only one, or ``default`` among several. Kept in ``g`` for :func:`link`."""
     named = (request.values.get("community") or "").strip() or None
-    known = communities.list_communities(db)
+    known = services().knowledge.communities()
     g.communities = sorted(known) if len(known) > 1 else []
     if named is not None:
         if named not in known:
@@ -142,11 +142,11 @@ def _community(db) -> str:
 
 @pages.get("/")
 def start() -> str:
-    arc = services()
-    arc.runtime.ensure_schema()
-    documents = knowledge_base.list_documents(arc.runtime.db, _community(arc.runtime.db))
+    knowledge = services().knowledge
+    knowledge.runtime.ensure_schema()
+    documents = knowledge.list_documents(_community())
     return render_template("pages/start.html", documents=len(documents),
-                           chunks=sum(d.chunks for d in documents), settings=arc.runtime.settings)
+                           chunks=sum(d.chunks for d in documents), settings=knowledge.runtime.settings)
 
 
 @pages.route("/login", methods=["GET", "POST"])
@@ -198,9 +198,9 @@ def _rows(documents: list[DocumentSummary]) -> list[DocumentRow]:
 
 @pages.get("/documents")
 def documents() -> str:
-    arc = services()
-    arc.runtime.ensure_schema()
-    found = knowledge_base.list_documents(arc.runtime.db, _community(arc.runtime.db))
+    knowledge = services().knowledge
+    knowledge.runtime.ensure_schema()
+    found = knowledge.list_documents(_community())
     pages_total = max(1, math.ceil(len(found) / PAGE_SIZE))
     try:
         page = min(max(int(request.args.get("page", "1")), 1), pages_total)
@@ -215,9 +215,8 @@ def documents() -> str:
 def document(document_id: str) -> str:
     if len(document_id) > 200 or not re.match(DOCUMENT_ID_PATTERN, document_id):
         abort(400, "document_id: letters, digits and . _ : - only")
-    arc = services()
     try:
-        summary, chunks = knowledge_base.document_chunks(arc.runtime.db, document_id, _community(arc.runtime.db))
+        summary, chunks = services().knowledge.show(document_id, _community())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     return render_template("pages/document.html", document=summary, chunks=chunks)
@@ -228,10 +227,10 @@ def upload() -> Any:
     """Save the file, take the slots an ingest takes, and answer at once with the job's page; a
     thread of this process ingests it (upload_jobs.py). Bad fields and a busy worker are
     answered here, before any job."""
-    arc = services()
-    request.max_content_length = arc.runtime.settings.max_upload_bytes
+    knowledge = services().knowledge
+    request.max_content_length = knowledge.runtime.settings.max_upload_bytes
     form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
-    arc.runtime.ensure_schema()
+    knowledge.runtime.ensure_schema()
     folder = Path(tempfile.mkdtemp(prefix="arc-upload-"))
     slots = ExitStack()
     handed_over = False
@@ -243,15 +242,14 @@ def upload() -> Any:
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             return render_template("pages/error.html", title="Not ingested", message=message), 422
         try:  # reading the document counts against admission control, as on the ingest webhook
-            slots.enter_context(arc.ingest_admission.slot())
-            slots.enter_context(arc.admission.slot())
+            slots.enter_context(knowledge.ingest_slots())
         except Overloaded as exc:
             page = render_template("pages/error.html", title="Not ingested: the worker is busy",
                                    message=f"The worker is busy ({exc}); nothing was stored. Upload it again "
                                            "in a moment.")
             return page, 429, {"Retry-After": str(exc.retry_after)}
         job = _jobs().create(session, file=saved.filename, community=saved.described.community)
-        threading.Thread(target=job.run, args=(arc, saved, folder, slots), name=f"upload-{job.id[:8]}",
+        threading.Thread(target=job.run, args=(knowledge, saved, folder, slots), name=f"upload-{job.id[:8]}",
                          daemon=True).start()
         handed_over = True
     finally:
@@ -271,7 +269,7 @@ def upload_job(job_id: str) -> str:
     if job is None:
         abort(404, "no such upload in this session (uploads are kept a day)")
     if job["community"]:  # links stay in the community the upload went to, once it holds a document
-        known = communities.list_communities(services().runtime.db)
+        known = services().knowledge.communities()
         if job["community"] in known:
             g.community, g.carry_community = job["community"], True
             g.communities = sorted(known) if len(known) > 1 else []
@@ -293,16 +291,14 @@ def upload_status(job_id: str) -> Any:
 def delete(document_id: str) -> Any:
     if request.form.get("confirm") != document_id:
         abort(400, "confirm: type the document's id to delete it")
-    arc = services()
-    community = _community(arc.runtime.db)
+    knowledge = services().knowledge
+    community = _community()
     try:
-        with arc.admission.slot():
-            deleted = knowledge_base.delete_document(arc.runtime.db, document_id, community)
+        deleted = knowledge.delete(document_id, community)
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
-    arc.retriever.knowledge_base_changed()
     message = f"Deleted {document_id} ({deleted} chunks)"
-    if community not in communities.list_communities(arc.runtime.db):  # its last: the community is gone
+    if community not in knowledge.communities():  # its last: the community is gone
         return redirect(url_for("pages.documents", message=f"{message}; {community} holds no documents now"))
     return redirect(link("pages.documents", message=message))
 
@@ -312,10 +308,10 @@ def delete(document_id: str) -> Any:
 
 @pages.route("/ask", methods=["GET", "POST"])
 def ask() -> Any:
-    arc = services()
+    knowledge = services().knowledge
     answer, error, form = None, None, request.form
-    arc.runtime.ensure_schema()
-    community = _community(arc.runtime.db)
+    knowledge.runtime.ensure_schema()
+    community = _community()
     if request.method == "POST":
         rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
         try:
@@ -326,13 +322,12 @@ def ask() -> Any:
         except (ValidationError, ValueError) as exc:
             error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else "token_budget: a whole number"
-        else:
-            with arc.admission.slot():
-                answer = arc.retriever.answer(req)
-    settings = arc.runtime.settings
+        else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
+            answer = knowledge.ask(req, record=False)
+    settings = knowledge.runtime.settings
     return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
                            thresholds=(settings.no_results_below, settings.low_confidence_below),
-                           reranker=arc.retriever.reranker is not None), 422 if error else 200
+                           reranker=knowledge.retriever.reranker is not None), 422 if error else 200
 
 
 # -- questions asked ---------------------------------------------------------------------------
@@ -345,10 +340,10 @@ def questions() -> str:
     status = request.args.get("status") or None
     if status is not None and status not in STATUSES:
         abort(400, f"status: one of {', '.join(STATUSES)}")
-    arc = services()
-    arc.runtime.ensure_schema()
-    community = _community(arc.runtime.db)
-    with arc.runtime.db.connect() as conn:
+    runtime = services().runtime
+    runtime.ensure_schema()
+    community = _community()
+    with runtime.db.connect() as conn:
         recent = conn.execute(sqlfiles.query("recent_questions"),
                               {"status": status, "limit": 100, "community": community}).fetchall()
         mix = conn.execute(sqlfiles.query("status_mix"), {"community": community}).fetchall()

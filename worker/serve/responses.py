@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..errors import ArcError, DatabaseUnavailable
 from ..models import ErrorResponse
-from .admission import Overloaded
+from ..service.admission import Overloaded
 
 log = logging.getLogger("arc.app")
 

@@ -1,4 +1,6 @@
-"""What the routes share: built once by ``create_app`` and found through ``current_app``."""
+"""What the routes share: built once by ``create_app`` and found through ``current_app``: the
+knowledge-base service every route calls, and what the HTTP doors add around it (metrics,
+rate limits, failed-authentication brakes and the tokens of each route)."""
 
 from __future__ import annotations
 
@@ -6,28 +8,24 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from ..ingest.ingestor import Ingestor
-from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
-from ..store.querylog import QueryLog
-from .admission import Admission
+from ..service.knowledge import KnowledgeService
 from .metrics import Metrics
 from .security import FailedAuthGuard, RateLimiter
 
 
 @dataclass
 class Services:
-    runtime: Runtime
-    retriever: Retriever
-    ingestor: Ingestor
-    query_log: QueryLog
+    knowledge: KnowledgeService
     metrics: Metrics
-    admission: Admission
     limiter: RateLimiter
     auth_guard: FailedAuthGuard
     # the token each protected route prefix asks for (None: that route is open)
     tokens: dict[str, str | None]
-    ingest_admission: Admission
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.knowledge.runtime
 
 
 def services() -> Services:

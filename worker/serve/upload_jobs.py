@@ -33,10 +33,9 @@ from typing import Any
 import psycopg
 
 from ..errors import ArcError
-from ..ingest.bounds import Budget, Cancelled
-from ..ingest.ingestor import DocumentInput, IngestReport
+from ..ingest.bounds import Budget
 from ..logs import watching_progress
-from .services import Services
+from ..service.knowledge import DocumentInput, Ingestor, IngestReport, KnowledgeService
 from .webhooks import SavedUpload
 
 log = logging.getLogger("arc.pages")
@@ -115,19 +114,21 @@ class UploadJob:
         self._stage_started = time.time()
         self._written, self._written_stage = 0.0, ""
 
-    def run(self, arc: Services, upload: SavedUpload, folder: Path, slots: ExitStack) -> None:
+    def run(self, knowledge: KnowledgeService, upload: SavedUpload, folder: Path, slots: ExitStack) -> None:
         """Read, embed and store ``upload`` (its file in ``folder``, removed at the end), holding
         the admission ``slots`` the request took for it until then."""
+
+        def store(ingestor: Ingestor) -> tuple[DocumentInput, IngestReport]:
+            self.stage("reading")
+            document = upload.read(ingestor, Budget(ingestor.limits.read_seconds))
+            self.stage("chunked")  # told once reading and chunking are over (no bar of their own)
+            return document, ingestor.write([document], replace=upload.described.replace,
+                                            community=upload.described.community)
+
         try:
             with slots, watching_progress(self.progress):
-                self.stage("reading")
-                document = upload.read(arc.ingestor, Budget(arc.ingestor.limits.read_seconds))
-                self.stage("chunked")  # told once reading and chunking are over (no bar of their own)
-                report = arc.ingestor.write([document], replace=upload.described.replace,
-                                            community=upload.described.community)
+                document, report = knowledge.ingest(store, admitted=True)
         except ArcError as exc:  # what the webhook would answer with a 4xx or 503: said as it is
-            if isinstance(exc.__cause__, Cancelled):  # reading ran past ARC_READ_TIMEOUT
-                arc.metrics.ingest_cancelled.inc()
             self.fail(str(exc))
         except psycopg.Error as exc:
             log.warning("keeper's upload: database error", extra={"error_type": type(exc).__name__})
@@ -136,10 +137,6 @@ class UploadJob:
             log.error("keeper's upload failed", extra={"error_type": type(exc).__name__})
             self.fail("The ingest failed unexpectedly (the error was logged).")
         else:
-            try:
-                arc.retriever.knowledge_base_changed()
-            except Exception as exc:  # stored is stored: the cache and calibration catch up later
-                log.warning("knowledge_base_changed failed", extra={"error_type": type(exc).__name__})
             log.info("document ingested", extra={"document_id": document.document_id, "community": report.community,
                                                  "chunks": report.chunks, "replaced": list(report.replaced),
                                                  "via": "keeper's pages"})

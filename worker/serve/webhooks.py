@@ -18,8 +18,7 @@ from pydantic import ValidationError
 from werkzeug.exceptions import BadRequest, UnsupportedMediaType
 
 from ..errors import IngestError, InvalidInput
-from ..ingest.bounds import Budget, Cancelled, json_depth_exceeds
-from ..ingest.ingestor import DocumentInput, Ingestor
+from ..ingest.bounds import Budget, json_depth_exceeds
 from ..ingest.readers import ParsedDocument, parse_formatted
 from ..models import (
     IngestFields,
@@ -29,8 +28,8 @@ from ..models import (
     TextFormat,
     unwrap,
 )
+from ..service.knowledge import DocumentInput, IngestReport, Ingestor
 from . import community_scope
-from .answer_log import record_answer
 from .responses import validation_error
 from .services import services
 
@@ -48,42 +47,35 @@ def retrieve() -> Any:
     except ValidationError as exc:
         return validation_error(exc)
     req = req.model_copy(update={"community": community_scope.checked(req.community)})
-    arc = services()
-    arc.runtime.ensure_schema()
-    with arc.admission.slot():
-        answer = arc.retriever.answer(req, request_id=g.request_id)
-    record_answer(answer, arc.runtime.db, arc.query_log)
-    arc.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
+    answer = services().knowledge.ask(req, request_id=g.request_id)
     return jsonify(answer.model_dump(mode="json", exclude_none=False))
 
 
 @webhooks.post(INGEST_ROUTE)
 def ingest() -> Any:
-    arc = services()
-    request.max_content_length = arc.runtime.settings.max_upload_bytes
+    knowledge = services().knowledge
+    request.max_content_length = knowledge.runtime.settings.max_upload_bytes
     multipart = request.mimetype == "multipart/form-data"
+
+    def store(ingestor: Ingestor) -> tuple[DocumentInput, IngestReport]:
+        if posted is None:
+            document, replace, community = _uploaded_document(ingestor, budget=budget)
+        else:
+            document, replace = _posted_document(posted, ingestor, budget), posted.replace
+            community = posted.community
+        checked = community_scope.checked(community)
+        return document, ingestor.write([document], replace=replace, community=checked)
+
     try:
         # The body is read (from a client that may be slow) before any slot is taken; reading
         # the document (parsing, conversion, OCR) then counts against admission control.
         posted = None if multipart else _posted_request()
         if multipart:
             request.files.get("file")
-        budget = Budget(arc.ingestor.limits.read_seconds, gone=client_gone(request.environ))
-        arc.runtime.ensure_schema()
-        with arc.ingest_admission.slot(), arc.admission.slot():
-            if posted is None:
-                document, replace, community = _uploaded_document(arc.ingestor, budget=budget)
-            else:
-                document, replace = _posted_document(posted, arc.ingestor, budget), posted.replace
-                community = posted.community
-            report = arc.ingestor.write([document], replace=replace, community=community_scope.checked(community))
+        budget = Budget(knowledge.ingestor.limits.read_seconds, gone=client_gone(request.environ))
+        document, report = knowledge.ingest(store)
     except ValidationError as exc:
         return validation_error(exc)
-    except IngestError as exc:
-        if isinstance(exc.__cause__, Cancelled):
-            arc.metrics.ingest_cancelled.inc()
-        raise
-    arc.retriever.knowledge_base_changed()
     log.info("document ingested", extra={"document_id": document.document_id, "document_name": document.name,
                                          "community": report.community,
                                          "chunks": report.chunks, "replaced": list(report.replaced)})
@@ -223,7 +215,7 @@ def json_body(not_json: str = "send the request as JSON (Content-Type: applicati
         payload = request.get_json(silent=True)
     except RecursionError:  # 50,000 nested brackets exhaust the decoder's stack
         payload = _TOO_DEEP
-    limit = services().ingestor.limits.max_nesting
+    limit = services().knowledge.ingestor.limits.max_nesting
     if payload is _TOO_DEEP or json_depth_exceeds(payload, limit):
         raise BadRequest(f"the body nests JSON over {limit} levels deep (ARC_MAX_NESTING)")
     if payload is None:

@@ -1,5 +1,6 @@
-"""What every door (the webhook, Dify's /retrieval, the MCP tools) does with an answer before
-handing it over: say when the knowledge base is empty, keep it in the query log, log one line."""
+"""The answer record: what the service (knowledge.py) does with a resident's answer before a door
+(the webhook, Dify's /retrieval, the MCP tools) hands it over: say when the knowledge base is
+empty, keep it in the query log, log one line."""
 
 from __future__ import annotations
 

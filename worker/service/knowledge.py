@@ -1,0 +1,212 @@
+"""The knowledge-base service: what every door (the webhooks, Dify's /retrieval, the MCP tools,
+the keeper's pages, the command line) does once it has parsed its input, and before it renders
+the result in its own shape.
+
+It owns the rules those calls share: the schema checked before the database is used, admission
+control around the work, the answer record (the empty knowledge base said, the query-log row,
+the log line) and its metrics, a cancelled read counted, and, after every write, the caches and
+the status calibration told that the documents changed. What stays with each door: its input's
+validation, the caller's token and the communities it reaches, and the status codes and shapes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from ..errors import ArcError
+from ..ingest.bounds import Cancelled
+from ..ingest.ingestor import (
+    DocumentInput,
+    Ingestor,
+    IngestReport,
+    ingest_manifest,
+    ingest_paths,
+    ingest_sample_corpus,
+)
+from ..models import DocumentChunk, DocumentSummary, RetrievalRequest, RetrievalResponse
+from ..retrieve.pipeline import Retriever
+from ..runtime import Runtime
+from ..store import communities, knowledge_base, sqlfiles
+from ..store.querylog import QueryLog
+from .admission import Admission
+from .answer_log import record_answer
+from .build import build_ingestor, build_retriever
+
+log = logging.getLogger("arc.service")
+
+T = TypeVar("T")
+
+# With the service, the types the doors name (they import neither the ingestor nor the pipeline).
+__all__ = ["AnswerMetrics", "DocumentInput", "IngestReport", "Ingestor", "KnowledgeService", "NoMetrics",
+           "Retriever"]
+
+
+class AnswerMetrics(Protocol):
+    """What the service counts: each answer (status, stage timings, fallbacks) and each read
+    cut short. The HTTP server's Prometheus registry is one (serve/metrics.py)."""
+
+    def observe_answer(self, status: str, timings_ms: dict[str, float], warnings: list[str]) -> None: ...
+
+    def observe_cancelled_ingest(self) -> None: ...
+
+
+class NoMetrics:
+    """For a door with no metrics endpoint (the command line, the MCP server)."""
+
+    def observe_answer(self, status: str, timings_ms: dict[str, float], warnings: list[str]) -> None:
+        pass
+
+    def observe_cancelled_ingest(self) -> None:
+        pass
+
+
+class KnowledgeService:
+    """One per process and door: the retriever and ingestor (each built on first use when not
+    given, so a command that only lists documents builds no retriever), the query log, the
+    admission bounds and the metrics."""
+
+    def __init__(self, runtime: Runtime, *, retriever: Retriever | None = None,
+                 ingestor: Ingestor | None = None, metrics: AnswerMetrics | None = None,
+                 progress: bool = False):
+        settings = runtime.settings
+        self.runtime = runtime
+        self._retriever = retriever
+        self._ingestor = ingestor
+        self._progress = progress
+        self.query_log = QueryLog(runtime.db)
+        self.metrics: AnswerMetrics = metrics or NoMetrics()
+        self.admission = Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout)
+        # reading documents (parsing, conversion, OCR) has its own small bound, inside the
+        # general one, so uploads can never take every slot questions need
+        self.ingest_admission = Admission(settings.max_ingests, settings.max_ingests, settings.queue_timeout)
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = build_retriever(self.runtime)
+        return self._retriever
+
+    @property
+    def ingestor(self) -> Ingestor:
+        if self._ingestor is None:
+            self._ingestor = build_ingestor(self.runtime, progress=self._progress)
+        return self._ingestor
+
+    # -- questions ---------------------------------------------------------------------------
+
+    def ask(self, request: RetrievalRequest, *, request_id: str | None = None,
+            record: bool = True) -> RetrievalResponse:
+        """The answer to a validated request whose community the door has checked against the
+        caller's token. ``record``: keep it in the query log, log its line and count it (False
+        for a keeper's or developer's test question, which is not a resident's)."""
+        self.runtime.ensure_schema()
+        with self.admission.slot():
+            answer = self.retriever.answer(request, request_id=request_id)
+        if record:
+            record_answer(answer, self.runtime.db, self.query_log)
+            self.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
+        return answer
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def community(self, named: str | None) -> str:
+        """The community a documents call is about: the one named (which must hold documents),
+        else the knowledge base's only one (several: the caller must name one)."""
+        self.runtime.ensure_schema()
+        return communities.resolve(named, communities.list_communities(self.runtime.db))
+
+    def communities(self) -> list[str]:
+        return communities.list_communities(self.runtime.db)
+
+    def list_documents(self, community: str) -> list[DocumentSummary]:
+        self.runtime.ensure_schema()
+        return knowledge_base.list_documents(self.runtime.db, community)
+
+    def show(self, document_id: str, community: str) -> tuple[DocumentSummary, list[DocumentChunk]]:
+        """One document and its chunks; raises ``knowledge_base.UnknownDocument``."""
+        self.runtime.ensure_schema()
+        return knowledge_base.document_chunks(self.runtime.db, document_id, community)
+
+    def delete(self, document_id: str, community: str) -> int:
+        """Delete a document (within an admission slot); the chunks it had. Raises
+        ``knowledge_base.UnknownDocument``."""
+        self.runtime.ensure_schema()
+        with self.admission.slot():
+            deleted = knowledge_base.delete_document(self.runtime.db, document_id, community)
+        self.changed()
+        return deleted
+
+    # -- ingesting ---------------------------------------------------------------------------
+
+    @contextmanager
+    def ingest_slots(self) -> Iterator[None]:
+        """The slots an ingest holds while it reads and stores: one of the few for ingests, and
+        one of the general ones."""
+        with self.ingest_admission.slot(), self.admission.slot():
+            yield
+
+    def ingest(self, store: Callable[[Ingestor], T], *, admitted: bool = False) -> T:
+        """Run ``store``, the door's reading of its document(s) and their writing with the
+        ingestor, under the ingest's rules: the schema checked, the ingest's slots held (unless
+        ``admitted``: the caller took them and holds them), a read cut short (the client left,
+        ARC_READ_TIMEOUT) counted, and the documents' change told once stored."""
+        self.runtime.ensure_schema()
+        with nullcontext() if admitted else self.ingest_slots():
+            try:
+                result = store(self.ingestor)
+            except ArcError as exc:
+                if isinstance(exc.__cause__, Cancelled):
+                    self.metrics.observe_cancelled_ingest()
+                raise
+        self.changed()
+        return result
+
+    def ingest_files(self, paths: Iterable[Path], **fields) -> IngestReport:
+        """Files (Markdown, text, HTML, PDF, Word, a BEIR corpus.jsonl) described alike by
+        ``fields`` (``ingestor.ingest_paths``'s)."""
+        return self.ingest(lambda ingestor: ingest_paths(ingestor, paths, **fields))
+
+    def ingest_manifest(self, folder: Path, *, progress: bool = False, replace: bool = False,
+                        community: str | None = None) -> IngestReport:
+        """Every document a folder's ``manifest.json`` lists."""
+        return self.ingest(lambda ingestor: ingest_manifest(ingestor, folder, progress=progress,
+                                                            replace=replace, community=community))
+
+    def ingest_sample(self, *, progress: bool = False, community: str | None = None) -> IngestReport:
+        """The bundled Cedar Hollow sample corpus."""
+        return self.ingest(lambda ingestor: ingest_sample_corpus(ingestor, progress=progress,
+                                                                 community=community))
+
+    def load_sample_if_empty(self) -> None:
+        """The sample corpus, when the knowledge base holds nothing (``--load-sample``)."""
+        with self.runtime.db.connect() as conn:
+            empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
+        if empty:
+            self.ingest_sample()
+
+    # -- the process's retriever -------------------------------------------------------------
+
+    def changed(self) -> None:
+        """After a write: cached searches would answer from the old documents, and the status's
+        scale belongs to the old knowledge base. A retriever never built has nothing to forget.
+        Stored is stored: a failure here is logged, and the caches catch up later."""
+        if self._retriever is None:
+            return
+        try:
+            self._retriever.knowledge_base_changed()
+        except Exception as exc:
+            log.warning("knowledge_base_changed failed", extra={"error_type": type(exc).__name__})
+
+    def calibrate_in_background(self) -> None:
+        """Start measuring the status's scale at a serving process's start (retrieve/pipeline.py)."""
+        self.retriever.calibrate_in_background()
+
+    def close(self) -> None:
+        """Stop the retriever's background work; the runtime is its owner's to close."""
+        if self._retriever is not None:
+            self._retriever.close()
+
