@@ -49,8 +49,8 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50_ms": round(percentile(values, 50), 2), "p95_ms": round(percentile(values, 95), 2),
-            "mean_ms": round(sum(values) / len(values), 2)}
+    return {"n": len(values), "p50_ms": round(percentile(values, 50), 2),
+            "p95_ms": round(percentile(values, 95), 2), "mean_ms": round(sum(values) / len(values), 2)}
 
 
 def questions() -> list[str]:
@@ -81,8 +81,8 @@ def run(url: str, rounds: int) -> dict[str, dict]:
     backend = PostgresBackend(db)
     standins = {name: RerankStandin(name, api_key=KEY).__enter__() for name in SERVICES}
     llm_standin = OpenAIStandin().__enter__()
-    rerankers = {name: ServiceReranker(name, s.url, api_key=KEY, model="bench-model", timeout=10, cache_ttl=1e-6)
-                 for name, s in standins.items()}
+    rerankers = {name: ServiceReranker(name, s.url, api_key=KEY, model="bench-model", timeout=10,
+                                       cache_ttl=1e-6) for name, s in standins.items()}
     client = openai.OpenAI(api_key=llm_standin.api_key, base_url=llm_standin.base_url, max_retries=0)
     rerankers["llm"] = LLMReranker(client, "gpt-4o", timeout=10, cache_ttl=1e-6)
     servers = {**standins, "llm": llm_standin}
@@ -123,16 +123,19 @@ def write(results: dict[str, dict], args: argparse.Namespace) -> None:
     n = next(iter(results.values()))["stage"]["n"]
     lines = [f"# The rerank stage's cost to the worker, per question ({os.cpu_count()} cores, load average "
              f"{load:.1f} at the end, {n} questions each)", "",
-             f"    .venv/bin/python benchmarks/rerank_services.py --out {args.out} --rounds {args.rounds}", "",
-             "Stand-ins answer at once on loopback, so these are the worker's costs, not a service's: a real",
-             "service adds its own inference time and the network. `stage` is `timings_ms.rerank`; `own` is that",
-             "minus the time the stand-in spent in its handler. The LLM reranker sends the candidates (up to 40) as",
-             "concurrent batches of at most 20 to the OpenAI stand-in; a service gets them in one request (TEI: 32).", "",
+             f"    .venv/bin/python benchmarks/rerank_services.py --out {args.out} --rounds {args.rounds}",
+             "",
+             "Stand-ins answer at once on loopback, so these are the worker's costs, not a service's: a",
+             "real service adds its own inference time and the network. `stage` is `timings_ms.rerank`;",
+             "`own` is that minus the time the stand-in spent in its handler. The LLM reranker sends the",
+             "candidates (up to 40) as concurrent batches of at most 20 to the OpenAI stand-in; a service",
+             "gets them in one request (TEI: 32).", "",
              "| reranker | stage p50 ms | stage p95 ms | own p50 ms | own p95 ms |", "|---|---|---|---|---|"]
     for name, row in results.items():
         lines.append(f"| {name} | {row['stage']['p50_ms']} | {row['stage']['p95_ms']} | "
                      f"{row['own']['p50_ms']} | {row['own']['p95_ms']} |")
-    lines += ["", "Statuses (from the stand-ins' word-overlap scores: no measure of quality): " + json.dumps({name: row["statuses"] for name, row in results.items()})]
+    statuses = json.dumps({name: row["statuses"] for name, row in results.items()})
+    lines += ["", f"Statuses (from the stand-ins' word-overlap scores: no measure of quality): {statuses}"]
     (args.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -35,7 +35,8 @@ def overlap_scorer(question: str, passages: list[str]) -> list[float]:
 
 @dataclass
 class Behaviour:
-    mode: str = "good"  # good | http401 | http429 | http500 | http503 | not_json | wrong_shape | fewer | bad_index
+    # good | http401 | http429 | http500 | http503 | not_json | wrong_shape | fewer | bad_index
+    mode: str = "good"
     delay: float = 0.0
     scorer: Scorer = overlap_scorer
     retry_after: str | None = "30"
@@ -100,11 +101,14 @@ SERVICES: dict[str, Service] = {
                       lambda code, message: {"detail": message},
                       frozenset({"query", "documents", "model", "top_k", "return_documents", "truncation"})),
     "tei": Service("/rerank", "texts", None, False, _tei_reply,
-                   lambda code, message: {"error": message, "error_type": "validation" if code < 500 else "backend"},
-                   frozenset({"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"})),
+                   lambda code, message: {"error": message,
+                                          "error_type": "validation" if code < 500 else "backend"},
+                   frozenset({"query", "texts", "raw_scores", "return_text", "truncate",
+                              "truncation_direction"})),
     "infinity": Service("/rerank", "documents", "top_n", False, _infinity_reply,
                         lambda code, message: {"error": {"message": message, "type": "error", "code": code}},
-                        frozenset({"query", "documents", "return_documents", "raw_scores", "model", "top_n"})),
+                        frozenset({"query", "documents", "return_documents", "raw_scores", "model",
+                                   "top_n"})),
 }
 TEI_MAX_CLIENT_BATCH_SIZE = 32
 
@@ -136,7 +140,8 @@ class RerankStandin(LoopbackServer):
             body = json.loads(request.get_data() or b"null")
         except ValueError:
             return self._error(400, "invalid JSON body")
-        seen = Seen(request.path, dict(request.headers), body if isinstance(body, dict) else {}, time.monotonic())
+        seen = Seen(request.path, dict(request.headers), body if isinstance(body, dict) else {},
+                    time.monotonic())
         with self._lock:
             self.requests.append(seen)
         try:
@@ -146,13 +151,13 @@ class RerankStandin(LoopbackServer):
                 return self._error(401, "invalid api token")
             problem = self._invalid(body)
             if problem:
-                return self._error(422 if self.service in ("tei", "infinity", "jina", "voyage") else 400, problem)
+                return self._error(400 if self.service == "cohere" else 422, problem)
             if b.delay:
                 time.sleep(b.delay)
             if b.mode == "http401":
                 return self._error(401, "invalid api token")
             if b.mode == "http429":
-                response = self._error(429, "You are using a Trial key, which is limited to 10 API calls / minute.")
+                response = self._error(429, "Trial key: limited to 10 calls / minute.")
                 if b.retry_after is not None:
                     response.headers["Retry-After"] = b.retry_after
                 return response
@@ -180,7 +185,8 @@ class RerankStandin(LoopbackServer):
             return "model: required"
         if self.model is not None and "model" in body and body["model"] != self.model:
             return f"model {body['model']!r} not found"
-        if spec.limit and spec.limit in body and (not isinstance(body[spec.limit], int) or body[spec.limit] < 1):
+        limit = body.get(spec.limit, 1) if spec.limit else 1
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             return f"{spec.limit}: a positive integer"
         for flag in ("raw_scores", "truncate", "truncation", "return_documents"):
             if flag in body and not isinstance(body[flag], bool):

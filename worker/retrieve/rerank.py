@@ -172,7 +172,8 @@ class LLMReranker:
     # -- ordering ------------------------------------------------------------------------------
 
     def _order(self, candidates: list[ChunkResult], scores: dict[int, Score], top_k: int) -> list[ChunkResult]:
-        return order_scored(candidates, scores, self.adjustments, guard_top=self.guard_top, guard_min=self.guard_min)
+        return order_scored(candidates, scores, self.adjustments, guard_top=self.guard_top,
+                            guard_min=self.guard_min)
 
 
 def order_scored(candidates: list[ChunkResult], scores: dict[int, Score], adjustments: Adjustments, *,

@@ -61,7 +61,8 @@ class WireShape:
 
 
 SHAPES: dict[str, WireShape] = {
-    # POST {base}/v2/rerank {model, query, documents, top_n} -> {id, results: [{index, relevance_score}], meta}
+    # POST {base}/v2/rerank {model, query, documents, top_n}
+    #   -> {id, results: [{index, relevance_score}], meta}
     "cohere": WireShape("Cohere", "/v2/rerank", "documents", "results", "relevance_score", limit="top_n"),
     # POST {base}/v1/rerank {model, query, documents, top_n, return_documents} -> {model, usage, results}
     "jina": WireShape("Jina", "/v1/rerank", "documents", "results", "relevance_score", limit="top_n",
@@ -154,8 +155,8 @@ class ServiceReranker:
                 cached, warnings = self._score(question, pool, usage)
             except RerankFailed as exc:
                 log.warning("reranker skipped", extra={"reason": str(exc), "service": self.service})
-                return RerankOutcome(candidates, reranked=False, usage=usage,
-                                     warnings=[f"reranker skipped: {exc}; results keep the first-stage order"])
+                warning = f"reranker skipped: {exc}; results keep the first-stage order"
+                return RerankOutcome(candidates, reranked=False, usage=usage, warnings=[warning])
             with self._lock:
                 self._cache[key] = cached
         else:
@@ -215,8 +216,10 @@ class ServiceReranker:
         raw = self._parse(response, len(pool))
         warnings = []
         if self.scale.kind == "probability" and any(not 0.0 <= value <= 1.0 for value in raw.values()):
-            warnings.append(f"{name} scored outside 0..1: if its scores are raw logits, set RERANK_SCORE=logit")
-        return {pool[i].id: Score(round(self.scale.relevance(value), 6), None) for i, value in raw.items()}, warnings
+            warnings.append(f"{name} scored outside 0..1: if its scores are raw logits, "
+                            "set RERANK_SCORE=logit")
+        scores = {pool[i].id: Score(round(self.scale.relevance(value), 6), None) for i, value in raw.items()}
+        return scores, warnings
 
     def _post(self, body: dict[str, Any], deadline: float) -> httpx.Response:
         # A call started late (queued behind others) gets only what is left of the budget.
@@ -243,7 +246,8 @@ class ServiceReranker:
             pause = retry_after(response.headers.get("Retry-After"))
             if pause:
                 self._paused_until = time.monotonic() + pause
-                raise RerankFailed(f"{name} is rate-limiting (HTTP 429); not asked again for {math.ceil(pause)} s")
+                raise RerankFailed(f"{name} is rate-limiting (HTTP 429); "
+                                   f"not asked again for {math.ceil(pause)} s")
             raise RerankFailed(f"{name} is rate-limiting (HTTP 429)")
         raise RerankFailed(f"{name} answered HTTP {code}")
 
@@ -254,7 +258,10 @@ class ServiceReranker:
             reply = response.json()
         except ValueError:
             raise RerankFailed(f"{name}'s reply is not JSON") from None
-        items = reply if shape.results is None else reply.get(shape.results) if isinstance(reply, dict) else None
+        if shape.results is None:
+            items = reply
+        else:
+            items = reply.get(shape.results) if isinstance(reply, dict) else None
         if not isinstance(items, list):
             where = "a list" if shape.results is None else f"a {shape.results!r} list"
             raise RerankFailed(f"{name}'s reply is not {where} of scores")
@@ -262,13 +269,21 @@ class ServiceReranker:
         for item in items:
             index = item.get("index") if isinstance(item, dict) else None
             value = item.get(shape.score) if isinstance(item, dict) else None
-            if (not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < sent or index in scores
-                    or not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value)):
+            if not (_whole(index) and 0 <= index < sent and index not in scores
+                    and _number(value) and math.isfinite(value)):
                 raise RerankFailed(f"{name}'s reply holds a result that is not a passage's index and score")
             scores[index] = float(value)
         if len(scores) < sent:
             raise RerankFailed(f"{name} scored {len(scores)} of the {sent} passages sent")
         return scores
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def retry_after(value: str | None) -> float | None:
