@@ -21,8 +21,9 @@ from worker.config import ConfigError, Settings
 from worker.models import ChunkResult
 from worker.retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker, retry_after
 from worker.runtime import Runtime
-from worker.serve.app import build_reranker, create_app
+from worker.serve.app import create_app
 from worker.serve.mcp_server import SEARCH_TOOL
+from worker.service.build import build_reranker
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = ["cohere", "jina", "voyage", "tei", "infinity"]
@@ -262,7 +263,7 @@ def service_app(standin, sample_runtime, tmp_path_factory):
                              status_calibration=False, api_token=TOKEN, ingest_token=TOKEN)
     app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
     yield app
-    app.extensions["arc"].retriever.reranker.close()
+    app.extensions["arc"].knowledge.retriever.reranker.close()
 
 
 TOKEN = "rr-webhook-token-0123456789abcdef"
@@ -299,7 +300,7 @@ def test_candidates_the_service_scores_low_are_not_success(standin, service_app,
     plain = ask(service_app, rerank=False)
     assert plain["status"] == "success"  # on the first-stage relevance
     standin.reset(scorer=fence_judge(high, low))
-    service_app.extensions["arc"].retriever.reranker._cache.clear()
+    service_app.extensions["arc"].knowledge.retriever.reranker._cache.clear()
     answer = ask(service_app)
     assert answer["reranked"] is True and answer["status"] == status
     assert answer["message"] and answer["confidence"]["decided_on"] == "rerank"
@@ -321,7 +322,7 @@ def test_a_failing_service_leaves_the_webhook_the_first_stage_answer(standin, se
     assert all(c["rerank_score"] is None for c in answer["chunks"])
     assert any(w.startswith("reranker skipped") and reason in w for w in answer["warnings"])
     assert answer["status"] == plain["status"]
-    service_app.extensions["arc"].retriever.reranker._paused_until = 0.0
+    service_app.extensions["arc"].knowledge.retriever.reranker._paused_until = 0.0
 
 
 def test_a_slow_service_still_answers_within_the_timeout(standin, service_app):

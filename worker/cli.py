@@ -337,7 +337,8 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
                                  param_hint="--modes")
     settings = _settings()
     if rerank and settings.reranker == "none":
-        raise click.UsageError("--rerank needs a reranker (an LLM key, or RERANKER=cohere|jina|voyage|tei|infinity)")
+        raise click.UsageError("--rerank needs a reranker: an LLM key, or "
+                               "RERANKER=cohere|jina|voyage|tei|infinity")
     dataset = load_dataset(dataset_dir, qrels, limit)
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     reranker = build_reranker(settings) if rerank else None
