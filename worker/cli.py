@@ -307,7 +307,7 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
 @click.option("--modes", default="bm25s,dense,vector,fts,hybrid-weighted,hybrid-rrf,default", show_default=True,
               help="Comma-separated: bm25s, dense, vector, fts, hybrid-weighted, hybrid-rrf, default.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--rerank", is_flag=True, help="Rerank with the configured LLM.")
+@click.option("--rerank", is_flag=True, help="Rerank with the configured reranker (LLM or rerank service).")
 @click.option("--limit", type=int, help="Only the first N judged queries (quick runs).")
 def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, rerank: bool, limit: int | None) -> None:
     """Measure retrieval quality; writes results.json, results.md, chart.png.
@@ -336,8 +336,9 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
         raise click.BadParameter(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(ALL_MODES)}",
                                  param_hint="--modes")
     settings = _settings()
-    if rerank and settings.reranker != "llm":
-        raise click.UsageError("--rerank needs an LLM (set OPENAI_API_KEY or LLM_API_KEY)")
+    if rerank and settings.reranker == "none":
+        raise click.UsageError("--rerank needs a reranker: an LLM key, or "
+                               "RERANKER=cohere|jina|voyage|tei|infinity")
     dataset = load_dataset(dataset_dir, qrels, limit)
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     reranker = build_reranker(settings) if rerank else None

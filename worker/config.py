@@ -35,6 +35,16 @@ LOCAL_DIM = 384
 OPENAI_MODEL = "text-embedding-3-large"
 OPENAI_DIM = 1536
 
+# The rerank services the worker speaks (worker/retrieve/rerank_services.py), and for the hosted
+# ones the address and model used when RERANK_BASE_URL / RERANK_MODEL are not set.
+RerankService = Literal["cohere", "jina", "voyage", "tei", "infinity"]
+RERANK_SERVICES: tuple[str, ...] = get_args(RerankService)
+HOSTED_RERANKERS: dict[str, tuple[str, str]] = {
+    "cohere": ("https://api.cohere.com", "rerank-v3.5"),
+    "jina": ("https://api.jina.ai", "jina-reranker-v2-base-multilingual"),
+    "voyage": ("https://api.voyageai.com", "rerank-2.5"),
+}
+
 
 # Off a terminal (a container, n8n, a pipe), a long ingest reports its progress as a log line at
 # most this often, and once at the end, instead of a progress bar nobody sees.
@@ -70,6 +80,13 @@ ENV_VARS: dict[str, str] = {
     "LLM_TIMEOUT": "llm_timeout",
     "LLM_API_KEY": "llm_api_key",
     "LLM_BASE_URL": "llm_base_url",
+    "RERANK_BASE_URL": "rerank_base_url",
+    "RERANK_API_KEY": "rerank_api_key",
+    "RERANK_MODEL": "rerank_model",
+    "RERANK_TIMEOUT": "rerank_timeout",
+    "RERANK_SCORE": "rerank_score",
+    "RERANK_SUCCESS_SCORE": "rerank_success_score",
+    "RERANK_NO_RESULTS_SCORE": "rerank_no_results_score",
     "ARC_API_TOKEN": "api_token",
     "ARC_INGEST_TOKEN": "ingest_token",
     "ARC_COMMUNITY_TOKENS": "community_tokens",
@@ -153,11 +170,21 @@ class Settings(BaseModel):
     azure_openai_endpoint: str | None = None
     azure_openai_api_version: str = "2024-10-21"
 
-    reranker: Literal["llm", "none"] | None = None
+    reranker: Literal["llm", "none", "cohere", "jina", "voyage", "tei", "infinity"] | None = None
     llm_model: str = "gpt-4o"
     llm_timeout: float = Field(15.0, gt=0, le=300)
     llm_api_key: str | None = None
     llm_base_url: str | None = None
+    # A rerank service (RERANKER=cohere|jina|voyage|tei|infinity): where it is, its key and model,
+    # how long a question waits for it, how its score reads (a 0..1 probability, or a raw logit
+    # the worker passes through a sigmoid) and the cuts on the best score that set the status.
+    rerank_base_url: str | None = None
+    rerank_api_key: str | None = None
+    rerank_model: str | None = None
+    rerank_timeout: float = Field(5.0, gt=0, le=300)
+    rerank_score: Literal["probability", "logit"] = "probability"
+    rerank_success_score: float = Field(0.5, ge=0, le=1)
+    rerank_no_results_score: float = Field(0.05, ge=0, le=1)
 
     api_token: str | None = None
     ingest_token: str | None = None
@@ -293,7 +320,8 @@ class Settings(BaseModel):
             raise ValueError(f"{value!r} is not an HTTP header name (letters, digits and - only, e.g. X-ARC-Token)")
         return value
 
-    @field_validator("supabase_url", "openai_base_url", "azure_openai_endpoint", "llm_base_url")
+    @field_validator("supabase_url", "openai_base_url", "azure_openai_endpoint", "llm_base_url",
+                     "rerank_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         from urllib.parse import urlsplit
@@ -360,6 +388,10 @@ class Settings(BaseModel):
             reranker = "llm" if self.llm_credentials_present else "none"
         if reranker == "llm" and not self.llm_credentials_present:
             raise ValueError("RERANKER=llm needs LLM_API_KEY, OPENAI_API_KEY or AZURE_OPENAI_API_KEY")
+        if reranker in RERANK_SERVICES:
+            self._resolve_rerank_service(reranker)
+        if self.rerank_no_results_score > self.rerank_success_score:
+            raise ValueError("need RERANK_NO_RESULTS_SCORE <= RERANK_SUCCESS_SCORE")
         for var, token in (("ARC_API_TOKEN", self.api_token), ("ARC_INGEST_TOKEN", self.ingest_token),
                            ("ARC_OPS_TOKEN", self.ops_token)):
             if token is not None and len(token) < MIN_TOKEN_LENGTH:
@@ -376,6 +408,18 @@ class Settings(BaseModel):
         object.__setattr__(self, "embedding_dim", dim)
         object.__setattr__(self, "reranker", reranker)
         return self
+
+    def _resolve_rerank_service(self, service: str) -> None:
+        """A hosted service's address and model default to its own; a self-hosted one (TEI,
+        Infinity) has no address to guess. The hosted ones refuse a request without a key."""
+        base_url, model = HOSTED_RERANKERS.get(service, (None, None))
+        if service in HOSTED_RERANKERS and not self.rerank_api_key:
+            raise ValueError(f"RERANKER={service} needs RERANK_API_KEY")
+        if not (self.rerank_base_url or base_url):
+            raise ValueError(f"RERANKER={service} needs RERANK_BASE_URL (the server's address, "
+                             "e.g. http://127.0.0.1:8080)")
+        object.__setattr__(self, "rerank_base_url", self.rerank_base_url or base_url)
+        object.__setattr__(self, "rerank_model", self.rerank_model or model)
 
     @property
     def embedding_from_key(self) -> bool:

@@ -35,6 +35,7 @@ from . import answer_type
 from . import confidence as confidence_stage
 from . import context as context_stage
 from . import minimum
+from . import rerank_services
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -213,6 +214,12 @@ class Retriever:
         confidence = confidence_stage.decide(max((c.relevance for c in candidates), default=None),
                                              self._calibration_now(community), self.cuts, self.thresholds)
         status, message = confidence.status, STATUS_MESSAGES[confidence.status]
+        # -- rerank-service status hook: a rerank service's best score decides the status ------
+        # (worker/retrieve/rerank_services.py; None for the LLM reranker, or when none ran)
+        verdict = rerank_services.verdict(self.reranker, candidates) if reranked else None
+        if verdict is not None:
+            status, message = verdict.status, STATUS_MESSAGES[verdict.status]
+        # -- end of the rerank-service status hook ----------------------------------------------
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, request.min_relevance)
             if status == "no_results":
@@ -242,7 +249,8 @@ class Retriever:
             chunks=shown, context=built.text, context_tokens=built.tokens,
             sources=len(set(built.source_of.values())),
             best_score=None if best is None else round(best, 4),
-            confidence={**confidence.public(), "rerank": _best_rerank(candidates) if reranked else None},
+            confidence={**confidence.public(), "rerank": _best_rerank(candidates) if reranked else None,
+                        "decided_on": "rerank" if verdict is not None else "relevance"},
             reranked=reranked, warnings=warnings,
             usage=usage, timings_ms=timings, request_id=request_id, community=community,
             debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],

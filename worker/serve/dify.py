@@ -217,7 +217,7 @@ def _record(chunk: ChunkResult) -> dict[str, Any]:
         "section_path": chunk.section_path, "is_binding": chunk.is_binding, "chunk_index": chunk.chunk_index,
     }
     # Dify's pipeline fails on a null metadata value: absent keys instead.
-    for key in ("page_number", "superseded_by", "amended_by"):
+    for key in ("page_number", "superseded_by", "amended_by", "rerank_score"):
         if getattr(chunk, key) is not None:
             metadata[key] = getattr(chunk, key)
     title = chunk.document_name + (f" > {chunk.section_path}" if chunk.section_path else "")

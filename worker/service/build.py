@@ -10,13 +10,21 @@ from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
 from ..retrieve.confidence import StatusCuts
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
-from ..retrieve.rerank import LLMReranker
+from ..retrieve.rerank import LLMReranker, Reranker
+from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
 from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime
 from ..store.replicas import ReadReplicas
 
 
-def build_reranker(settings: Settings) -> LLMReranker | None:
+def build_reranker(settings: Settings) -> Reranker | None:
+    if settings.reranker in SHAPES:
+        return ServiceReranker(settings.reranker, settings.rerank_base_url or "",
+                               api_key=settings.rerank_api_key, model=settings.rerank_model,
+                               timeout=settings.rerank_timeout,
+                               scale=ScoreScale(settings.rerank_score, settings.rerank_success_score,
+                                                settings.rerank_no_results_score),
+                               guard_min=settings.low_confidence_below)
     if settings.reranker != "llm":
         return None
     from ..embeddings import make_openai_client
