@@ -25,22 +25,24 @@ def unsafe_url(url: str) -> bool:
 
 
 # [words](target "title") and ![alt](target): a target in <...>, or without spaces and with
-# balanced parentheses (javascript:alert(1)) one deep.
+# balanced parentheses (javascript:alert(1)) one deep. Targets are taken with their tabs (a
+# browser drops them), so "java<TAB>script:" is judged too.
 _INLINE = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\]){0,1000})\]"
-                     r"\(\s*(<[^<>\n]{0,2000}>|(?:[^\s()]|\([^\s()]{0,200}\)){0,2000})(?:\s+[^)\n]{0,500})?\s*\)")
-# [label]: target (a reference definition) at a line's start
-_REFERENCE = re.compile(r"^ {0,3}\[[^\]\n]{1,1000}\]:[ \t]*(<[^<>\n]{0,2000}>|\S{1,2000})", re.M)
-# <javascript:...> (an autolink)
-_AUTOLINK = re.compile(r"<([a-z][a-z0-9+.\-]{1,31}:[^<>\s]{0,2000})>", re.I)
+                     r"\( *(<[^<>\n]{0,2000}>|(?:[^ \n()]|\([^ \n()]{0,200}\)){0,2000})(?:\s+[^)\n]{0,500})?\s*\)")
+# [label]: target (a reference definition), at a line's start or, once the readers have joined
+# a paragraph's lines, within it
+_REFERENCE = re.compile(r"(?:^|(?<=\s))\[[^\[\]\n]{1,1000}\]: *(<[^<>\n]{0,2000}>|[^ \n]{1,2000})", re.M)
+# <javascript:...> (an autolink, or what a lenient renderer takes for one)
+_AUTOLINK = re.compile(r"<([^<> \n]{1,2000})>")
 # an attribute that takes a URL, in HTML written into Markdown
 _ATTRIBUTE = re.compile(r"""\s(?:href|src|action|formaction|xlink:href|poster|background)\s*=\s*"""
-                        r"""("[^"\n]{0,2000}"|'[^'\n]{0,2000}'|[^\s>]{1,2000})""", re.I)
+                        r"""("[^"\n]{0,2000}"|'[^'\n]{0,2000}'|[^ \n>]{1,2000})""", re.I)
 
 
 def without_unsafe_links(text: str) -> str:
     """``text`` with every unsafe link made plain: a Markdown link or image keeps its words (or
-    its alt text), a reference definition (its label and target) or autolink to such a target goes, and so does such an
-    attribute of HTML written into the text."""
+    its alt text); a reference definition (label and target) or an autolink to such a target
+    goes, and so does such an attribute of HTML written into the text."""
     if ":" not in text and "&" not in text:  # an unsafe target has a colon, or writes it &#58;
         return text
     text = _INLINE.sub(lambda m: m.group(2) if unsafe_url(m.group(3)) else m.group(0), text)
