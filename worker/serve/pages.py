@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
-from ..errors import InvalidInput
+from ..errors import DatabaseUnavailable, InvalidInput
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
 from ..store import communities, knowledge_base, sqlfiles
 from .admission import Overloaded
@@ -114,6 +115,14 @@ def _guard() -> Any:
     return None
 
 
+def _shown_signed_in() -> bool:
+    """Whether a page shows "Sign out": an error page is still shown while the database is away."""
+    try:
+        return _signed_in()
+    except (DatabaseUnavailable, psycopg.OperationalError):
+        return False
+
+
 @pages.errorhandler(HTTPException)
 def _error_page(exc: HTTPException) -> Any:
     return render_template("pages/error.html", title=exc.name, message=exc.description), exc.code
@@ -123,7 +132,7 @@ def _error_page(exc: HTTPException) -> Any:
 def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
-    return {"csrf_token": session["csrf"], "signed_in": _admin_token() is not None and _signed_in(),
+    return {"csrf_token": session["csrf"], "signed_in": _admin_token() is not None and _shown_signed_in(),
             "needs_login": _admin_token() is not None, "link": link,
             "community": g.get("community"), "communities": g.get("communities", []),
             "community_carried": g.get("carry_community", False)}
