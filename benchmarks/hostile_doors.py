@@ -267,12 +267,14 @@ def tokened_worker(url: str) -> None:
     cookie = r.headers.get("Set-Cookie", "")
     attack("headers", "session cookie behind the trusted https proxy without Secure", "Secure" not in cookie, cookie[:80])
 
-    for name, text, form in (
-            ("markdown", "# Links\n\n[a](javascript:alert(1)) [b](JaVa&#x09;Script:alert(1)) ![c](data:text/html,x) "
-                         "<vbscript:msgbox(1)>\n\n[d]: javascript&#58;alert(1)\n", "markdown"),
-            ("text", "Links\n\nSee [a](javascript:alert(1)) and <a href=\"java\tscript:x\">b</a>.", "text"),
-            ("html", '<h1>Links</h1><p><a href="java&#x09;script:alert(1)">a</a> <img src="data:image/png,x" alt="b">'
-                     '</p>', "html")):
+    linked = {
+        "markdown": ("# Links\n\n[a](javascript:alert(1)) [b](JaVa&#x09;Script:alert(1)) ![c](data:text/html,x) "
+                     "<vbscript:msgbox(1)>\n\n[d]: javascript&#58;alert(1)\n"),
+        "text": "Links\n\nSee [a](javascript:alert(1)) and <a href=\"java\tscript:x\">b</a>.",
+        "html": ('<h1>Links</h1><p><a href="java&#x09;script:alert(1)">a</a> <img src="data:image/png,x" alt="b">'
+                 "</p>")}
+    for name, text in linked.items():
+        form = name
         doc = {"document_type": "other", "document_id": f"bench-links-{name}", "text": text, "format": form}
         r = requests.post(f"{url}/webhook/arc-ingest", json=doc, headers=auth, timeout=60)
         shown = requests.get(f"{url}/webhook/arc-documents/bench-links-{name}", headers=auth, timeout=30).json()
