@@ -46,7 +46,6 @@ def _misdirected() -> Any:
     return None
 
 
-
 def _protected_route(path: str, tokens: dict[str, str | None]) -> str | None:
     for route in tokens:
         if path == route or path.startswith(route + "/"):
