@@ -134,9 +134,9 @@ def test_a_token_on_every_door_answers_any_name_unless_allowed_hosts_says(sample
                        base_url=f"http://{ATTACKER}").status_code == 401  # the token, as before
 
     listed = _app(sample_runtime, tmp_path / "b", api_token=ADMIN,
-                  allowed_hosts="arc.example.org, arc-worker:8080").test_client()
+                  allowed_hosts="arc.example.org, arc-worker:8080,arc-mcp:*").test_client()
     for host, status in (("arc.example.org", 200), ("arc.example.org:443", 200), ("arc-worker:8080", 200),
-                         ("arc-worker:9090", 421), ("localhost:8080", 200), (ATTACKER, 421)):
+                         ("arc-worker:9090", 421), ("localhost:8080", 200), (ATTACKER, 421), ("arc-mcp:1", 200)):
         r = listed.post("/webhook/arc-retrieval", json={"query": FENCE}, headers=auth, base_url=f"http://{host}")
         assert r.status_code == status, host
     with pytest.raises(ConfigError, match="ARC_ALLOWED_HOSTS"):

@@ -237,8 +237,9 @@ class Settings(BaseModel):
     mcp_streams_per_client: int = Field(2, ge=1, le=1000)
     # The Host names the webhook, APIs and pages answer to, against DNS rebinding (421 for
     # another; worker/serve/hosts.py): "name" (any port), "name:port", "*" (any). Loopback names
-    # always pass. Unset: loopback only, unless ARC_API_TOKEN is set (every door then asks for
-    # a token a rebinding page does not have): then any name.
+    # always pass ("name:*" as ARC_MCP_ALLOWED_HOSTS writes it: any port). Unset: loopback only,
+    # unless ARC_API_TOKEN is set (every door then asks for a token a rebinding page does not
+    # have): then any name.
     allowed_hosts: tuple[str, ...] = ()
     # Proxies (addresses or networks) whose X-Forwarded-For/-Proto/-Host/-Port are believed, as
     # gunicorn's forwarded_allow_ips: the client's address, https (the session cookie is then
@@ -475,7 +476,7 @@ class Settings(BaseModel):
 
 # A Host name ARC_ALLOWED_HOSTS may list: a DNS name or an address ([v6] in brackets), with an
 # optional port.
-_ALLOWED_HOST = re.compile(r"(?:[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?")
+_ALLOWED_HOST = re.compile(r"(?:[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::\d{1,5}|:\*)?")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 _AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
 

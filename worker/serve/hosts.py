@@ -56,7 +56,7 @@ class HostPolicy:
     def from_settings(cls, settings: Settings) -> HostPolicy:
         if settings.allowed_hosts:
             listed = tuple(parts for entry in settings.allowed_hosts if entry != "*"
-                           and (parts := split_host(entry)) is not None)
+                           and (parts := split_host(entry.removesuffix(":*"))) is not None)
             return cls(listed, "*" in settings.allowed_hosts)
         return cls((), any_name=bool(settings.api_token))
 
