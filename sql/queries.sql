@@ -208,3 +208,19 @@ select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text
 -- name: calibration_chunks
 -- A fixed sample of the chunks a status calibration asks back (034, which Supabase's RPC serves too).
 select content from arc_calibration_chunks(%(limit)s, %(community)s::text)
+
+-- name: keeper_session_start
+-- A sign-in: its session, and away with those idle past the limit.
+with expired as (
+  delete from keeper_sessions where last_seen < now() - make_interval(secs => %(idle_seconds)s)
+)
+insert into keeper_sessions (session_hash) values (%(session_hash)s)
+
+-- name: keeper_session_touch
+-- A page asked for: the session goes on only when it exists and was used within the limit.
+update keeper_sessions set last_seen = now()
+where session_hash = %(session_hash)s and last_seen >= now() - make_interval(secs => %(idle_seconds)s)
+returning 1
+
+-- name: keeper_session_end
+delete from keeper_sessions where session_hash = %(session_hash)s

@@ -163,6 +163,7 @@ def browser():
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--window-size=1400,1000"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console: CSP violations land there
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
     # A click that navigates returns before the next page is there: look for elements until it is
     # (a loaded machine took longer than the first lookup after the delete's confirmation).
@@ -272,6 +273,10 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.switch_to.alert.accept()
     assert "Deleted hammock-rules" in browser.find_element(By.ID, "message").text
     assert 'data-id="hammock-rules"' not in browser.page_source
+    # every script the pages ran came from their files: the Content-Security-Policy blocked nothing
+    violations = [e["message"] for e in browser.get_log("browser")
+                  if "Content Security Policy" in e["message"] or "violates" in e["message"]]
+    assert not violations, violations
 
 
 @pytest.fixture()

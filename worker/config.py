@@ -131,7 +131,24 @@ ENV_VARS: dict[str, str] = {
     "ARC_READ_TIMEOUT": "read_timeout",
     "ARC_MCP_ALLOWED_HOSTS": "mcp_allowed_hosts",
     "ARC_MCP_ALLOWED_ORIGINS": "mcp_allowed_origins",
+    "ARC_ALLOWED_HOSTS": "allowed_hosts",
+    "ARC_TRUSTED_PROXIES": "trusted_proxies",
+    "ARC_SESSION_IDLE_MINUTES": "session_idle_minutes",
+    "ARC_MCP_STREAM_SECONDS": "mcp_stream_seconds",
+    "ARC_MCP_STREAMS_PER_CLIENT": "mcp_streams_per_client",
 }
+
+class CommunityGrant(BaseModel):
+    """What a token of ARC_COMMUNITY_TOKENS reaches: its communities, to read; to ingest and
+    delete there too only when its entry says ``write@``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    communities: tuple[str, ...]
+    write: bool = False
+
+
+COMMUNITY_SCOPES = ("read", "write")
 
 # A shared secret shorter than this is refused at start: guessable, or a placeholder left in.
 MIN_TOKEN_LENGTH = 24
@@ -188,9 +205,10 @@ class Settings(BaseModel):
 
     api_token: str | None = None
     ingest_token: str | None = None
-    # Tokens limited to communities, "heronwood,timbers:SECRET1;wyndham-forest:SECRET2": each
-    # works on every webhook and the documents API, for its communities only (403 for another).
-    community_tokens: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # Tokens limited to communities, "heronwood,timbers:SECRET1;write@wyndham-forest:SECRET2":
+    # each reads (questions, listings) through every door for its communities only (403 for
+    # another); only one marked "write@" may also ingest and delete there.
+    community_tokens: dict[str, CommunityGrant] = Field(default_factory=dict)
     auth_header: str = "X-ARC-Token"
     auth_disabled: bool = False
     # Per process and per client (its credential, else its address), burst of 2x. 250/s is above
@@ -239,6 +257,24 @@ class Settings(BaseModel):
     # header (a server-side client such as n8n) is always accepted.
     mcp_allowed_hosts: str = "127.0.0.1:*,localhost:*,[::1]:*"
     mcp_allowed_origins: str = ""
+    # An idle GET /mcp event stream (stateless: nothing is ever pushed on it) is closed after
+    # this many seconds, and a client (its token, else its address) may hold this many at once
+    # per process; more get 429 (worker/serve/stream_limits.py).
+    mcp_stream_seconds: float = Field(60.0, gt=0, le=3600)
+    mcp_streams_per_client: int = Field(2, ge=1, le=1000)
+    # The Host names the webhook, APIs and pages answer to, against DNS rebinding (421 for
+    # another; worker/serve/hosts.py): "name" (any port), "name:port", "*" (any). Loopback names
+    # always pass ("name:*" as ARC_MCP_ALLOWED_HOSTS writes it: any port). Unset: loopback only,
+    # unless ARC_API_TOKEN is set (every door then asks for a token a rebinding page does not
+    # have): then any name.
+    allowed_hosts: tuple[str, ...] = ()
+    # Proxies (addresses or networks) whose X-Forwarded-For/-Proto/-Host/-Port are believed, as
+    # gunicorn's forwarded_allow_ips: the client's address, https (the session cookie is then
+    # Secure) and the name asked for. "*": any. Unset: none.
+    trusted_proxies: tuple[str, ...] = ()
+    # A keeper's session on the pages ends after this many minutes without a request, and at
+    # sign-out, in every process (kept in the database, sql/035_keeper_sessions.sql).
+    session_idle_minutes: float = Field(30.0, gt=0, le=7 * 24 * 60)
 
     @field_validator("read_database_urls", mode="before")
     @classmethod
@@ -271,18 +307,52 @@ class Settings(BaseModel):
     @field_validator("community_tokens", mode="before")
     @classmethod
     def _community_tokens(cls, value: object) -> object:
+        if isinstance(value, Mapping):  # {token: (communities...)} as before: read only
+            return {token: grant if isinstance(grant, CommunityGrant) else CommunityGrant(communities=tuple(grant))
+                    for token, grant in value.items()}
         if not isinstance(value, str):
             return value
-        scoped: dict[str, tuple[str, ...]] = {}
+        scoped: dict[str, CommunityGrant] = {}
         for entry in filter(None, (e.strip() for e in value.split(";"))):
             names, sep, token = entry.partition(":")
-            communities = tuple(n.strip() for n in names.split(",") if n.strip())
-            if not sep or not token or not communities:
-                raise ValueError("entries are COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
+            scope, marked, listed = names.rpartition("@")
+            scope = scope.strip().lower() if marked else "read"
+            communities = tuple(n.strip() for n in listed.split(",") if n.strip())
+            if not sep or not token or not communities or scope not in COMMUNITY_SCOPES:
+                raise ValueError("entries are [write@]COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
             if len(token) < MIN_TOKEN_LENGTH:  # as strong as the tokens it stands beside
                 raise ValueError(f"a community token needs at least {MIN_TOKEN_LENGTH} characters")
-            scoped[token] = communities
+            scoped[token] = CommunityGrant(communities=communities, write=scope == "write")
         return scoped
+
+    @field_validator("allowed_hosts", "trusted_proxies", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if entry != "*" and not _ALLOWED_HOST.fullmatch(entry):
+                raise ValueError(f"{entry[:80]!r} is not a host name, name:port or * (e.g. arc.example.org,arc-worker)")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import ipaddress
+
+        for entry in value:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry[:80]!r} is not an address or network (e.g. 127.0.0.1,10.0.0.0/8)") from None
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -448,6 +518,9 @@ class Settings(BaseModel):
             raise ConfigError(_one_line(exc)) from None
 
 
+# A Host name ARC_ALLOWED_HOSTS may list: a DNS name or an address ([v6] in brackets), with an
+# optional port.
+_ALLOWED_HOST = re.compile(r"(?:[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::\d{1,5}|:\*)?")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 _AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
 

@@ -43,6 +43,9 @@ preload_app = False
 # One onnxruntime thread per process for the local model (see Settings.embedding_threads).
 os.environ.setdefault("ARC_EMBEDDING_THREADS", "1")
 accesslog = None
+# Which proxies' X-Forwarded-Proto is believed is ARC_TRUSTED_PROXIES's to say (the app's
+# ProxyFix, worker/serve/hosts.py), not gunicorn's default of believing any loopback client.
+secure_scheme_headers: dict[str, str] = {}
 errorlog = "-"
 loglevel = "warning"
 

@@ -44,6 +44,7 @@ from ..service.knowledge import KnowledgeService, Retriever
 from ..store.knowledge_base import EMPTY_WARNING
 from .community_scope import within
 from .security import FailedAuthGuard, RateLimiter, authenticate, bearer_or_header, client_key
+from .stream_limits import StreamLimits
 
 log = logging.getLogger("arc.mcp")
 
@@ -357,13 +358,16 @@ async def _json(send: Send, status: int, body: dict, headers: list[tuple[bytes, 
 
 
 def http_app(face: McpFace) -> ASGIApp:
-    """The streamable HTTP endpoint at ``/mcp``: stateless, JSON responses, behind the token gate."""
+    """The streamable HTTP endpoint at ``/mcp``: stateless, JSON responses, behind the token gate;
+    its idle event streams bounded (stream_limits.py)."""
     server = build_server(face)
     settings = face.runtime.settings
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                      transport_security=transport_security(settings),
                                      max_request_body_size=settings.max_body_bytes)
-    return TokenGate(app, face)
+    bounded = StreamLimits(app, seconds=settings.mcp_stream_seconds, per_client=settings.mcp_streams_per_client,
+                           auth_header=settings.auth_header, path=MCP_PATH)
+    return TokenGate(bounded, face)
 
 
 # -- running it (``arc-retrieval mcp``) --------------------------------------------------------
