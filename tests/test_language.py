@@ -142,3 +142,22 @@ def test_dify_gets_the_notice_as_its_first_record_whatever_the_threshold(dify_cl
         assert "Do not say the governing documents do not address it" in records[0]["content"]
     english = _dify(dify_client, FENCE_EN, 0.0)
     assert english and all("notice" not in r["metadata"] for r in english)
+
+
+def test_the_keepers_retrieval_testing_page_says_it_too(sample_runtime, tmp_path):
+    import html
+
+    from tests.conftest import make_settings
+    from tests.test_pages import TOKEN as ADMIN, csrf
+    from worker.serve.app import create_app
+
+    settings = make_settings(tmp_path, sample_runtime.db.url, api_token=ADMIN, ingest_token=ADMIN)
+    app = create_app(runtime=type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder))
+    app.config["TESTING"] = True
+    keeper = app.test_client()
+    login = keeper.get("/login").get_data(as_text=True)
+    assert keeper.post("/login", data={"token": ADMIN, "csrf_token": csrf(login)}).status_code == 302
+    page = keeper.get("/ask").get_data(as_text=True)
+    shown = html.unescape(keeper.post("/ask", data={"query": FENCE_ES, "csrf_token": csrf(page)}).get_data(as_text=True))
+    assert "low_confidence" in shown and "Do not say the governing documents do not address it" in shown
+    assert "EMBEDDING_MODEL=multilingual-e5-small" in shown
