@@ -77,6 +77,8 @@ def test_a_model_that_reads_the_language_leans_on_the_vector_leg():
     multilingual = language.read(FENCE_ES, "multilingual-e5-small")
     assert multilingual.readable and multilingual.weights((0.4, 0.6)) == language.FOREIGN_WEIGHTS
     assert multilingual.overrule("success", None) == ("success", None)
+    status, message = multilingual.overrule("no_results", NO_RESULTS_MESSAGE)
+    assert status == "low_confidence" and "measured on English sentences" in message
     assert "Spanish" in multilingual.warnings[0] and "vector leg" in multilingual.warnings[0]
     english = language.read(FENCE_EN, "all-MiniLM-L6-v2")
     assert english.weights((0.4, 0.6)) == (0.4, 0.6) and not english.warnings and english.public() == {}

@@ -86,7 +86,7 @@ def _status_right(row: dict) -> bool:
 
 
 def _unread(row: dict) -> bool:
-    return any("reads English only" in w for w in row.get("warnings") or [])
+    return any("was not understood" in w for w in row.get("warnings") or [])
 
 
 def summary_rows(folder: Path) -> list[tuple[str, str, dict[str, str]]]:

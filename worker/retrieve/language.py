@@ -90,6 +90,11 @@ UNREAD_MESSAGE = ("This question is in {language}, which this knowledge base's s
                   "best. Do not say the governing documents do not address it: search again with the question "
                   "translated into English, or tell the user to ask in English.")
 
+FOREIGN_MESSAGE = ("This question is in {language}; the passages below are the closest the search found, but "
+                   "its confidence scale was measured on English sentences, so a low score does not show that "
+                   "the documents are silent. Answer only from passages that clearly apply, cite them, and say "
+                   "when they do not settle the question.")
+
 
 @dataclass(frozen=True)
 class Language:
@@ -116,10 +121,16 @@ class Reading:
 
     def overrule(self, status: str, message: str | None) -> tuple[str, str | None]:
         """A question the model cannot read is never ``success`` nor ``no_results``: the score says
-        nothing about the documents."""
-        if self.language is None or self.readable:
+        nothing about the documents. One it reads is never ``no_results`` either: the status's scale
+        was measured with the knowledge base's own (English) sentences, and a question in another
+        language scores lower on it whether or not its passage is there (benchmarks/language/)."""
+        if self.language is None:
             return status, message
-        return "low_confidence", UNREAD_MESSAGE.format(language=self.language.name)
+        if not self.readable:
+            return "low_confidence", UNREAD_MESSAGE.format(language=self.language.name)
+        if status == "no_results":
+            return "low_confidence", FOREIGN_MESSAGE.format(language=self.language.name)
+        return status, message
 
     def public(self) -> dict[str, object]:
         """The keys the answer's ``confidence`` gains for a question in another language."""
