@@ -47,16 +47,26 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def questions() -> list[str]:
-    spanish = [json.loads(line)["question"] for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line]
-    english = ["How tall can a backyard fence be?", "Do I need approval to paint my front door?",
-               "Can I keep a boat on a trailer in my driveway?", "When are the annual dues due?",
-               "What happens if I build a shed without approval?", "Are above ground pools allowed?",
-               "How many cars can I park in the driveway overnight?", "Can I rent my house on Airbnb?"]
+    spanish = [
+        json.loads(line)["question"] for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line
+    ]
+    english = [
+        "How tall can a backyard fence be?",
+        "Do I need approval to paint my front door?",
+        "Can I keep a boat on a trailer in my driveway?",
+        "When are the annual dues due?",
+        "What happens if I build a shed without approval?",
+        "Are above ground pools allowed?",
+        "How many cars can I park in the driveway overnight?",
+        "Can I rent my house on Airbnb?",
+    ]
     return english * 2 + spanish
 
 
 def measure(model: str, threads: int, repeat: int, url: str) -> dict:
-    settings = Settings.from_env({}, embedding_provider="local", embedding_model=model, embedding_threads=threads)
+    settings = Settings.from_env(
+        {}, embedding_provider="local", embedding_model=model, embedding_threads=threads
+    )
     started = time.perf_counter()
     embedder = CachedEmbedder(build_embedder(settings))
     embedder.embed(["warm up"])
@@ -89,12 +99,22 @@ def measure(model: str, threads: int, repeat: int, url: str) -> dict:
         retriever.close()
     finally:
         db.close()
-    return {"model": model, "threads": threads, "load_s": round(load_s, 2), "max_rss_mb": round(rss_mb),
-            "chunks": chunks, "passage_tokens": tokens, "ingest_s": round(ingest_s, 1),
-            "chunks_per_s": round(chunks / ingest_s, 2), "tokens_per_s": round(tokens / ingest_s),
-            "questions": len(totals),
-            "answer_p50_ms": round(percentile(totals, 50), 1), "answer_p95_ms": round(percentile(totals, 95), 1),
-            "embed_p50_ms": round(percentile(embeds, 50), 1), "embed_p95_ms": round(percentile(embeds, 95), 1)}
+    return {
+        "model": model,
+        "threads": threads,
+        "load_s": round(load_s, 2),
+        "max_rss_mb": round(rss_mb),
+        "chunks": chunks,
+        "passage_tokens": tokens,
+        "ingest_s": round(ingest_s, 1),
+        "chunks_per_s": round(chunks / ingest_s, 2),
+        "tokens_per_s": round(tokens / ingest_s),
+        "questions": len(totals),
+        "answer_p50_ms": round(percentile(totals, 50), 1),
+        "answer_p95_ms": round(percentile(totals, 95), 1),
+        "embed_p50_ms": round(percentile(embeds, 50), 1),
+        "embed_p95_ms": round(percentile(embeds, 95), 1),
+    }
 
 
 def new_database(server_url: str, name: str) -> str:
@@ -109,8 +129,18 @@ def one_model(model: str, threads: int, repeat: int, url: str) -> dict:
     """Each model in a process of its own: its load time and memory are its own."""
     import subprocess
 
-    command = [sys.executable, __file__, "--one", model, "--url", url, "--threads", str(threads),
-               "--repeat", str(repeat)]
+    command = [
+        sys.executable,
+        __file__,
+        "--one",
+        model,
+        "--url",
+        url,
+        "--threads",
+        str(threads),
+        "--repeat",
+        str(repeat),
+    ]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -134,25 +164,37 @@ def main() -> None:
         server = EmbeddedPostgres(Path(tmp))
         url = server.start()
         try:
-            rows = [one_model(model, args.threads, args.repeat, new_database(url, model.replace("-", "_").lower()))
-                    for model in (LOCAL_MODEL, MULTILINGUAL_MODEL)]
+            rows = [
+                one_model(
+                    model, args.threads, args.repeat, new_database(url, model.replace("-", "_").lower())
+                )
+                for model in (LOCAL_MODEL, MULTILINGUAL_MODEL)
+            ]
         finally:
             server.stop()
     load = os.getloadavg()
     (out / "results.json").write_text(json.dumps({"rows": rows, "loadavg": load}, indent=1) + "\n")
-    lines = ["# The local embedding models side by side", "",
-             f"Command: `.venv/bin/python benchmarks/embedding_models.py --out {args.out}"
-             + (f" --threads {args.threads}" if args.threads != 1 else "")
-             + (f" --repeat {args.repeat}" if args.repeat != 2 else "") + "`", "",
-             f"{os.cpu_count()} cores, load average {load[0]:.1f} at the end (the machine was shared); "
-             f"{args.threads} thread(s) per model, as the server runs each process.", "",
-             "| model | load s | max RSS MB | chunks | passage tokens | ingest s | chunks/s | tokens/s | "
-             "questions | answer p50 ms | answer p95 ms | embed p50 ms | embed p95 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# The local embedding models side by side",
+        "",
+        f"Command: `.venv/bin/python benchmarks/embedding_models.py --out {args.out}"
+        + (f" --threads {args.threads}" if args.threads != 1 else "")
+        + (f" --repeat {args.repeat}" if args.repeat != 2 else "")
+        + "`",
+        "",
+        f"{os.cpu_count()} cores, load average {load[0]:.1f} at the end (the machine was shared); "
+        f"{args.threads} thread(s) per model, as the server runs each process.",
+        "",
+        "| model | load s | max RSS MB | chunks | passage tokens | ingest s | chunks/s | tokens/s | "
+        "questions | answer p50 ms | answer p95 ms | embed p50 ms | embed p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['load_s']} | {r['max_rss_mb']} | {r['chunks']} | {r['passage_tokens']} | "
-                     f"{r['ingest_s']} | {r['chunks_per_s']} | {r['tokens_per_s']} | {r['questions']} | "
-                     f"{r['answer_p50_ms']} | {r['answer_p95_ms']} | {r['embed_p50_ms']} | {r['embed_p95_ms']} |")
+        lines.append(
+            f"| {r['model']} | {r['load_s']} | {r['max_rss_mb']} | {r['chunks']} | {r['passage_tokens']} | "
+            f"{r['ingest_s']} | {r['chunks_per_s']} | {r['tokens_per_s']} | {r['questions']} | "
+            f"{r['answer_p50_ms']} | {r['answer_p95_ms']} | {r['embed_p50_ms']} | {r['embed_p95_ms']} |"
+        )
     (out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

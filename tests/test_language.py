@@ -32,7 +32,9 @@ FENCE_EN = "What's the max fence height allowed in my backyard??"
 
 
 def _questions(path: Path) -> list[str]:
-    return [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 @pytest.mark.skipif(not HOA_DEV.exists(), reason="../shared/datasets/hoa-dev is not beside this checkout")
@@ -47,27 +49,50 @@ def test_every_spanish_question_is_spanish():
     assert len(questions) >= 40
     found = [language.detect(q) for q in questions]
     assert all(f is not None and f.code == "es" for f in found), [
-        (q, f) for q, f in zip(questions, found) if f is None or f.code != "es"]
+        (q, f) for q, f in zip(questions, found) if f is None or f.code != "es"
+    ]
 
 
-@pytest.mark.parametrize("question", [
-    "HOA dues", "cuota HOA", "cerca", "airbnb?", "Section 4.2", "CC&Rs Article V", "ARC approval",
-    "Is a 'quinceañera' party allowed in the clubhouse?", "rules for a piñata party in the park",
-    "how do you say 'where is the bathroom' in french", "What's the HOA's policy on casitas?",
-    # short English sentences the identifier alone takes for French, Spanish or Portuguese
-    "Obesity raises life quality.", "What did Tesla establish following his Colorado experiments?",
-    "Who do gurus control?", "Who was Frédéric Chopin?", "When did Augustus die?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "HOA dues",
+        "cuota HOA",
+        "cerca",
+        "airbnb?",
+        "Section 4.2",
+        "CC&Rs Article V",
+        "ARC approval",
+        "Is a 'quinceañera' party allowed in the clubhouse?",
+        "rules for a piñata party in the park",
+        "how do you say 'where is the bathroom' in french",
+        "What's the HOA's policy on casitas?",
+        # short English sentences the identifier alone takes for French, Spanish or Portuguese
+        "Obesity raises life quality.",
+        "What did Tesla establish following his Colorado experiments?",
+        "Who do gurus control?",
+        "Who was Frédéric Chopin?",
+        "When did Augustus die?",
+    ],
+)
 def test_english_and_too_short_to_tell_are_not_flagged(question):
     assert language.detect(question) is None
 
 
-@pytest.mark.parametrize(("question", "code"), [
-    ("Qual a altura máxima da cerca?", "pt"), ("Quelle hauteur pour une clôture ?", "fr"),
-    ("Wie hoch darf ein Zaun sein?", "de"), ("Tôi có thể xây hàng rào cao bao nhiêu?", "vi"),
-    ("围栏可以多高？", "zh"), ("altura de la cerca", "es"), ("Posso pintar as paredes do muro da minha casa?", "pt"),
-    ("Est-ce que je peux avoir des poules dans mon jardin ?", "fr"), ("Posso tenere le galline in giardino?", "it"),
-])
+@pytest.mark.parametrize(
+    ("question", "code"),
+    [
+        ("Qual a altura máxima da cerca?", "pt"),
+        ("Quelle hauteur pour une clôture ?", "fr"),
+        ("Wie hoch darf ein Zaun sein?", "de"),
+        ("Tôi có thể xây hàng rào cao bao nhiêu?", "vi"),
+        ("围栏可以多高？", "zh"),
+        ("altura de la cerca", "es"),
+        ("Posso pintar as paredes do muro da minha casa?", "pt"),
+        ("Est-ce que je peux avoir des poules dans mon jardin ?", "fr"),
+        ("Posso tenere le galline in giardino?", "it"),
+    ],
+)
 def test_other_languages_are_named(question, code):
     found = language.detect(question)
     assert found is not None and found.code == code
@@ -109,8 +134,12 @@ def test_mcp_says_it_cannot_read_the_question(sample_runtime, tmp_path):
     from tests.test_mcp import server_env
     from worker.serve.mcp_server import SEARCH_TOOL
 
-    params = StdioServerParameters(command=__import__("sys").executable, args=["-m", "worker.cli", "mcp"],
-                                   env=server_env(sample_runtime.db.url, tmp_path), cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=__import__("sys").executable,
+        args=["-m", "worker.cli", "mcp"],
+        env=server_env(sample_runtime.db.url, tmp_path),
+        cwd=str(ROOT),
+    )
 
     async def go():
         async with Client(params) as mcp:
@@ -134,7 +163,11 @@ def dify_client(sample_runtime):
 
 
 def _dify(client, query: str, threshold: float) -> list[dict]:
-    body = {"knowledge_id": "all", "query": query, "retrieval_setting": {"top_k": 3, "score_threshold": threshold}}
+    body = {
+        "knowledge_id": "all",
+        "query": query,
+        "retrieval_setting": {"top_k": 3, "score_threshold": threshold},
+    }
     response = client.post("/retrieval", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
     return response.get_json()["records"]
@@ -164,6 +197,8 @@ def test_the_keepers_retrieval_testing_page_says_it_too(sample_runtime, tmp_path
     login = keeper.get("/login").get_data(as_text=True)
     assert keeper.post("/login", data={"token": ADMIN, "csrf_token": csrf(login)}).status_code == 302
     page = keeper.get("/ask").get_data(as_text=True)
-    shown = html.unescape(keeper.post("/ask", data={"query": FENCE_ES, "csrf_token": csrf(page)}).get_data(as_text=True))
+    shown = html.unescape(
+        keeper.post("/ask", data={"query": FENCE_ES, "csrf_token": csrf(page)}).get_data(as_text=True)
+    )
     assert "low_confidence" in shown and "Do not say the governing documents do not address it" in shown
     assert "EMBEDDING_MODEL=multilingual-e5-small" in shown

@@ -56,12 +56,19 @@ def test_settings_take_the_multilingual_model_by_name_alone():
 def test_e5_reads_passages_and_questions_with_their_own_prefixes(e5):
     text = "Backyard fences may be up to six feet tall."
     as_passage, as_query = e5.embed([text])[0], e5.embed_queries([text])[0]
-    assert np.isclose(np.linalg.norm(as_passage), 1, atol=1e-4) and np.isclose(np.linalg.norm(as_query), 1, atol=1e-4)
+    assert np.isclose(np.linalg.norm(as_passage), 1, atol=1e-4) and np.isclose(
+        np.linalg.norm(as_query), 1, atol=1e-4
+    )
     assert float(as_passage @ as_query) < 0.999  # "passage: " and "query: " are two inputs
     cached = CachedEmbedder(e5)
     np.testing.assert_allclose(cached.embed_query(text), as_query, atol=1e-6)  # a question: the query prefix
-    passages = e5.embed(["Backyard fences may be up to six feet tall.", "Above ground pools are not permitted.",
-                         "Trash cans must be stored out of sight from the street."])
+    passages = e5.embed(
+        [
+            "Backyard fences may be up to six feet tall.",
+            "Above ground pools are not permitted.",
+            "Trash cans must be stored out of sight from the street.",
+        ]
+    )
     assert int(np.argmax(passages @ cached.embed_query(FENCE_ES))) == 0
 
 
@@ -77,8 +84,11 @@ def test_a_knowledge_base_refuses_a_second_model_until_reembedded(make_database,
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (tmp_path / "rules.md").write_text(RULES)
     runner = CliRunner()
-    loaded = _invoke(runner, ["ingest", str(tmp_path / "rules.md"), "--document-type", "design_guidelines"],
-                     "all-MiniLM-L6-v2")
+    loaded = _invoke(
+        runner,
+        ["ingest", str(tmp_path / "rules.md"), "--document-type", "design_guidelines"],
+        "all-MiniLM-L6-v2",
+    )
     assert loaded.exit_code == 0, loaded.output
     with psycopg.connect(url) as conn:
         assert model_record.recorded(conn).model == "all-MiniLM-L6-v2"
@@ -87,9 +97,14 @@ def test_a_knowledge_base_refuses_a_second_model_until_reembedded(make_database,
     assert refused.exit_code == 1
     line = refused.output.strip()
     assert "embedded with all-MiniLM-L6-v2 and EMBEDDING_MODEL is multilingual-e5-small" in line
-    assert "arc-retrieval reembed" in line and "Traceback" not in refused.output and len(line.splitlines()) == 1
-    also = _invoke(runner, ["ingest", str(tmp_path / "rules.md"), "--document-type", "design_guidelines"],
-                   "multilingual-e5-small")
+    assert (
+        "arc-retrieval reembed" in line and "Traceback" not in refused.output and len(line.splitlines()) == 1
+    )
+    also = _invoke(
+        runner,
+        ["ingest", str(tmp_path / "rules.md"), "--document-type", "design_guidelines"],
+        "multilingual-e5-small",
+    )
     assert also.exit_code == 1 and "do not mix" in also.output
 
     done = _invoke(runner, ["reembed"], "multilingual-e5-small")
@@ -115,9 +130,11 @@ def test_an_empty_knowledge_base_takes_any_model_and_a_legacy_one_was_minilm(mak
         db.check_model("multilingual-e5-small", 384)  # nothing stored: nothing to mix
         assert db.recorded_model() is None
         with psycopg.connect(db.url) as conn:  # chunks written before the record existed
-            conn.execute("insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, "
-                         "content, token_count, embedding) values ('d', 'D', 'other', 0, 'text', 1, %s::vector)",
-                         ("[" + ",".join(["0.05"] * 384) + "]",))
+            conn.execute(
+                "insert into knowledge_chunks (document_id, document_name, document_type, chunk_index, "
+                "content, token_count, embedding) values ('d', 'D', 'other', 0, 'text', 1, %s::vector)",
+                ("[" + ",".join(["0.05"] * 384) + "]",),
+            )
         assert db.recorded_model() == "all-MiniLM-L6-v2"
         with pytest.raises(SchemaMismatch, match="embedded with all-MiniLM-L6-v2"):
             db.check_model("multilingual-e5-small", 384)

@@ -216,7 +216,8 @@ def reembed() -> None:
         runtime.db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
         runtime.db.migrate(runtime.embedder.dim)
         report = reembed_all(runtime.db, runtime.embedder, progress=sys.stderr.isatty())
-        click.echo(f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {report.previous or 'none'}) "
+        before = report.previous or "none"
+        click.echo(f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {before}) "
                    f"in {report.seconds:.0f} s")
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None

@@ -329,7 +329,7 @@ class Settings(BaseModel):
         # code reads plain values.
         provider = self.embedding_provider
         if provider is None and self.embedding_model in LOCAL_MODELS:
-            provider = "local"  # EMBEDDING_MODEL=multilingual-e5-small alone: a key beside it serves the reranker
+            provider = "local"  # EMBEDDING_MODEL=multilingual-e5-small alone: a key serves the reranker
         if provider is None:
             if self.azure_openai_endpoint and self.azure_openai_api_key:
                 provider = "azure"

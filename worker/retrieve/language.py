@@ -58,8 +58,8 @@ LANGUAGE_NAMES: dict[str, str] = {
     "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "mr": "Marathi", "ne": "Nepali", "zh": "Chinese",
     "ja": "Japanese", "ko": "Korean", "vi": "Vietnamese", "th": "Thai", "id": "Indonesian", "ms": "Malay",
     "tl": "Tagalog", "sw": "Swahili", "am": "Amharic", "ht": "Haitian Creole", "sv": "Swedish",
-    "da": "Danish", "no": "Norwegian", "fi": "Finnish", "hr": "Croatian", "sr": "Serbian", "bg": "Bulgarian",
-    "hy": "Armenian", "ka": "Georgian", "km": "Khmer", "lo": "Lao",
+    "da": "Danish", "no": "Norwegian", "fi": "Finnish", "hr": "Croatian", "sr": "Serbian",
+    "bg": "Bulgarian", "hy": "Armenian", "ka": "Georgian", "km": "Khmer", "lo": "Lao",
 }
 ENGLISH_AT_MOST = 0.02
 OTHER_AT_LEAST = 0.6
@@ -67,12 +67,14 @@ MIN_WORDS = 3
 MIN_OTHER_SCRIPT = 4
 # Words that mark English and are not words of the languages it is confused with (no "a", "in",
 # "on", "no", "as", "was", "will", "is"): two of them make a question English.
-ENGLISH_MARKERS = frozenset("""
+ENGLISH_MARKERS = frozenset(
+    """
 the what who whom whose when where which why how do did does doing are were been being can could should
 would shall must may my our your their his its of to for with and if i we you they it this that these
 those have has had at by from about there than then not any some or be get need allowed after before
 just only because while
-""".split())
+""".split()
+)
 ENGLISH_MARKERS_AT_LEAST = 2
 ENGLISH_VOCABULARY_AT_LEAST = 0.9
 VOCABULARY_PATH = Path(__file__).resolve().parent.parent / "assets" / "minilm-tokenizer.json"
@@ -85,15 +87,19 @@ FOREIGN_WEIGHTS = (0.9, 0.1)
 # py3langid 0.3.0's model, a pickle: loaded only with this digest.
 MODEL_SHA256 = "8c99809ff6de3d129e447306d30ceae4713735230dced7e8d4d46df89e6968ce"
 
-UNREAD_MESSAGE = ("This question is in {language}, which this knowledge base's search cannot read (its "
-                  "embedding model reads English only), so the passages below were matched on shared words at "
-                  "best. Do not say the governing documents do not address it: search again with the question "
-                  "translated into English, or tell the user to ask in English.")
+UNREAD_MESSAGE = (
+    "This question is in {language}, which this knowledge base's search cannot read (its "
+    "embedding model reads English only), so the passages below were matched on shared words at "
+    "best. Do not say the governing documents do not address it: search again with the question "
+    "translated into English, or tell the user to ask in English."
+)
 
-FOREIGN_MESSAGE = ("This question is in {language}; the passages below are the closest the search found, but "
-                   "its confidence scale was measured on English sentences, so a low score does not show that "
-                   "the documents are silent. Answer only from passages that clearly apply, cite them, and say "
-                   "when they do not settle the question.")
+FOREIGN_MESSAGE = (
+    "This question is in {language}; the passages below are the closest the search found, but "
+    "its confidence scale was measured on English sentences, so a low score does not show that "
+    "the documents are silent. Answer only from passages that clearly apply, cite them, and say "
+    "when they do not settle the question."
+)
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ class Reading:
     """What the question's language means for one answer."""
 
     language: Language | None  # None: English, or too short to tell
-    readable: bool = True      # the embedding model reads the question's language
+    readable: bool = True  # the embedding model reads the question's language
     model: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -147,12 +153,15 @@ def read(question: str, model: str) -> Reading:
     readable = model not in ENGLISH_ONLY_MODELS
     said = f"question in {language.name} ({language.code})"
     if readable:
-        warning = (f"{said}: the full-text leg reads English only, so the ranking leans on the vector leg "
-                   f"({model})")
+        warning = (
+            f"{said}: the full-text leg reads English only, so the ranking leans on the vector leg ({model})"
+        )
     else:
-        warning = (f"{said}: the embedding model {model} reads English only, so the question was not understood; "
-                   "set EMBEDDING_MODEL=multilingual-e5-small (local) or an OpenAI embedding model and run "
-                   "`arc-retrieval reembed`, or ask in English")
+        warning = (
+            f"{said}: the embedding model {model} reads English only, so the question was not understood; "
+            "set EMBEDDING_MODEL=multilingual-e5-small (local) or an OpenAI embedding model and run "
+            "`arc-retrieval reembed`, or ask in English"
+        )
     return Reading(language, readable, model, [warning])
 
 
@@ -226,12 +235,16 @@ def _load() -> Any:
         path = Path(py3langid.__file__).parent / MODEL_FILE
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != MODEL_SHA256:
-            raise ValueError(f"{path.name} has sha256 {digest[:12]}..., expected {MODEL_SHA256[:12]}...: "
-                             "reinstall py3langid 0.3.0")
+            raise ValueError(
+                f"{path.name} has sha256 {digest[:12]}..., expected {MODEL_SHA256[:12]}...: "
+                "reinstall py3langid 0.3.0"
+            )
         identifier = LanguageIdentifier.from_pickled_model(MODEL_FILE, norm_probs=True)
         identifier.set_languages(list(LANGUAGE_NAMES))
         return identifier
     except Exception as exc:  # never a failed answer: questions are then all taken as English
-        log.error("language identification unavailable; every question is taken as English",
-                  extra={"reason": str(exc) or type(exc).__name__})
+        log.error(
+            "language identification unavailable; every question is taken as English",
+            extra={"reason": str(exc) or type(exc).__name__},
+        )
         return None

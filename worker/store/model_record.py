@@ -53,13 +53,15 @@ def record(conn: psycopg.Connection, model: str, dim: int) -> None:
 
 
 def mixing_message(built: str, configured: str) -> str:
-    return (f"the knowledge base was embedded with {built} and EMBEDDING_MODEL is {configured}: their vectors "
-            f"do not mix. Set EMBEDDING_MODEL={built} again, or run `arc-retrieval reembed` with "
-            f"EMBEDDING_MODEL={configured} to embed every chunk again with it")
+    return (
+        f"the knowledge base was embedded with {built} and EMBEDDING_MODEL is {configured}: their vectors "
+        f"do not mix. Set EMBEDDING_MODEL={built} again, or run `arc-retrieval reembed` with "
+        f"EMBEDDING_MODEL={configured} to embed every chunk again with it"
+    )
 
 
 def _column_dim(conn: psycopg.Connection) -> int | None:
     row = conn.execute(sqlfiles.query("embedding_type")).fetchone()
     if not row or not row[0] or not row[0].startswith("vector("):
         return None
-    return int(row[0][len("vector("):-1])
+    return int(row[0][len("vector(") : -1])
