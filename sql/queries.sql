@@ -224,3 +224,28 @@ returning 1
 
 -- name: keeper_session_end
 delete from keeper_sessions where session_hash = %(session_hash)s
+
+-- name: model_record_tables
+-- Whether the chunk table and the model record (040) exist yet.
+select to_regclass('knowledge_chunks') is not null, to_regclass('knowledge_base_model') is not null
+
+-- name: recorded_embedding_model
+-- The model that wrote knowledge_chunks.embedding (040), if recorded.
+select model, dim from knowledge_base_model where id
+
+-- name: record_embedding_model
+insert into knowledge_base_model (id, model, dim) values (true, %(model)s, %(dim)s)
+on conflict (id) do update set model = excluded.model, dim = excluded.dim, recorded_at = now()
+where knowledge_base_model.model is distinct from excluded.model or knowledge_base_model.dim <> excluded.dim
+
+-- name: chunks_to_embed
+-- What `arc-retrieval reembed` embeds again: every chunk, its document's name and section path.
+select id, document_name, section_path, content from knowledge_chunks order by id
+
+-- name: chunk_ids
+select id from knowledge_chunks
+
+-- name: set_embeddings
+update knowledge_chunks c set embedding = v.embedding::vector
+from unnest(%(ids)s::bigint[], %(embeddings)s::text[]) as v(id, embedding)
+where c.id = v.id

@@ -47,6 +47,9 @@ class CompressedScale:
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._squash(self.inner.embed(texts))
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._squash(self.inner.embed_queries(texts))
+
     def embed_query(self, text: str, *, timeout: float | None = None) -> np.ndarray:
         return self._squash(self.inner.embed([text])[0])
 

@@ -196,6 +196,27 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
         runtime.close()
 
 
+@main.command()
+def reembed() -> None:
+    """Embed every chunk again with the configured model (EMBEDDING_MODEL), after switching
+    between models of one size (all-MiniLM-L6-v2 and multilingual-e5-small); the chunks stay."""
+    from .ingest.reembed import reembed as reembed_all
+
+    settings = _settings()
+    runtime = _runtime(settings, migrate=False)  # the start's model check refuses exactly this switch
+    try:
+        runtime.db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
+        runtime.db.migrate(runtime.embedder.dim)
+        report = reembed_all(runtime.db, runtime.embedder, progress=sys.stderr.isatty())
+        before = report.previous or "none"
+        click.echo(f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {before}) "
+                   f"in {report.seconds:.0f} s")
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        runtime.close()
+
+
 @main.group()
 def documents() -> None:
     """The knowledge base's documents: list, show, delete."""

@@ -32,6 +32,9 @@ DOCUMENT_TYPES: tuple[str, ...] = get_args(DocumentType)
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
+# The second local model: reads about 100 languages, about ten times slower to ingest (README "Models")
+MULTILINGUAL_MODEL = "multilingual-e5-small"
+LOCAL_MODELS: dict[str, int] = {LOCAL_MODEL: LOCAL_DIM, MULTILINGUAL_MODEL: 384}  # name -> dimensions
 OPENAI_MODEL = "text-embedding-3-large"
 OPENAI_DIM = 1536
 
@@ -423,6 +426,8 @@ class Settings(BaseModel):
         # Defaults that depend on other settings are filled here, once, so that the rest of the
         # code reads plain values.
         provider = self.embedding_provider
+        if provider is None and self.embedding_model in LOCAL_MODELS:
+            provider = "local"  # EMBEDDING_MODEL=multilingual-e5-small alone: a key serves the reranker
         if provider is None:
             if self.azure_openai_endpoint and self.azure_openai_api_key:
                 provider = "azure"
@@ -435,12 +440,11 @@ class Settings(BaseModel):
         if provider == "azure" and not (self.azure_openai_endpoint and self.azure_openai_api_key):
             raise ValueError("EMBEDDING_PROVIDER=azure needs AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY")
         model = self.embedding_model or (LOCAL_MODEL if provider == "local" else OPENAI_MODEL)
-        dim = self.embedding_dim or (LOCAL_DIM if provider == "local" else OPENAI_DIM)
-        if provider == "local":
-            if model != LOCAL_MODEL:
-                raise ValueError(f"EMBEDDING_PROVIDER=local supports only EMBEDDING_MODEL={LOCAL_MODEL}")
-            if dim != LOCAL_DIM:
-                raise ValueError(f"{LOCAL_MODEL} makes {LOCAL_DIM}-dim vectors, not EMBEDDING_DIM={dim}")
+        if provider == "local" and model not in LOCAL_MODELS:
+            raise ValueError(f"EMBEDDING_PROVIDER=local supports EMBEDDING_MODEL={' or '.join(LOCAL_MODELS)}")
+        dim = self.embedding_dim or (LOCAL_MODELS[model] if provider == "local" else OPENAI_DIM)
+        if provider == "local" and dim != LOCAL_MODELS[model]:
+            raise ValueError(f"{model} makes {LOCAL_MODELS[model]}-dim vectors, not EMBEDDING_DIM={dim}")
         if not 1 <= dim <= 2000:
             raise ValueError("EMBEDDING_DIM must be 1..2000 (pgvector's HNSW limit for vector)")
         if bool(self.supabase_url) != bool(self.supabase_key):
@@ -495,10 +499,10 @@ class Settings(BaseModel):
     def embedding_from_key(self) -> bool:
         return self._embedding_from_key
 
-    def with_local_embeddings(self) -> Settings:
-        """These settings with the local model for embeddings (the LLM settings unchanged)."""
-        return self.model_copy(update={"embedding_provider": "local", "embedding_model": LOCAL_MODEL,
-                                       "embedding_dim": LOCAL_DIM})
+    def with_local_embeddings(self, model: str = LOCAL_MODEL) -> Settings:
+        """These settings with a local model for embeddings (the LLM settings unchanged)."""
+        return self.model_copy(update={"embedding_provider": "local", "embedding_model": model,
+                                       "embedding_dim": LOCAL_MODELS[model]})
 
     @property
     def llm_credentials_present(self) -> bool:

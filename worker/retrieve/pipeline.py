@@ -31,7 +31,7 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type
+from . import answer_type, language
 from . import confidence as confidence_stage
 from . import context as context_stage
 from . import minimum
@@ -167,7 +167,11 @@ class Retriever:
             hard_filter = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
             steer = [] if hard_filter else processed.detected_document_types
-            weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
+            # language.py: a question in another language leans on the vector leg, or is said unread
+            reading = language.read(processed.normalized, self.embedder.model)
+            warnings.extend(reading.warnings)
+            chosen = reading.weights(processed.weights)
+            weights = request.weights or Weights(vector=chosen[0], fts=chosen[1])
             fusion = request.fusion or self.default_fusion
 
             expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
@@ -213,7 +217,7 @@ class Retriever:
         # score the calibration measured, whether or not an LLM reordered the list.
         confidence = confidence_stage.decide(max((c.relevance for c in candidates), default=None),
                                              self._calibration_now(community), self.cuts, self.thresholds)
-        status, message = confidence.status, STATUS_MESSAGES[confidence.status]
+        status, message = reading.overrule(confidence.status, STATUS_MESSAGES[confidence.status])
         # -- rerank-service status hook: a rerank service's best score decides the status ------
         # (worker/retrieve/rerank_services.py; None for the LLM reranker, or when none ran)
         verdict = rerank_services.verdict(self.reranker, candidates) if reranked else None
@@ -249,7 +253,8 @@ class Retriever:
             chunks=shown, context=built.text, context_tokens=built.tokens,
             sources=len(set(built.source_of.values())),
             best_score=None if best is None else round(best, 4),
-            confidence={**confidence.public(), "rerank": _best_rerank(candidates) if reranked else None,
+            confidence={**confidence.public(), **reading.public(),
+                        "rerank": _best_rerank(candidates) if reranked else None,
                         "decided_on": "rerank" if verdict is not None else "relevance"},
             reranked=reranked, warnings=warnings,
             usage=usage, timings_ms=timings, request_id=request_id, community=community,
@@ -438,7 +443,7 @@ class Retriever:
         """Each text's best first-stage relevance in ``community``, by the same path a question
         takes, and its best among the passages that do not hold it (its near miss)."""
         processed = [preprocess(t) for t in texts]
-        vectors = self.embedder.embed([p.normalized for p in processed])
+        vectors = self.embedder.embed_queries([p.normalized for p in processed])
         # One lookup of every text's compound words, not one round trip per text.
         compounds = [compound_candidates(p.normalized) for p in processed]
         frequency = self.backend.word_frequencies(sorted({w for c in compounds for w in c.lookups()}), community)

@@ -189,7 +189,18 @@ def retrieval() -> Any:
         if filtered and not _matches(record["metadata"], req.metadata_condition):
             continue
         records.append(record)
-    return jsonify({"records": records[: req.retrieval_setting.top_k]})
+    return jsonify({"records": (_notice(answer) + records)[: req.retrieval_setting.top_k]})
+
+
+def _notice(answer: Any) -> list[dict[str, Any]]:
+    """A question in a language the embedding model cannot read (worker/retrieve/language.py) is
+    said so in a first record of its own, above any threshold: Dify hands its model the records
+    only, and without it the model would tell the user the documents do not address the question."""
+    confidence = answer.confidence or {}
+    if confidence.get("language_readable") is not False:
+        return []
+    return [{"content": answer.message, "score": 1.0, "title": "arc-retrieval: the question was not read",
+             "metadata": {"notice": "language_not_read", "language": confidence.get("language")}}]
 
 
 def _knowledge(knowledge_id: str) -> tuple[str | None, str] | None:
