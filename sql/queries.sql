@@ -208,3 +208,20 @@ select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text
 -- name: calibration_chunks
 -- A fixed sample of the chunks a status calibration asks back (034, which Supabase's RPC serves too).
 select content from arc_calibration_chunks(%(limit)s, %(community)s::text)
+
+-- name: status_calibration
+-- A community's stored status calibration for one embedding model, and its version now (035).
+select * from arc_status_calibration(%(community)s::text, %(embedding_model)s::text)
+
+-- name: stale_status_calibrations
+select community, current_version from arc_stale_status_calibrations(%(embedding_model)s::text)
+
+-- name: claim_status_calibration
+select arc_claim_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                                    %(lease_seconds)s::double precision)
+
+-- name: store_status_calibration
+select arc_store_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                                    %(floor)s::double precision, %(match)s::double precision,
+                                    %(near_miss)s::double precision, %(questions)s::integer,
+                                    %(too_small)s::boolean, %(measured_ms)s::integer)

@@ -135,8 +135,8 @@ def post_worker_init(worker) -> None:
     crashed it (SIGSEGV, SIGABRT) under onnxruntime's threads. Installed here, after gunicorn's
     init_signals and before the first request is submitted to that pool.
 
-    The status calibration starts here too, so a fresh process does not answer its first
-    questions on the fixed thresholds while the first of them would have started it."""
+    The stored status calibrations are read from here on; one missing or stale (documents
+    changed by a writer that did not measure) is measured in the background, once across processes."""
     import signal
 
     for quick in (signal.SIGINT, signal.SIGQUIT):
@@ -144,7 +144,7 @@ def post_worker_init(worker) -> None:
     _announce_once()
     arc = _services(worker)
     if arc:
-        arc.retriever.calibrate_in_background()
+        arc.retriever.prepare_calibrations()
 
 
 def _services(worker):

@@ -395,7 +395,7 @@ def open_face(settings: Settings, *, load_sample: bool = False) -> McpFace:
             if empty:
                 ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
         face = McpFace.build(runtime)
-        face.retriever.calibrate_in_background()  # as the webhook's processes do at their start
+        face.retriever.prepare_calibrations()  # as the webhook's processes do at their start
         return face
     finally:
         os.dup2(saved, 1)
