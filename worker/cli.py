@@ -46,6 +46,18 @@ def _runtime(settings: Settings, *, migrate: bool = True):
     return runtime
 
 
+def _calibrate_after_write(runtime) -> None:
+    """Measure and store the status calibration of what the write changed, as the server's write
+    paths do: every process then reads it instead of answering on the fixed cuts."""
+    from .serve.app import build_retriever
+
+    retriever = build_retriever(runtime)
+    try:
+        retriever.knowledge_base_changed()
+    finally:
+        retriever.close()
+
+
 def _unreachable(exc: BaseException) -> str:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"database unreachable (DATABASE_URL): {reason}"
@@ -198,6 +210,7 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
             click.echo(f"marked {report.amended_chunks} chunk(s) of amended sections")
         for note in report.notes:
             click.echo(f"note: {note}", err=True)
+        _calibrate_after_write(runtime)
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -276,6 +289,7 @@ def documents_delete(document_id: str, community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         deleted = delete_document(runtime.db, document_id, _community(runtime))
+        _calibrate_after_write(runtime)
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -294,7 +308,11 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
 
     runtime = _runtime(_settings())
     try:
-        answer = build_retriever(runtime).answer(RetrievalRequest(query=query, rerank=rerank, community=community))
+        retriever = build_retriever(runtime)
+        try:
+            answer = retriever.answer(RetrievalRequest(query=query, rerank=rerank, community=community))
+        finally:
+            retriever.close()
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None

@@ -72,6 +72,7 @@ def on_starting(server) -> None:
             empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
         if empty:
             ingest_sample_corpus(Ingestor(runtime.db, runtime.embedder))
+            _calibrate_after_write(runtime)
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
     if knowledge_base.is_empty(runtime.db):
         logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
@@ -80,6 +81,17 @@ def on_starting(server) -> None:
         # Workers connect to the database this master started.
         os.environ["DATABASE_URL"] = runtime.db.url
         _embedded = runtime.embedded
+
+
+def _calibrate_after_write(runtime) -> None:
+    """Measure and store the loaded sample's status calibration before any worker answers."""
+    from worker.serve.app import build_retriever
+
+    retriever = build_retriever(runtime)
+    try:
+        retriever.knowledge_base_changed()
+    finally:
+        retriever.close()
 
 
 def on_exit(server) -> None:
