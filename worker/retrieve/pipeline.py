@@ -60,7 +60,7 @@ PROVIDER_QUEUE = 8
 
 
 # The status acts on the best first-stage relevance, measured against the knowledge base's own
-# calibration (worker/confidence.py); these fixed cuts on it apply only while there is none.
+# calibration (confidence.py, calibration.py); these fixed cuts on it apply only without one.
 Thresholds = confidence_stage.FixedThresholds
 
 
@@ -344,7 +344,7 @@ class Retriever:
         self.calibrator.measure_all()
         return self.calibration
 
-    def _best_relevances(self, texts, community: str | None = None) -> list[confidence_stage.Best]:
+    def _best_relevances(self, texts: list[str], community: str | None = None) -> list[confidence_stage.Best]:
         return self.calibrator.best_relevances(texts, community)
 
 
