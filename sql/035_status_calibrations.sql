@@ -66,7 +66,8 @@ $$;
 
 -- Claim the measurement of a community at a version: true when this caller is to measure it
 -- (no calibration at that version is stored, and no live claim for it or a later one).
-create or replace function arc_claim_status_calibration(community text, embedding_model text, kb_version bigint,
+create or replace function arc_claim_status_calibration(community text, embedding_model text,
+                                                        kb_version bigint,
                                                         lease_seconds double precision default 120)
 returns boolean
 language plpgsql
@@ -92,16 +93,17 @@ end
 $$;
 
 -- Store a measurement; an older version never replaces a newer one. Releases the claim.
-create or replace function arc_store_status_calibration(community text, embedding_model text, kb_version bigint,
-                                                        floor double precision, match double precision,
-                                                        near_miss double precision, questions integer,
+create or replace function arc_store_status_calibration(community text, embedding_model text,
+                                                        kb_version bigint, floor double precision,
+                                                        match double precision, near_miss double precision,
+                                                        questions integer,
                                                         too_small boolean, measured_ms integer)
 returns void
 language sql
 set search_path = public, extensions
 as $$
-  insert into status_calibrations as s (community, embedding_model, kb_version, floor, match, near_miss, questions,
-                                        too_small, measured_ms, measured_at)
+  insert into status_calibrations as s (community, embedding_model, kb_version, floor, match, near_miss,
+                                        questions, too_small, measured_ms, measured_at)
   values (arc_store_status_calibration.community, arc_store_status_calibration.embedding_model,
           arc_store_status_calibration.kb_version, arc_store_status_calibration.floor,
           arc_store_status_calibration.match, arc_store_status_calibration.near_miss,

@@ -88,7 +88,8 @@ def test_the_mcp_tool_gives_the_webhooks_status_and_confidence(sample_url, embed
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENAI_API_KEY", "SUPABASE_URL", "LLM_API_KEY", "ARC_API_TOKEN")}
     env.update({"DATABASE_URL": sample_url, "ARC_DATA_DIR": str(tmp_path), "ARC_SEARCH_CACHE_SECONDS": "0"})
-    params = StdioServerParameters(command=sys.executable, args=["-m", "worker.cli", "mcp"], env=env, cwd=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "worker.cli", "mcp"], env=env,
+                                   cwd=str(ROOT))
 
     async def go():
         async with Client(params) as client:

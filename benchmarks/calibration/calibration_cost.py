@@ -40,8 +40,8 @@ from worker.store.calibrations import PostgresCalibrations
 from worker.store.database import Database
 from worker.store.embedded import EmbeddedPostgres
 
-COPY_COLUMNS = ("document_id, document_name, document_type, section_path, page_number, chunk_index, is_binding, "
-                "superseded_by, content, token_count, metadata, embedding")
+COPY_COLUMNS = ("document_id, document_name, document_type, section_path, page_number, chunk_index, "
+                "is_binding, superseded_by, content, token_count, metadata, embedding")
 
 
 def new_database(server_url: str, name: str, dim: int) -> Database:
@@ -50,14 +50,15 @@ def new_database(server_url: str, name: str, dim: int) -> Database:
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'create database "{name}"')
     base, _, query = server_url.partition("?")
-    db = Database(base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else ""), statement_timeout_ms=600_000)
+    db = Database(base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else ""),
+                  statement_timeout_ms=600_000)
     db.migrate(dim)
     return db
 
 
 def retriever(db: Database, embedder) -> Retriever:
-    return Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None, search_cache=SearchCache(),
-                     calibrate=True)
+    return Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
+                     search_cache=SearchCache(), calibrate=True)
 
 
 def timed(fn) -> float:
@@ -78,7 +79,8 @@ def read_ms(db: Database, community: str, model: str, reads: int = 200) -> float
 
 def chunks(db: Database, community: str) -> int:
     with db.connect() as conn:
-        return conn.execute("select count(*) from knowledge_chunks where community = %s", (community,)).fetchone()[0]
+        return conn.execute("select count(*) from knowledge_chunks where community = %s",
+                            (community,)).fetchone()[0]
 
 
 def hoa_dev(server_url: str, dataset_dir: Path, embedder) -> list[str]:
@@ -115,8 +117,9 @@ def many_communities(server_url: str, dataset_dir: Path, embedder, count: int, f
     with db.connect() as conn:
         conn.execute("insert into status_calibrations (community, embedding_model, kb_version, floor, match, "
                      "near_miss, questions, too_small, measured_ms, measured_at) "
-                     "select k.community, s.embedding_model, k.version, s.floor, s.match, s.near_miss, s.questions, "
-                     "s.too_small, s.measured_ms, now() from knowledge_communities k, status_calibrations s "
+                     "select k.community, s.embedding_model, k.version, s.floor, s.match, s.near_miss, "
+                     "s.questions, s.too_small, s.measured_ms, now() "
+                     "from knowledge_communities k, status_calibrations s "
                      "where s.community = 'c000' and k.community <> 'c000'")
         conn.commit()
     stale_before = len(PostgresCalibrations(db).stale(embedder.model))
@@ -135,8 +138,8 @@ def many_communities(server_url: str, dataset_dir: Path, embedder, count: int, f
         f"{count} communities of {each} chunks each (copies of {first}'s; copied in {copy:.0f} s).", "",
         "| step | time |",
         "|---|---|",
-        f"| one community measured (a new embedding model costs this per community, spread over the processes "
-        f"that claim them) | {one:.1f} s |",
+        f"| one community measured (a new embedding model costs this per community, spread over the "
+        f"processes that claim them) | {one:.1f} s |",
         f"| communities stale before the ingest | {stale_before} |",
         f"| one document ingested into {target} | {load:.2f} s |",
         f"| communities then stale | {len(stale_after)} ({', '.join(stale_after)}) |",
@@ -176,8 +179,8 @@ def main() -> None:
     text = "\n".join([
         "# Status calibration: its cost at ingest, none at question time", "",
         f"Command: `{command}`", "",
-        f"Embedding model {embedder.model}, embedded Postgres, {settings.calibration_questions} sentences asked back "
-        "plus the off-domain questions per measurement.", "",
+        f"Embedding model {embedder.model}, embedded Postgres, {settings.calibration_questions} sentences "
+        "asked back plus the off-domain questions per measurement.", "",
         "## hoa-dev", "", *first, "",
         f"## {args.communities} communities", "", *many, ""])
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,8 @@ def store_of(backend: SearchBackend) -> CalibrationStore:
 class Calibrations:
     """Every community's calibration for one embedding model, as this process reads and measures it."""
 
-    def __init__(self, *, embedder, backend: SearchBackend, order: Order, store: CalibrationStore | None = None,
+    def __init__(self, *, embedder, backend: SearchBackend, order: Order,
+                 store: CalibrationStore | None = None,
                  enabled: bool = True, questions: int = confidence_stage.CALIBRATION_QUESTIONS,
                  reach: float = confidence_stage.NEAR_MISS_REACH, fusion: str = "weighted",
                  lease_seconds: float = CLAIM_LEASE_SECONDS, wait_seconds: float = WAIT_FOR_OTHERS_SECONDS):
@@ -142,7 +143,8 @@ class Calibrations:
             try:
                 stored = self.ensure(community)
             except Exception as exc:  # the provider failed mid-measurement: the fixed cuts, this once
-                log.warning("status calibration failed", extra={"community": community, "reason": type(exc).__name__})
+                log.warning("status calibration failed",
+                            extra={"community": community, "reason": type(exc).__name__})
                 return Lookup(None)
         else:
             stored = reading.stored
@@ -165,7 +167,8 @@ class Calibrations:
         if stored.too_small or stored.floor is None or stored.match is None:
             return None
         return confidence_stage.Calibration(version=stored.kb_version, floor=stored.floor, match=stored.match,
-                                            questions=stored.questions, near_miss=stored.near_miss, reach=self.reach)
+                                            questions=stored.questions, near_miss=stored.near_miss,
+                                            reach=self.reach)
 
     # -- measuring -----------------------------------------------------------------------------
 
@@ -246,7 +249,7 @@ class Calibrations:
                 self._remember(community, self.ensure(community))
             except CalibrationStopped:
                 return
-            except Exception as exc:  # the database went away, the provider failed: the next reader tries again
+            except Exception as exc:  # the database or the provider failed: the next reader tries again
                 log.warning("status calibration failed; the previous calibration stays",
                             extra={"community": community, "reason": type(exc).__name__})
 
@@ -257,32 +260,35 @@ class Calibrations:
     def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
         started = time.perf_counter()
         chunks = self.backend.calibration_chunks(self.questions * 2, community)
-        found = confidence_stage.calibrate(lambda texts: self.best_relevances(texts, community), chunks, version,
-                                           self.questions, self.reach)
+        found = confidence_stage.calibrate(lambda texts: self.best_relevances(texts, community), chunks,
+                                           version, self.questions, self.reach)
         ms = round((time.perf_counter() - started) * 1000)
         stored = (StoredCalibration(version, None, None, None, 0, too_small=True) if found is None else
                   StoredCalibration(version, found.floor, found.match, found.near_miss, found.questions))
         self.store.put(community, self.model, stored, ms)
         log.info("status calibrated", extra={"community": community, "kb_version": version, "ms": ms,
-                                             "embedding_model": self.model, **confidence_stage.anchors(found)})
+                                             "embedding_model": self.model,
+                                             **confidence_stage.anchors(found)})
         return stored
 
-    def best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
+    def best_relevances(self, texts: Sequence[str],
+                        community: str | None = None) -> list[confidence_stage.Best]:
         """Each text's best first-stage relevance in ``community``, by the same path a question
         takes, and its best among the passages that do not hold it (its near miss)."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed([p.normalized for p in processed])
         # One lookup of every text's compound words, not one round trip per text.
         compounds = [compound_candidates(p.normalized) for p in processed]
-        frequency = self.backend.word_frequencies(sorted({w for c in compounds for w in c.lookups()}), community)
+        words = sorted({w for c in compounds for w in c.lookups()})
+        frequency = self.backend.word_frequencies(words, community)
         best = []
         for text, p, vector, candidates in zip(texts, processed, vectors, compounds):
             if self._stopping.is_set():
                 raise CalibrationStopped
             expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
-            params = SearchParams(query_text=p.normalized, embedding=vector, expansion_text=" ".join(expansion) or None,
-                                  vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.fusion,
-                                  community=community)
+            params = SearchParams(query_text=p.normalized, embedding=vector,
+                                  expansion_text=" ".join(expansion) or None, vector_weight=p.weights[0],
+                                  fts_weight=p.weights[1], fusion=self.fusion, community=community)
             found = self.order(self.backend.search(params))
             quoted = _spaced(text)
             best.append(confidence_stage.Best(

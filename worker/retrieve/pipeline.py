@@ -197,7 +197,8 @@ class Retriever:
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
                 built = self._assemble(qualifying, request)
-            lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
+            lacking = (answer_type.missing(processed.normalized, built.text)
+                       if self.cuts.answer_types else None)
             verdict = status_stage.settle(confidence, context_chunks=len(built.chunks),
                                           minimum=request.min_relevance, best=best, lacking=lacking)
             status, message = verdict.status, verdict.message

@@ -24,13 +24,14 @@ from .confidence import Confidence
 from .minimum import empty_context_warning
 
 NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
-                      "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
+                      "knowledge; say the governing documents do not address it, or ask the user to "
+                      "rephrase.")
 LOW_CONFIDENCE_MESSAGE = ("Only weakly related passages were found. Answer cautiously, cite the sources, and "
                           "say that the documents may not address the question directly.")
 # The passages may be squarely on the subject: what they lack is the figure asked for.
 MISSING_ANSWER_MESSAGE = ("The passages found are on the subject but state {absent}. Do not give one from "
-                          "general knowledge; say the governing documents do not state it, cite the sources, and "
-                          "suggest asking the association.")
+                          "general knowledge; say the governing documents do not state it, cite the sources, "
+                          "and suggest asking the association.")
 STATUS_MESSAGES: dict[str, str | None] = {"success": None, "low_confidence": LOW_CONFIDENCE_MESSAGE,
                                           "no_results": NO_RESULTS_MESSAGE}
 

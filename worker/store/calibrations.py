@@ -64,8 +64,9 @@ def _reading(row: dict[str, Any] | None) -> Reading:
         raise DatabaseUnavailable("the stored status calibration could not be read")
     stored = None
     if row.get("kb_version") is not None:
-        stored = StoredCalibration(kb_version=int(row["kb_version"]), floor=row.get("floor"), match=row.get("match"),
-                                   near_miss=row.get("near_miss"), questions=int(row.get("questions") or 0),
+        stored = StoredCalibration(kb_version=int(row["kb_version"]), floor=row.get("floor"),
+                                   match=row.get("match"), near_miss=row.get("near_miss"),
+                                   questions=int(row.get("questions") or 0),
                                    too_small=bool(row.get("too_small")))
     return Reading(stored, int(row.get("current_version") or 0))
 
@@ -92,7 +93,8 @@ class PostgresCalibrations:
 
     def stale(self, model: str) -> list[Stale]:
         with self.db.connection() as conn:
-            rows = conn.execute(sqlfiles.query("stale_status_calibrations"), {"embedding_model": model}).fetchall()
+            rows = conn.execute(sqlfiles.query("stale_status_calibrations"),
+                                {"embedding_model": model}).fetchall()
         return [Stale(row[0], int(row[1])) for row in rows]
 
     def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
@@ -103,7 +105,8 @@ class PostgresCalibrations:
 
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         with self.db.connection() as conn:
-            conn.execute(sqlfiles.query("store_status_calibration"), _put_args(community, model, stored, measured_ms))
+            conn.execute(sqlfiles.query("store_status_calibration"),
+                         _put_args(community, model, stored, measured_ms))
 
 
 class RpcCalibrations:
