@@ -249,3 +249,20 @@ select id from knowledge_chunks
 update knowledge_chunks c set embedding = v.embedding::vector
 from unnest(%(ids)s::bigint[], %(embeddings)s::text[]) as v(id, embedding)
 where c.id = v.id
+
+-- name: status_calibration
+-- A community's stored status calibration for one embedding model, and its version now (036).
+select * from arc_status_calibration(%(community)s::text, %(embedding_model)s::text)
+
+-- name: stale_status_calibrations
+select community, current_version from arc_stale_status_calibrations(%(embedding_model)s::text)
+
+-- name: claim_status_calibration
+select arc_claim_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                                    %(lease_seconds)s::double precision)
+
+-- name: store_status_calibration
+select arc_store_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                                    %(floor)s::double precision, %(match)s::double precision,
+                                    %(near_miss)s::double precision, %(questions)s::integer,
+                                    %(too_small)s::boolean, %(measured_ms)s::integer)

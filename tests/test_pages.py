@@ -136,7 +136,24 @@ def test_retrieval_testing_shows_the_answer_and_every_score(keeper):
     assert 'id="status"' in text and "[SOURCE 1]" in text
     for label in ("vector", "BM25", "fused", "rerank", "final", "Timings"):
         assert label in text
-    assert "status threshold 0.3" in text
+    # the scale that decided: the calibrated score against its cuts, not the fixed 0.3 / 0.5
+    assert "calibrated scale" in text and 'title="calibrated cut 0.5"' in text and 'title="calibrated cut 0.2"' in text
+    assert "status threshold 0.3" not in text and "Uncalibrated" not in text
+
+
+def test_retrieval_testing_uncalibrated_shows_the_fixed_cuts(sample_runtime, tmp_path):
+    from worker.runtime import Runtime
+
+    settings = make_settings(tmp_path, sample_runtime.db.url, api_token=TOKEN, ingest_token=TOKEN,
+                             status_calibration=False)
+    app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
+    app.config["TESTING"] = True
+    keeper = app.test_client()
+    sign_in(keeper)
+    page = keeper.get("/ask").get_data(as_text=True)
+    text = keeper.post("/ask", data={"query": "How tall can my backyard fence be?",
+                                     "csrf_token": csrf(page)}).get_data(as_text=True)
+    assert "Uncalibrated" in text and 'title="status threshold 0.3"' in text and "calibrated cut" not in text
 
 
 def test_questions_page_lists_the_log_by_status(keeper, client):

@@ -167,6 +167,7 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
     try:
         progress = sys.stderr.isatty()
         knowledge = KnowledgeService(runtime, progress=progress)
+        click.get_current_context().call_on_close(knowledge.close)
         if sample:
             report = knowledge.ingest_sample(progress=progress, community=community)
         elif folders:
@@ -227,9 +228,13 @@ _COMMUNITY_OPTION = click.option("--community", metavar="NAME", default=None,
 
 
 def _knowledge(runtime):
+    """The knowledge-base service over ``runtime``; its retriever's background work stops when
+    the command ends."""
     from .service.knowledge import KnowledgeService
 
-    return KnowledgeService(runtime)
+    knowledge = KnowledgeService(runtime)
+    click.get_current_context().call_on_close(knowledge.close)
+    return knowledge
 
 
 def _community(knowledge) -> str:

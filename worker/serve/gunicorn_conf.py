@@ -71,7 +71,11 @@ def on_starting(server) -> None:
     check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
     runtime = open_runtime(settings)
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
-        KnowledgeService(runtime).load_sample_if_empty()
+        knowledge = KnowledgeService(runtime)
+        try:
+            knowledge.load_sample_if_empty()  # its status calibration measured and stored with it
+        finally:
+            knowledge.close()
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
     if knowledge_base.is_empty(runtime.db):
         logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
@@ -135,8 +139,8 @@ def post_worker_init(worker) -> None:
     crashed it (SIGSEGV, SIGABRT) under onnxruntime's threads. Installed here, after gunicorn's
     init_signals and before the first request is submitted to that pool.
 
-    The status calibration starts here too, so a fresh process does not answer its first
-    questions on the fixed thresholds while the first of them would have started it."""
+    The stored status calibrations are read from here on; one missing or stale (documents
+    changed by a writer that did not measure) is measured in the background, once across processes."""
     import signal
 
     for quick in (signal.SIGINT, signal.SIGQUIT):
@@ -144,7 +148,7 @@ def post_worker_init(worker) -> None:
     _announce_once()
     arc = _services(worker)
     if arc:
-        arc.knowledge.calibrate_in_background()
+        arc.knowledge.prepare_calibrations()
 
 
 def _services(worker):

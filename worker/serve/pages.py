@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
 from ..errors import DatabaseUnavailable, InvalidInput
-from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
+from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse
 from ..service.admission import Overloaded
 from ..store import knowledge_base, sqlfiles
 from . import keeper_sessions
@@ -355,8 +355,38 @@ def ask() -> Any:
             answer = knowledge.ask(req, record=False)
     settings = knowledge.runtime.settings
     return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
-                           thresholds=(settings.no_results_below, settings.low_confidence_below),
+                           scale=status_scale(answer, settings),
                            reranker=knowledge.retriever.reranker is not None), 422 if error else 200
+
+
+@dataclass(frozen=True)
+class StatusScale:
+    """The scale the answer's status was decided on, as the page draws it.
+
+    Calibrated: the calibrated score (0 = the knowledge base's floor, 1 = its top) against the
+    cuts on it, and those cuts translated to relevance (the chunk bars' scale: the best final
+    score is the best relevance). Uncalibrated: the best relevance against the fixed cuts.
+    """
+
+    calibrated: bool
+    score: float | None          # the number the cuts act on
+    cuts: tuple[float, float]    # no_results below the first, success from the second
+    relevance_cuts: tuple[float, float]  # the same cuts on the relevance (chunk bars') scale
+    floor: float | None = None
+    top: float | None = None
+
+
+def status_scale(answer: RetrievalResponse | None, settings) -> StatusScale | None:
+    if answer is None:
+        return None
+    confidence = answer.confidence or {}
+    if confidence.get("calibrated") and confidence.get("floor") is not None and confidence.get("top") is not None:
+        floor, top = confidence["floor"], confidence["top"]
+        cuts = (settings.no_results_at, settings.success_at)
+        return StatusScale(True, confidence.get("score"), cuts,
+                           tuple(round(floor + c * (top - floor), 4) for c in cuts), floor, top)
+    fixed = (settings.no_results_below, settings.low_confidence_below)
+    return StatusScale(False, confidence.get("relevance"), fixed, fixed)
 
 
 # -- questions asked ---------------------------------------------------------------------------
