@@ -94,8 +94,16 @@ export class ArcRetrieval implements INodeType {
 				}
 			} catch (error) {
 				if (this.continueOnFail()) {
+					// the item carries the error itself, so "On Error: Continue (using error output)"
+					// routes it there; http_code is the worker's status (absent when it was not reached)
+					const failure = error as NodeApiError;
 					returned.push({
-						json: { error: (error as Error).message, description: (error as IDataObject).description ?? null },
+						json: {
+							error: failure.message,
+							description: failure.description ?? null,
+							http_code: failure.httpCode ? Number(failure.httpCode) : null,
+						},
+						error: failure,
 						pairedItem: { item: i },
 					});
 					continue;
