@@ -94,16 +94,17 @@ export class ArcRetrieval implements INodeType {
 				}
 			} catch (error) {
 				if (this.continueOnFail()) {
-					// the item carries the error itself, so "On Error: Continue (using error output)"
-					// routes it there; http_code is the worker's status (absent when it was not reached)
+					// {error: {...}} alone is what n8n routes to the error output ("On Error: Continue
+					// (using error output)"); http_code is the worker's status, null when not reached
 					const failure = error as NodeApiError;
 					returned.push({
 						json: {
-							error: failure.message,
-							description: failure.description ?? null,
-							http_code: failure.httpCode ? Number(failure.httpCode) : null,
+							error: {
+								message: failure.message,
+								description: failure.description ?? null,
+								http_code: failure.httpCode ? Number(failure.httpCode) : null,
+							},
 						},
-						error: failure,
 						pairedItem: { item: i },
 					});
 					continue;
