@@ -282,7 +282,7 @@ def _owner_session(n8n: dict) -> requests.Session:
 ])
 def test_the_credential_test_asks_the_worker(n8n, worker, token, access, ok):
     session = _owner_session(n8n)
-    body = {"credentials": {"id": "", "name": "ARC test", "type": "arcRetrievalApi",
+    body = {"credentials": {"id": "arcNodeQuestions1", "name": "ARC Questions", "type": "arcRetrievalApi",
                             "data": {"baseUrl": worker + "/", "token": token, "access": access}}}
     r = session.post(f"{n8n['base']}/rest/credentials/test", json=body, timeout=60)
     assert r.status_code == 200, r.text[:300]
