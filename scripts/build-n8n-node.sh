@@ -3,7 +3,10 @@
 # (@n8n/node-cli: TypeScript build and the community-node lint), then packs it as npm would
 # publish it. Prints the path of the packed tarball (the last line).
 #   ARC_N8N_NODE_OUT  where to put the tarball (default: integrations/n8n/.pack)
-#   --lint            also run the node CLI's lint (`n8n-node lint`, n8n's community-node rules)
+#   --lint            also lint: the node CLI's lint (`n8n-node lint`) on the sources, and the lint
+#                     n8n's community package scanner (@n8n/scan-community-package) runs on a
+#                     published package, on the packed tarball (the scanner's own command
+#                     fetches a package by name from the registry; its analysis runs here)
 # Needs node and npm (Node 20 or newer); the dev dependencies come from the machine's npm
 # registry, once (node_modules is reinstalled when package.json changes).
 set -euo pipefail
@@ -34,4 +37,19 @@ if $lint; then
 fi
 mkdir -p "$out"
 tarball="$(npm pack --silent --pack-destination "$out" | tail -n 1)"
+if $lint; then
+  unpacked="$(mktemp -d)"
+  trap 'rm -rf "$unpacked"' EXIT
+  tar -xzf "$out/$tarball" --strip-components=1 -C "$unpacked"
+  node --input-type=module -e '
+    import { analyzePackage } from "@n8n/scan-community-package/scanner/scanner.mjs";
+    const result = await analyzePackage(process.argv[1]);
+    if (!result.passed) {
+      console.error(`the packed package fails the n8n community package scan: ${result.message}`);
+      console.error(result.details ?? "");
+      process.exit(1);
+    }
+    console.error("the packed package passes the n8n community package scan");
+  ' "$unpacked" >&2
+fi
 echo "$out/$tarball"
