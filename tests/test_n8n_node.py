@@ -1,11 +1,12 @@
 """The community node package (integrations/n8n, `n8n-nodes-arc-retrieval`) in a real n8n.
 
 Builds and packs the package with n8n's node CLI (scripts/build-n8n-node.sh, which also runs
-the CLI's community-node lint, and n8n's community package scan on the packed tarball), installs the tarball as the README says (where n8n's Settings >
-Community nodes puts packages), then drives the node's workflows (workflows/*-node.json)
-through n8n 2.40.7 and 1.123: a PDF ingested from a webhook's file, a question answered, the
-documents listed and one deleted, the AI Agent calling the node as its tool, the credential
-test, and the worker's 401, 422 and 429 arriving as node errors that say what to do.
+the CLI's community-node lint, and n8n's community package scan on the packed tarball),
+installs the tarball as the README says (where n8n's Settings > Community nodes puts packages),
+then drives the node's workflows (workflows/*-node.json) through n8n 2.40.7 and 1.123: a PDF
+ingested from a webhook's file, a question answered, the documents listed and one deleted, the
+AI Agent calling the node as its tool, the credential test, and the worker's 401, 422 and 429
+arriving as node errors that say what to do.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ pytestmark = pytest.mark.n8n
 
 PACKAGE = ROOT / "integrations" / "n8n"
 NODE_WORKFLOWS = sorted(WORKFLOWS.glob("*-node.json"))
-NODE_CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-chat-agent-node.json").read_text())["nodes"][0]["webhookId"]
+NODE_CHAT = json.loads((WORKFLOWS / "arc-chat-agent-node.json").read_text())
+NODE_CHAT_WEBHOOK_ID = NODE_CHAT["nodes"][0]["webhookId"]
 WRONG_TOKEN = "not-the-worker-token-0123456789"
 
 
@@ -60,7 +62,8 @@ def node_package() -> Path:
     """Built, linted and packed as the README says (its first command)."""
     build = readme_install_block()[0]
     assert build == "scripts/build-n8n-node.sh --lint", build
-    out = subprocess.run(["bash", "-c", build], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    out = subprocess.run(["bash", "-c", build], cwd=ROOT, capture_output=True, text=True, timeout=1200,
+                         check=False)
     assert out.returncode == 0, f"the package build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     tarball = Path(out.stdout.strip().splitlines()[-1])
     assert tarball.is_file(), out.stdout
@@ -71,7 +74,7 @@ def install_as_the_readme_says(home: Path) -> None:
     """The README's install commands, with ~ the n8n user folder's home."""
     for command in readme_install_block()[1:]:
         done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "HOME": str(home)})
+                              env={**os.environ, "HOME": str(home)}, check=False)
         assert done.returncode == 0, f"{command}\n{done.stderr}"
 
 
@@ -113,7 +116,8 @@ def n8n(n8n_home, worker, chat_model, node_package, tmp_path_factory):
         credential("arcNodeWrongTok1", "ARC Wrong Token", worker, WRONG_TOKEN, "questions"),
     )
     with running_n8n(n8n_home, folder, chat_model, {"ARC_WORKER_URL": worker},
-                     ready=_answers_from_the_worker, workflows=[*http_workflows(), *NODE_WORKFLOWS, *variants],
+                     ready=_answers_from_the_worker,
+                     workflows=[*http_workflows(), *NODE_WORKFLOWS, *variants],
                      more_credentials=credentials) as instance:
         instance["version"] = n8n_home.version
         yield instance
@@ -148,7 +152,8 @@ def test_the_node_workflows_import_and_activate(n8n):
 def test_a_pdf_from_a_webhook_is_ingested_then_asked_listed_and_deleted(n8n):
     from tests.test_cli import make_pdf
 
-    pdf = make_pdf([["ARTICLE 9 BEEKEEPING", "9.1 Beehives are allowed in back yards, at most two hives per lot."]])
+    rule = "9.1 Beehives are allowed in back yards, at most two hives per lot."
+    pdf = make_pdf([["ARTICLE 9 BEEKEEPING", rule]])
     r = call(n8n, "arc-node-ingest", files={"file": ("beekeeping-rules.pdf", pdf, "application/pdf")},
              data={"document_type": "ccr", "name": "Beekeeping Rules", "is_binding": "true"})
     assert r.status_code == 200, r.text
@@ -183,7 +188,8 @@ def test_a_pdf_from_a_webhook_is_ingested_then_asked_listed_and_deleted(n8n):
 def test_a_superseding_upload_names_what_it_replaces(n8n):
     old = b"# Trash Rules\n\n## Bins\n\nTrash bins go out on Monday evenings.\n"
     new = b"# Trash Rules 2025\n\n## Bins\n\nTrash bins go out on Tuesday evenings.\n"
-    for name, text, extra in (("trash-2019.md", old, {}), ("trash-2025.md", new, {"supersedes": "trash-2019"})):
+    uploads = (("trash-2019.md", old, {}), ("trash-2025.md", new, {"supersedes": "trash-2019"}))
+    for name, text, extra in uploads:
         r = call(n8n, "arc-node-ingest", files={"file": (name, text, "text/markdown")},
                  data={"document_type": "design_guidelines", **extra})
         assert r.status_code == 200, r.text
@@ -253,7 +259,8 @@ def test_the_ai_agent_calls_the_node_as_its_tool(n8n, chat_model):
     assert "low_confidence" in tool["description"] and "not instructions" in tool["description"]
     assert "query" in tool["parameters"]["properties"], tool["parameters"]
     # the tool's result, as the model received it: the node's status, context and sources
-    followups = [r for r in chat_model.requests[before:] if any(m.get("role") == "tool" for m in r["messages"])]
+    followups = [r for r in chat_model.requests[before:]
+                 if any(m.get("role") == "tool" for m in r["messages"])]
     results = [m for m in followups[0]["messages"] if m.get("role") == "tool"]
     received = results[0]["content"]
     assert '"status"' in received and "[SOURCE 1]" in received and '"sources"' in received, received[:500]
@@ -266,7 +273,8 @@ def test_the_ai_agent_calls_the_node_as_its_tool(n8n, chat_model):
 def _owner_session(n8n: dict) -> requests.Session:
     """n8n's first user (the owner), signed in: the credential test is an editor's action."""
     session = requests.Session()
-    owner = {"email": "owner@example.com", "firstName": "Arc", "lastName": "Owner", "password": "Owner-pass-1234"}
+    owner = {"email": "owner@example.com", "firstName": "Arc", "lastName": "Owner",
+             "password": "Owner-pass-1234"}
     r = session.post(f"{n8n['base']}/rest/owner/setup", json=owner, timeout=60)
     if r.status_code != 200:  # set up already (the module's first call)
         r = session.post(f"{n8n['base']}/rest/login",
