@@ -403,7 +403,7 @@ def test_the_questions_asked_are_those_of_the_community_chosen(two_communities):
 
 
 def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path):
-    """With only ARC_API_TOKEN set the admin routes are closed (issue 39): no token, not even the
+    """With only ARC_API_TOKEN set the admin routes are closed: no token, not even the
     marker that stands for "closed", signs anyone in."""
     settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
                              api_token=TOKEN)

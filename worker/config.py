@@ -119,7 +119,7 @@ ENV_VARS: dict[str, str] = {
     "ARC_OCR": "ocr",
     "ARC_OCR_LANGUAGE": "ocr_language",
     "ARC_LOG_LEVEL": "log_level",
-    # hostile input and neighbours (issue 39)
+    # hostile input and neighbours
     "ARC_INGEST_WITH_API_TOKEN": "ingest_with_api_token",
     "ARC_OPS_TOKEN": "ops_token",
     "ARC_CLIENT_TIMEOUT": "client_timeout",
