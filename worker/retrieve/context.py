@@ -119,6 +119,23 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
     return context
 
 
+def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> list[ChunkResult]:
+    """``ranked`` with every chunk that either search leg ranks in its ``top`` among the first
+    ``slots``, the best of the others filling the rest, each part in ranking order.
+
+    The fused order can sink a passage that one leg ranks near the top and the other leg did not
+    return at all (it counts 0 for that leg); the chunks that go in first keep each leg's best.
+    """
+    if top < 1 or slots < 1:
+        return ranked
+    tops = {c.id for c in ranked if min(c.vector_rank or top + 1, c.fts_rank or top + 1) <= top}
+    if tops <= {c.id for c in ranked[:slots]}:
+        return ranked
+    others = [c.id for c in ranked if c.id not in tops][:max(slots - len(tops), 0)]
+    head = tops | set(others)
+    return [c for c in ranked if c.id in head] + [c for c in ranked if c.id not in head]
+
+
 def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> ChunkResult:
     """The chunk cut at a token boundary so that its whole ``[SOURCE n]`` block fits the budget."""
     overhead = counter.count(format_source(99, chunk.model_copy(update={"content": ""})))

@@ -87,6 +87,8 @@ class ContextPolicy:
     min_relevance: float = 0.5      # ... chunks past them need this
     steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
+    leg_top: int = 3                # each leg's best few are among those first chunks (context.leg_tops_first)
+    fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
 
 
 class Timer:
@@ -255,12 +257,20 @@ class Retriever:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
+        # A caller who sizes the context (token_budget or top_k in the request) gets it filled in
+        # ranking order up to that size; each leg's best few are among the chunks that go in first.
         explicit = request.min_relevance is not None
+        given = request.model_fields_set
+        sized = "token_budget" in given or "top_k" in given
+        max_chunks = request.top_k if "top_k" in given or not sized else max(request.top_k, self.policy.fill_chunks)
+        first = max_chunks if sized else self.policy.min_context_chunks
+        if not explicit:
+            ranked = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
         return context_stage.assemble(
             ranked, counter=self.counter, token_budget=request.token_budget,
             min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
-            min_chunks=0 if explicit else self.policy.min_context_chunks,
-            floor=0.0, max_chunks=request.top_k,
+            min_chunks=0 if explicit else first,
+            floor=0.0, max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
             neighbours=None if explicit else self._neighbours)
 
