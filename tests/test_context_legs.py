@@ -103,12 +103,11 @@ def test_a_caller_given_budget_is_filled(retriever):
     assert 0 < small.context_tokens <= 300
 
 
-def test_leg_tops_go_in_first_in_ranking_order():
+def test_leg_tops_follow_the_rankings_best():
     ranked = [chunk(i, 1 - i / 100) for i in range(10)]
     ranked[8].fts_rank = 2
     ranked[9].vector_rank = 1
-    for c in ranked[:3]:
-        c.vector_rank, c.fts_rank = None, None
-    order = [c.id for c in leg_tops_first(ranked, 3, 4)]
-    assert order[:4] == [0, 1, 8, 9] and sorted(order) == list(range(10))
-    assert leg_tops_first(ranked[:4], 3, 4) == ranked[:4]
+    ranked[1].fts_rank = 1
+    order, first = leg_tops_first(ranked, 3, 4)
+    assert [c.id for c in order] == [0, 1, 2, 3, 8, 9, 4, 5, 6, 7] and first == 6
+    assert leg_tops_first(ranked[:8], 3, 4) == (ranked[:8], 4)

@@ -119,21 +119,22 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
     return context
 
 
-def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> list[ChunkResult]:
-    """``ranked`` with every chunk that either search leg ranks in its ``top`` among the first
-    ``slots``, the best of the others filling the rest, each part in ranking order.
+def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> tuple[list[ChunkResult], int]:
+    """``ranked`` with the chunks that either search leg ranks in its ``top`` and that the ranking
+    leaves past its first ``slots`` moved up to follow those, and how many chunks now go first.
 
     The fused order can sink a passage that one leg ranks near the top and the other leg did not
-    return at all (it counts 0 for that leg); the chunks that go in first keep each leg's best.
+    return at all (it counts 0 for that leg). The ranking's own best keep their places; each leg's
+    best few come right after them, ahead of the rest.
     """
-    if top < 1 or slots < 1:
-        return ranked
-    tops = {c.id for c in ranked if min(c.vector_rank or top + 1, c.fts_rank or top + 1) <= top}
-    if tops <= {c.id for c in ranked[:slots]}:
-        return ranked
-    others = [c.id for c in ranked if c.id not in tops][:max(slots - len(tops), 0)]
-    head = tops | set(others)
-    return [c for c in ranked if c.id in head] + [c for c in ranked if c.id not in head]
+    head = ranked[:max(slots, 0)]
+    if top < 1:
+        return ranked, len(head)
+    lifted = [c for c in ranked[len(head):] if min(c.vector_rank or top + 1, c.fts_rank or top + 1) <= top]
+    if not lifted:
+        return ranked, len(head)
+    moved = {c.id for c in lifted}
+    return head + lifted + [c for c in ranked[len(head):] if c.id not in moved], len(head) + len(lifted)
 
 
 def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> ChunkResult:

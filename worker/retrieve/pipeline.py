@@ -87,7 +87,7 @@ class ContextPolicy:
     min_relevance: float = 0.5      # ... chunks past them need this
     steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
-    leg_top: int = 3                # each leg's best few are among those first chunks (context.leg_tops_first)
+    leg_top: int = 3                # each leg's best few follow those first chunks (context.leg_tops_first)
     fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
 
 
@@ -265,7 +265,9 @@ class Retriever:
         max_chunks = request.top_k if "top_k" in given or not sized else max(request.top_k, self.policy.fill_chunks)
         first = max_chunks if sized else self.policy.min_context_chunks
         if not explicit:
-            ranked = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
+            ranked, first = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
+            if "top_k" not in given:  # a leg's best hit goes in beside the ranking's best, not instead
+                max_chunks = max(max_chunks, first)
         return context_stage.assemble(
             ranked, counter=self.counter, token_budget=request.token_budget,
             min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
