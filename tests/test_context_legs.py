@@ -19,7 +19,7 @@ from worker.retrieve.preprocess import preprocess
 from worker.retrieve.scoring import first_stage_order
 from worker.retrieve.search import SearchParams
 from worker.runtime import Runtime
-from worker.serve.app import build_retriever
+from worker.service.build import build_retriever
 from worker.store.database import Database
 from tests.conftest import make_settings
 from tests.test_answers import ask, chunk
