@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...textnorm import normalise_text
+
 
 @dataclass(frozen=True)
 class CorpusRecord:
@@ -22,4 +24,5 @@ def read_beir_corpus(path: Path) -> Iterator[CorpusRecord]:
         for line in fh:
             if line.strip():
                 row = json.loads(line)
-                yield CorpusRecord(str(row["_id"]), row.get("title") or "", row.get("text") or "")
+                yield CorpusRecord(str(row["_id"]), normalise_text(row.get("title") or ""),
+                                   normalise_text(row.get("text") or ""))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..chunking import ITEM, Block
 from ..lexicon import english_words
+from ...textnorm import SOFT_HYPHEN, normalise_text
 from .document import TABLE_ROW, ParsedDocument, enter_section
 
 _HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
@@ -36,6 +37,7 @@ def parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
     blank line (OCR makes them) stays whole and keeps the page it started on; words hyphenated
     across lines are joined; a short title on the line after a bare "ARTICLE V" joins that heading.
     """
+    pages = [(page, _normalised(text)) for page, text in pages]
     split: list[tuple[int | None, list[str], set[int]]] = []
     for page, text in pages:
         lines = [line.strip() for line in text.splitlines()]
@@ -84,12 +86,18 @@ def parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
                 titled = True
                 continue
             level = _text_heading_level(line)
+            # The document's own name on its first line ("Maple Court Design Rules"), then its
+            # first heading: the name is the title, not a paragraph the heading would join
+            named = title is None and not blocks and not stack and len(paragraph) == 1 \
+                and _is_title(paragraph[0]) and _title_case(paragraph[0])
             if level is not None and (section := _SECTION_WORD.match(line)):
                 # "Section 2. Driveways": a sibling of "Section 1. Roofs", inside the ARTICLE above
                 # them if there is one; a wrapped sentence's line "Section 3 of the Declaration" is no heading
                 level = _section_level(section.group(1), stack) \
-                    if not paragraph or _ends_sentence(paragraph[-1]) else None
+                    if not paragraph or _ends_sentence(paragraph[-1]) or named else None
             if level is not None:
+                if named:
+                    title = paragraph.pop()
                 flush()
                 enter_section(stack, level, line)
                 if title is None and _names_a_document(line):
@@ -111,6 +119,13 @@ def parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
         flush_table(page)
     flush()
     return ParsedDocument(title, blocks)
+
+
+def _normalised(text: str) -> str:
+    """A page's text in the form questions are put in (:func:`worker.textnorm.normalise_text`); a
+    soft hyphen that ends a line marks a word broken there, so it becomes the hyphen
+    :func:`rejoin` joins."""
+    return normalise_text(re.sub(f"{SOFT_HYPHEN}[ \t]*$", "-", text, flags=re.M))
 
 
 # "Section 4." or "Section 4.2" opening a paragraph, with its run-in title when it has one

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..chunking import ITEM, Block
+from ...textnorm import normalise_text
 from .document import TABLE_ROW, ParsedDocument, enter_section
 
 _HTML_BREAK = re.compile(r"<br\s*/?>", re.I)
@@ -34,7 +35,7 @@ def parse_markdown(text: str) -> ParsedDocument:
             blocks.append(Block("\n".join(table), tuple(h for _, h in stack), page))
             table.clear()
 
-    for line in text.splitlines():
+    for line in normalise_text(text).splitlines():
         if TABLE_ROW.match(line):
             if not table:
                 flush()
