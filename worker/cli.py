@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import psycopg
 
-from .config import DOCUMENT_TYPES, ConfigError, Settings
+from .config import DOCUMENT_TYPES, ConfigError, Settings, data_dir_error
 from .errors import ArcError
 
 
@@ -31,7 +31,7 @@ def _runtime(settings: Settings, *, migrate: bool = True):
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:  # the embedded database's folder
-        raise click.ClickException(f"ARC_DATA_DIR {settings.data_dir}: {exc.strerror or exc}") from None
+        raise click.ClickException(data_dir_error(settings.data_dir, exc)) from None
     if migrate:
         # the server starts without its database and waits for it; a command has nothing to wait for
         runtime.schema_ready = False
