@@ -428,3 +428,48 @@ def test_signing_in_returns_to_the_page_asked_for_with_its_community(two_communi
     page = client.get(sent.headers["Location"]).get_data(as_text=True)
     back = client.post(sent.headers["Location"], data={"token": TOKEN, "csrf_token": csrf(page)})
     assert back.status_code == 302 and back.headers["Location"] == "/documents?community=ridge"
+
+
+def test_a_question_and_its_settings_are_a_link_that_asks_it(keeper):
+    import html as html_lib
+    from urllib.parse import parse_qs, urlsplit
+
+    sign_in(keeper)
+    page = keeper.get("/ask?query=How+tall+can+my+backyard+fence+be%3F&top_k=2&min_relevance=0.05"
+                      "&vector_weight=0.3&include_superseded=on")
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200 and 'id="status"' in text and "[SOURCE 1]" in text
+    assert len(re.findall(r'<td class="final">', text)) <= 2  # top_k
+    assert "weights vector 0.3 / full text 0.7" in text
+    assert 'name="include_superseded" checked' in text and 'name="top_k" type="number" min="1" max="20"' in text
+    link = html_lib.unescape(re.search(r'id="permalink"\s+href="([^"]+)"', text).group(1))
+    assert parse_qs(urlsplit(link).query) == {"query": ["How tall can my backyard fence be?"], "top_k": ["2"],
+                                              "min_relevance": ["0.05"], "vector_weight": ["0.3"],
+                                              "include_superseded": ["on"]}
+    assert keeper.get(link).get_data(as_text=True).count('<td class="final">') <= 2
+    bad = keeper.get("/ask?query=fence&top_k=99")
+    assert bad.status_code == 422 and "top_k" in bad.get_data(as_text=True)
+    assert 'id="status"' not in keeper.get("/ask").get_data(as_text=True)  # no question: the empty form
+
+
+def test_questions_asked_fold_long_ones_and_link_each_to_asking_it_again(keeper, client):
+    import html as html_lib
+
+    long_question = "Can I build a fence " + "and a shed " * 170 + "in my backyard?"
+    for question in (long_question, "Do sheds need approval?"):
+        assert client.post("/webhook/arc-retrieval", json={"query": question}).status_code == 200
+    sign_in(keeper)
+    text = keeper.get("/questions").get_data(as_text=True)
+    assert f"<summary>{long_question[:200]}&hellip;</summary>" in text
+    again = [html_lib.unescape(h) for h in re.findall(r'<a class="rerun" href="([^"]+)"', text)]
+    assert "/ask?query=Do+sheds+need+approval?" in again and len(again) == 2
+    asked_again = keeper.get("/ask?query=Do+sheds+need+approval?").get_data(as_text=True)
+    assert 'id="status"' in asked_again and 'value="Do sheds need approval?"' in asked_again
+
+
+def test_score_bars_stay_within_their_box(keeper, app):
+    with app.test_request_context():
+        bars = app.jinja_env.from_string('{% from "pages/ask.html" import bar %}'
+                                         '{{ bar(-0.579, "cosine") }}{{ bar(1.7, "fused") }}{{ bar(0.25, "x") }}')
+        widths = re.findall(r"width: ([-\d.]+)%", bars.render())
+    assert [float(w) for w in widths] == [0.0, 100.0, 25.0]

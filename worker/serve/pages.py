@@ -312,27 +312,58 @@ def delete(document_id: str) -> Any:
 
 @pages.route("/ask", methods=["GET", "POST"])
 def ask() -> Any:
+    """The form posts; ``GET /ask?query=...&top_k=...`` asks too, so a question and its settings
+    can be linked, bookmarked and asked again from the questions page."""
     arc = services()
-    answer, error, form = None, None, request.form
+    answer, error = None, None
+    form = request.form if request.method == "POST" else request.args
     arc.runtime.ensure_schema()
     community = _community(arc.runtime.db)
-    if request.method == "POST":
-        rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
+    if request.method == "POST" or "query" in request.args:
         try:
-            req = RetrievalRequest(query=form.get("query", ""), document_types=form.getlist("document_types") or None,
-                                   binding_only=form.get("binding_only") == "on", rerank=rerank,
-                                   token_budget=int(form.get("token_budget") or 4000),
-                                   community=community)
-        except (ValidationError, ValueError) as exc:
-            error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
-                if isinstance(exc, ValidationError) else "token_budget: a whole number"
+            req = RetrievalRequest(**_asked(form), community=community)
+        except ValidationError as exc:
+            error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         else:
             with arc.admission.slot():
                 answer = arc.retriever.answer(req)
     settings = arc.runtime.settings
+    permalink = link("pages.ask", **{k: [v for v in form.getlist(k) if v] for k in ASK_FIELDS
+                                     if any(form.getlist(k))})
     return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
                            thresholds=(settings.no_results_below, settings.low_confidence_below),
-                           reranker=arc.retriever.reranker is not None), 422 if error else 200
+                           reranker=arc.retriever.reranker is not None,
+                           permalink=permalink if answer else None), 422 if error else 200
+
+
+# The retrieval testing form's fields, as a link to a question carries them.
+ASK_FIELDS = ("query", "document_types", "binding_only", "include_superseded", "rerank", "token_budget",
+              "top_k", "min_relevance", "vector_weight", "fts_weight")
+_CHECKED = ("on", "true", "1")
+
+
+def _asked(form) -> dict[str, Any]:
+    """The request fields a form or link gives; left empty, a setting keeps its default (pydantic
+    checks the rest and names the field)."""
+    fields: dict[str, Any] = {"query": form.get("query", ""),
+                              "document_types": form.getlist("document_types") or None,
+                              "binding_only": form.get("binding_only") in _CHECKED,
+                              "include_superseded": form.get("include_superseded") in _CHECKED,
+                              "rerank": {"on": True, "off": False}.get(form.get("rerank", ""))}
+    for name in ("token_budget", "top_k", "min_relevance"):
+        if form.get(name, "").strip():
+            fields[name] = form[name].strip()
+    vector, fts = form.get("vector_weight", "").strip(), form.get("fts_weight", "").strip()
+    if vector or fts:  # one given: the other leg gets the rest
+        fields["weights"] = {"vector": vector or _rest(fts), "fts": fts or _rest(vector)}
+    return fields
+
+
+def _rest(weight: str) -> str:
+    try:
+        return str(round(1 - float(weight), 6))
+    except ValueError:
+        return weight  # named as invalid by the model
 
 
 # -- questions asked ---------------------------------------------------------------------------
