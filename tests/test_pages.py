@@ -473,3 +473,20 @@ def test_score_bars_stay_within_their_box(keeper, app):
                                          '{{ bar(-0.579, "cosine") }}{{ bar(1.7, "fused") }}{{ bar(0.25, "x") }}')
         widths = re.findall(r"width: ([-\d.]+)%", bars.render())
     assert [float(w) for w in widths] == [0.0, 100.0, 25.0]
+
+
+@pytest.mark.parametrize(("tokens", "says", "opens"), [
+    ({"api_token": TOKEN}, "These pages are locked: only <code>ARC_API_TOKEN</code> is set", False),
+    ({"api_token": TOKEN, "ingest_with_api_token": True}, "Sign in with the value of <code>ARC_API_TOKEN</code>",
+     True),
+    ({"api_token": "chatbot-token-0123456789abcdefgh", "ingest_token": TOKEN},
+     "Sign in with the value of <code>ARC_INGEST_TOKEN</code>", True),
+])
+def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_path, tokens, says, opens):
+    """The README's Dify/n8n setup sets only ARC_API_TOKEN: the page says so before a failed try."""
+    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url, **tokens)
+    client = create_app(runtime=type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
+    page = client.get("/login").get_data(as_text=True)
+    assert says in " ".join(page.split()), page
+    signed = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
+    assert (signed.status_code == 302) is opens

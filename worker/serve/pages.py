@@ -82,6 +82,15 @@ def _admin_token() -> str | None:
     return services().tokens.get(DOCUMENTS_ROUTE)
 
 
+def _admin_token_is() -> str | None:
+    """Which setting holds the token the pages ask for ("closed": none may open them), for the
+    login page to say before anyone tries."""
+    token, settings = _admin_token(), services().runtime.settings
+    if token is None or token == CLOSED:
+        return "closed" if token == CLOSED else None
+    return "ARC_INGEST_TOKEN" if settings.ingest_token else "ARC_API_TOKEN"
+
+
 @pages.before_request
 def _guard() -> Any:
     if request.method == "POST":
@@ -107,7 +116,7 @@ def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
     return {"csrf_token": session["csrf"], "signed_in": bool(session.get("keeper")),
-            "needs_login": _admin_token() is not None, "link": link,
+            "needs_login": _admin_token() is not None, "link": link, "admin_token_is": _admin_token_is,
             "community": g.get("community"), "communities": g.get("communities", []),
             "community_carried": g.get("carry_community", False)}
 
