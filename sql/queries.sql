@@ -73,7 +73,8 @@ select document_id, min(document_name), md5(string_agg(content, chr(10) order by
 from knowledge_chunks
 where community = %(community)s and not (document_id = any(%(ids)s::text[]))
   and document_id in (select document_id from knowledge_chunks
-                      where community = %(community)s and chunk_index = 0 and md5(content) = any(%(firsts)s::text[]))
+                      where community = %(community)s and chunk_index = 0
+                        and md5(content) = any(%(firsts)s::text[]))
 group by document_id
 
 -- name: superseding_document

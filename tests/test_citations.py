@@ -174,7 +174,8 @@ def test_a_source_joining_chunks_from_two_pages_cites_both():
 
     def chunk(i: int, page: int, content: str) -> ChunkResult:
         return ChunkResult(id=i, document_id="decks", document_name="Deck Rules", document_type="other",
-                           section_path="Decks", page_number=page, chunk_index=i, is_binding=True, superseded_by=None,
+                           section_path="Decks", page_number=page, chunk_index=i, is_binding=True,
+                           superseded_by=None,
                            content=content, token_count=12, final_score=0.9)
 
     before = chunk(1, 1, "A deck attached to the house may rise")

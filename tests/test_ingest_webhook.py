@@ -249,11 +249,12 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
     with db.connect() as conn:
         assert conn.execute("select count(*) from knowledge_chunks where document_id = 'typeless'").fetchone()[0] == 0
 
+    # the same text under two ids, on purpose: each path's own default is what is compared
     assert runner.invoke(main, ["ingest", str(tmp_path / "typeless.md"), "--document-type", "other",
-                                "--document-id", "cli-default"]).exit_code == 0
+                                "--document-id", "cli-default", "--allow-duplicate"]).exit_code == 0
     assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
-                       json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default"}
-                       ).status_code == 200
+                       json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default",
+                             "allow_duplicate": True}).status_code == 200
     with db.connect() as conn:
         binding = dict(conn.execute("select document_id, bool_and(is_binding) from knowledge_chunks where "
                                     "document_id in ('cli-default', 'webhook-default') group by 1").fetchall())

@@ -484,8 +484,10 @@ def test_score_bars_stay_within_their_box(keeper, app):
 ])
 def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_path, tokens, says, opens):
     """The README's Dify/n8n setup sets only ARC_API_TOKEN: the page says so before a failed try."""
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url, **tokens)
-    client = create_app(runtime=type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
+    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+                             **tokens)
+    runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
+    client = create_app(runtime=runtime).test_client()
     page = client.get("/login").get_data(as_text=True)
     assert says in " ".join(page.split()), page
     signed = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
