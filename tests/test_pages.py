@@ -202,6 +202,7 @@ def served(tmp_path_factory):
 def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_path):
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     shots = Path(os.environ.get("ARC_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
@@ -225,6 +226,9 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.get(f"{served}/documents")
     browser.find_element(By.NAME, "file").send_keys(str(document))
     browser.find_element(By.NAME, "document_id").send_keys("hammock-rules")
+    browser.find_element(By.ID, "upload-button").click()  # no type chosen: the browser keeps the form
+    assert browser.current_url == f"{served}/documents"
+    Select(browser.find_element(By.NAME, "document_type")).select_by_visible_text("other")
     browser.find_element(By.ID, "upload-button").click()
     assert browser.find_element(By.ID, "job-progress").tag_name == "progress"
     seen, deadline = [], time.monotonic() + 300
@@ -262,6 +266,9 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     assert browser.find_element(By.ID, "status").text in ("success", "low_confidence")
     assert "Hammocks strung between two trees" in browser.find_element(By.ID, "context").text
     browser.save_screenshot(str(shots / "retrieval-testing.png"))
+    browser.get(browser.find_element(By.ID, "permalink").get_attribute("href"))  # the link asks it again
+    assert "Hammocks strung between two trees" in browser.find_element(By.ID, "context").text
+    assert browser.find_element(By.NAME, "query").get_attribute("value") == "When do hammocks have to come down?"
 
     browser.get(f"{served}/questions")
     browser.save_screenshot(str(shots / "questions.png"))
