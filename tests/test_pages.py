@@ -469,14 +469,15 @@ def test_questions_asked_fold_long_ones_and_link_each_to_asking_it_again(keeper,
     text = keeper.get("/questions").get_data(as_text=True)
     assert f"<summary>{long_question[:200]}&hellip;</summary>" in text
     again = [html_lib.unescape(h) for h in re.findall(r'<a class="rerun" href="([^"]+)"', text)]
-    assert "/ask?query=Do+sheds+need+approval?" in again and len(again) == 2
+    assert "/ask?query=Do+sheds+need+approval?" in again
+    assert any(a.startswith("/ask?query=Can+I+build+a+fence") for a in again)
     asked_again = keeper.get("/ask?query=Do+sheds+need+approval?").get_data(as_text=True)
     assert 'id="status"' in asked_again and 'value="Do sheds need approval?"' in asked_again
 
 
 def test_score_bars_stay_within_their_box(keeper, app):
     with app.test_request_context():
-        bars = app.jinja_env.from_string('{% from "pages/ask.html" import bar %}'
+        bars = app.jinja_env.from_string('{% from "pages/_bars.html" import bar %}'
                                          '{{ bar(-0.579, "cosine") }}{{ bar(1.7, "fused") }}{{ bar(0.25, "x") }}')
         widths = re.findall(r"width: ([-\d.]+)%", bars.render())
     assert [float(w) for w in widths] == [0.0, 100.0, 25.0]
