@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from worker.ingest import ocr  # noqa: E402
 from worker.evaluation.answers import normalise_for_match  # noqa: E402
-from worker.ingest.readers import _parse_pages  # noqa: E402
+from worker.ingest.readers import parse_pages  # noqa: E402
 
 DEFAULT_SCANS = ROOT.parent / "shared" / "datasets" / "hoa-dev" / "heronwood" / "documents" / "scanned"
 
@@ -139,7 +139,7 @@ def measure(engine: str, pdf: Path, reference: str, dpi: int, max_pages: int | N
     pages = ENGINES[engine](pdf, dpi, max_pages)
     wall = time.perf_counter() - started
     hypothesis = normalise("\n".join(p.text for p in pages))
-    as_read = normalise_for_match(" ".join(b.text for b in _parse_pages([(p.number, p.text) for p in pages]).blocks))
+    as_read = normalise_for_match(" ".join(b.text for b in parse_pages([(p.number, p.text) for p in pages]).blocks))
     if max_pages is not None:  # compare with the part of the transcription those pages hold
         reference = reference[: int(len(hypothesis) * 1.02)]
     return {

@@ -36,7 +36,8 @@ begin
          1,
          coalesce(t.df, 0),
          ln(1 + (c.n_docs - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5))::double precision
-  from unnest(to_tsvector('english'::regconfig, coalesce(query_text, ''))) as q
+  -- accents folded as the documents' lexemes are (arc_fold_accents, 035)
+  from unnest(to_tsvector('english'::regconfig, arc_fold_accents(coalesce(query_text, '')))) as q
   join bm25_corpus c on c.community = bm25_query_terms.community
   left join bm25_terms t on t.community = c.community and t.lexeme = q.lexeme;
 end

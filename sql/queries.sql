@@ -66,6 +66,17 @@ where exists (select 1 from knowledge_chunks k
 select document_id, document_name, metadata->>'source_file' from knowledge_chunks
 where community = %(community)s and document_id = any(%(ids)s::text[]) and chunk_index = 0
 
+-- name: same_text_documents
+-- Documents of the community, other than these ids, whose first chunk is one of these (md5), with
+-- the md5 of their whole text: the caller compares it with its own to find a document stored twice.
+select document_id, min(document_name), md5(string_agg(content, chr(10) order by chunk_index))
+from knowledge_chunks
+where community = %(community)s and not (document_id = any(%(ids)s::text[]))
+  and document_id in (select document_id from knowledge_chunks
+                      where community = %(community)s and chunk_index = 0
+                        and md5(content) = any(%(firsts)s::text[]))
+group by document_id
+
 -- name: superseding_document
 -- Its current mark (a re-ingest keeps it), else a document that declared it supersedes this one
 -- before this one was ever ingested (its first chunk records "supersedes"; indexed: 011).

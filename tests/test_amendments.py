@@ -179,6 +179,7 @@ def test_the_ingest_webhook_takes_amends(make_database, embedder, tmp_path):
     upload = lambda amends: client.post(  # noqa: E731
         "/webhook/arc-ingest", content_type="multipart/form-data",
         data={"document_type": "ccr", "document_id": "third-amendment", "amends": amends,
+              "allow_duplicate": "true",  # the second amendment's text again, under an id of its own
               "file": (io.BytesIO(AMENDMENT.replace("second", "third").encode()), "third.md")})
     for bad, field in (("ccrs:Article VII Section 4", "amends"), ('{"document_id": "ccrs"}', "amends"),
                        ('[{"document_id": "ccrs", "sections": ["the pets rule"]}]', "amends.0.sections")):

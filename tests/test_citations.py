@@ -163,3 +163,25 @@ def test_a_page_marker_written_as_text_in_a_page_or_word_file_moves_no_citation(
     document.add_paragraph("Roofs must be grey.")
     document.save(tmp_path / "rules.docx")
     assert {b.page for b in read_path(tmp_path / "rules.docx").blocks} == {None}
+
+
+def test_a_source_joining_chunks_from_two_pages_cites_both():
+    """A chunk on page 2 cut mid-sentence takes its neighbour from page 1 into one [SOURCE n]:
+    the citation covers both pages, not only the first."""
+    from worker.models import ChunkResult
+    from worker.retrieve.context import assemble
+    from worker.tokens import default_counter
+
+    def chunk(i: int, page: int, content: str) -> ChunkResult:
+        return ChunkResult(id=i, document_id="decks", document_name="Deck Rules", document_type="other",
+                           section_path="Decks", page_number=page, chunk_index=i, is_binding=True,
+                           superseded_by=None,
+                           content=content, token_count=12, final_score=0.9)
+
+    before = chunk(1, 1, "A deck attached to the house may rise")
+    asked = chunk(2, 2, "no more than 30 inches above grade.")
+    built = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0,
+                     neighbours=lambda c: [before])
+    assert "Pages: 1-2" in built.text and "Page: 1\n" not in built.text, built.text
+    alone = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0)
+    assert "Page: 2\n" in alone.text

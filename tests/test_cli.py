@@ -138,3 +138,21 @@ def test_ingest_from_the_command_line_keeps_the_configured_page_limit(make_datab
     assert "Traceback" not in result.output
     with psycopg.connect(url) as conn:
         assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == 0
+
+
+def test_the_same_file_under_another_name_is_refused_unless_asked(make_database, tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", make_database("cli_duplicate"))
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    text = "# Hedge Rules\n\nHedges along the street may grow to 4 feet at most.\n"
+    (tmp_path / "hedges.md").write_text(text)
+    (tmp_path / "hedges-copy.md").write_text(text)
+    runner = CliRunner()
+    first = runner.invoke(main, ["ingest", str(tmp_path / "hedges.md"), "--document-type", "other"])
+    assert first.exit_code == 0, first.output
+    copy = runner.invoke(main, ["ingest", str(tmp_path / "hedges-copy.md"), "--document-type", "other"])
+    assert copy.exit_code != 0 and "'hedges'" in copy.output, copy.output
+    assert "--allow-duplicate" in copy.output
+    assert "Traceback" not in copy.output
+    asked = runner.invoke(main, ["ingest", str(tmp_path / "hedges-copy.md"), "--document-type", "other",
+                                 "--allow-duplicate"])
+    assert asked.exit_code == 0, asked.output

@@ -409,3 +409,19 @@ def test_every_unmarked_shell_block_runs(readme_worker):
                     assert answer["status"] == "success", answer
             ran += 1
     assert ran >= 8
+
+
+def test_the_readme_says_what_a_new_user_meets():
+    """The claims about the pages' links and settings, the login, duplicates and start-up errors
+    are the ones the code makes (each behaviour has its own test)."""
+    from worker.serve.pages import ASK_FIELDS
+
+    text = " ".join(README.split())
+    assert "`GET /ask?query=...&top_k=...` asks it" in text
+    for field in ("top_k", "min_relevance"):
+        assert f"`{field}`" in text and field in ASK_FIELDS
+    assert "`ARC_API_TOKEN` alone" in text and "the login page says so before anyone tries" in text
+    assert "`--allow-duplicate`" in text and '`"allow_duplicate": true`' in text
+    assert "waiting for the database at Postgres user@host:port/db (DATABASE_URL)" in text
+    gunicorn_conf = (ROOT / "worker" / "serve" / "gunicorn_conf.py").read_text()
+    assert "waiting for the database at {database_where(runtime)} (DATABASE_URL)" in gunicorn_conf

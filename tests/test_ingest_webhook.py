@@ -249,14 +249,37 @@ def test_the_cli_and_the_webhook_agree_document_type_is_required_and_binding_the
     with db.connect() as conn:
         assert conn.execute("select count(*) from knowledge_chunks where document_id = 'typeless'").fetchone()[0] == 0
 
+    # the same text under two ids, on purpose: each path's own default is what is compared
     assert runner.invoke(main, ["ingest", str(tmp_path / "typeless.md"), "--document-type", "other",
-                                "--document-id", "cli-default"]).exit_code == 0
+                                "--document-id", "cli-default", "--allow-duplicate"]).exit_code == 0
     assert client.post("/webhook/arc-ingest", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"},
-                       json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default"}
-                       ).status_code == 200
+                       json={"text": NOTICE, "document_type": "other", "document_id": "webhook-default",
+                             "allow_duplicate": True}).status_code == 200
     with db.connect() as conn:
         binding = dict(conn.execute("select document_id, bool_and(is_binding) from knowledge_chunks where "
                                     "document_id in ('cli-default', 'webhook-default') group by 1").fetchall())
     assert binding == {"cli-default": True, "webhook-default": True}
     for document_id in ("cli-default", "webhook-default"):
         client.delete(f"/webhook/arc-documents/{document_id}", headers={"X-ARC-Token": "ingest-secret-0123456789abcdef"})
+
+
+def test_the_same_text_under_another_id_is_refused_naming_it_unless_asked(secured):
+    client, _ = secured
+    headers = {"X-ARC-Token": "ingest-secret-0123456789abcdef"}
+    text = "# Boat Rules\n\nBoats and trailers may be parked in a driveway for 48 hours at most.\n"
+    first = client.post("/webhook/arc-ingest", headers=headers,
+                        json={"text": text, "document_type": "other", "document_id": "boats"})
+    assert first.status_code == 200, first.get_json()
+    again = client.post("/webhook/arc-ingest", headers=headers,
+                        json={"text": text, "document_type": "other", "document_id": "boats-copy"})
+    assert again.status_code == 422, again.get_json()
+    assert again.get_json()["field"] == "allow_duplicate" and "'boats'" in again.get_json()["message"]
+    assert client.post("/webhook/arc-ingest", headers=headers,  # the same id updates it, as before
+                       json={"text": text, "document_type": "other", "document_id": "boats"}).status_code == 200
+    upload = client.post("/webhook/arc-ingest", headers=headers, content_type="multipart/form-data",
+                         data={"file": (io.BytesIO(text.encode()), "boats-2.md"), "document_type": "other"})
+    assert upload.status_code == 422 and "'boats'" in upload.get_json()["message"], upload.get_json()
+    asked = client.post("/webhook/arc-ingest", headers=headers,
+                        json={"text": text, "document_type": "other", "document_id": "boats-copy",
+                              "allow_duplicate": True})
+    assert asked.status_code == 200, asked.get_json()

@@ -220,6 +220,7 @@ def served(tmp_path_factory):
 def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_path):
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     shots = Path(os.environ.get("ARC_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
@@ -243,6 +244,9 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.get(f"{served}/documents")
     browser.find_element(By.NAME, "file").send_keys(str(document))
     browser.find_element(By.NAME, "document_id").send_keys("hammock-rules")
+    browser.find_element(By.ID, "upload-button").click()  # no type chosen: the browser keeps the form
+    assert browser.current_url == f"{served}/documents"
+    Select(browser.find_element(By.NAME, "document_type")).select_by_visible_text("other")
     browser.find_element(By.ID, "upload-button").click()
     assert browser.find_element(By.ID, "job-progress").tag_name == "progress"
     seen, deadline = [], time.monotonic() + 300
@@ -280,6 +284,9 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     assert browser.find_element(By.ID, "status").text in ("success", "low_confidence")
     assert "Hammocks strung between two trees" in browser.find_element(By.ID, "context").text
     browser.save_screenshot(str(shots / "retrieval-testing.png"))
+    browser.get(browser.find_element(By.ID, "permalink").get_attribute("href"))  # the link asks it again
+    assert "Hammocks strung between two trees" in browser.find_element(By.ID, "context").text
+    assert browser.find_element(By.NAME, "query").get_attribute("value") == "When do hammocks have to come down?"
 
     browser.get(f"{served}/questions")
     browser.save_screenshot(str(shots / "questions.png"))
@@ -450,3 +457,68 @@ def test_signing_in_returns_to_the_page_asked_for_with_its_community(two_communi
     page = client.get(sent.headers["Location"]).get_data(as_text=True)
     back = client.post(sent.headers["Location"], data={"token": TOKEN, "csrf_token": csrf(page)})
     assert back.status_code == 302 and back.headers["Location"] == "/documents?community=ridge"
+
+
+def test_a_question_and_its_settings_are_a_link_that_asks_it(keeper):
+    import html as html_lib
+    from urllib.parse import parse_qs, urlsplit
+
+    sign_in(keeper)
+    page = keeper.get("/ask?query=How+tall+can+my+backyard+fence+be%3F&top_k=2&min_relevance=0.05"
+                      "&vector_weight=0.3&include_superseded=on")
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200 and 'id="status"' in text and "[SOURCE 1]" in text
+    assert len(re.findall(r'<td class="final">', text)) <= 2  # top_k
+    assert "weights vector 0.3 / full text 0.7" in text
+    assert 'name="include_superseded" checked' in text and 'name="top_k" type="number" min="1" max="20"' in text
+    link = html_lib.unescape(re.search(r'id="permalink"\s+href="([^"]+)"', text).group(1))
+    assert parse_qs(urlsplit(link).query) == {"query": ["How tall can my backyard fence be?"], "top_k": ["2"],
+                                              "min_relevance": ["0.05"], "vector_weight": ["0.3"],
+                                              "include_superseded": ["on"]}
+    assert keeper.get(link).get_data(as_text=True).count('<td class="final">') <= 2
+    bad = keeper.get("/ask?query=fence&top_k=99")
+    assert bad.status_code == 422 and "top_k" in bad.get_data(as_text=True)
+    assert 'id="status"' not in keeper.get("/ask").get_data(as_text=True)  # no question: the empty form
+
+
+def test_questions_asked_fold_long_ones_and_link_each_to_asking_it_again(keeper, client):
+    import html as html_lib
+
+    long_question = "Can I build a fence " + "and a shed " * 170 + "in my backyard?"
+    for question in (long_question, "Do sheds need approval?"):
+        assert client.post("/webhook/arc-retrieval", json={"query": question}).status_code == 200
+    sign_in(keeper)
+    text = keeper.get("/questions").get_data(as_text=True)
+    assert f"<summary>{long_question[:200]}&hellip;</summary>" in text
+    again = [html_lib.unescape(h) for h in re.findall(r'<a class="rerun" href="([^"]+)"', text)]
+    assert "/ask?query=Do+sheds+need+approval?" in again
+    assert any(a.startswith("/ask?query=Can+I+build+a+fence") for a in again)
+    asked_again = keeper.get("/ask?query=Do+sheds+need+approval?").get_data(as_text=True)
+    assert 'id="status"' in asked_again and 'value="Do sheds need approval?"' in asked_again
+
+
+def test_score_bars_stay_within_their_box(keeper, app):
+    with app.test_request_context():
+        bars = app.jinja_env.from_string('{% from "pages/_bars.html" import bar %}'
+                                         '{{ bar(-0.579, "cosine") }}{{ bar(1.7, "fused") }}{{ bar(0.25, "x") }}')
+        widths = re.findall(r"width: ([-\d.]+)%", bars.render())
+    assert [float(w) for w in widths] == [0.0, 100.0, 25.0]
+
+
+@pytest.mark.parametrize(("tokens", "says", "opens"), [
+    ({"api_token": TOKEN}, "These pages are locked: only <code>ARC_API_TOKEN</code> is set", False),
+    ({"api_token": TOKEN, "ingest_with_api_token": True}, "Sign in with the value of <code>ARC_API_TOKEN</code>",
+     True),
+    ({"api_token": "chatbot-token-0123456789abcdefgh", "ingest_token": TOKEN},
+     "Sign in with the value of <code>ARC_INGEST_TOKEN</code>", True),
+])
+def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_path, tokens, says, opens):
+    """The README's Dify/n8n setup sets only ARC_API_TOKEN: the page says so before a failed try."""
+    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+                             **tokens)
+    runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
+    client = create_app(runtime=runtime).test_client()
+    page = client.get("/login").get_data(as_text=True)
+    assert says in " ".join(page.split()), page
+    signed = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
+    assert (signed.status_code == 302) is opens

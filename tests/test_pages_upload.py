@@ -215,3 +215,21 @@ def test_the_upload_form_needs_its_csrf_token(keeper):
     response = keeper.post("/documents/upload", content_type="multipart/form-data", data={
         "file": (BytesIO(POOL.encode()), "pool.md"), "document_type": "other"})
     assert response.status_code == 400 and "text/html" in response.headers["Content-Type"]
+
+
+def test_the_type_is_chosen_never_preselected_and_a_duplicate_is_refused_naming_the_stored_id(keeper):
+    sign_in(keeper)
+    page = keeper.get("/documents").get_data(as_text=True)
+    select = re.search(r'<select name="document_type"[^>]*>(.*?)</select>', page, re.S)
+    assert select and "required" in select.group(0), page[-3000:]
+    assert re.search(r'<option value="" selected disabled>choose a type</option>', select.group(1))
+    assert 'name="allow_duplicate"' in page
+    untyped = keeper.post("/documents/upload", content_type="multipart/form-data", data={
+        "csrf_token": csrf(page), "file": (BytesIO(POOL.encode()), "pool.md"), "document_type": ""})
+    assert untyped.status_code == 422 and "document_type" in untyped.get_data(as_text=True)
+    text = "# Kayak Rules\n\nKayaks may be stored beside a house, out of view from the street.\n"
+    assert finished(keeper, started(upload(keeper, "kayaks.md", text.encode())))["state"] == "done"
+    copy = finished(keeper, started(upload(keeper, "kayaks-copy.md", text.encode())))
+    assert copy["state"] == "failed" and "'kayaks'" in copy["error"], copy
+    asked = finished(keeper, started(upload(keeper, "kayaks-copy.md", text.encode(), allow_duplicate="true")))
+    assert asked["state"] == "done", asked

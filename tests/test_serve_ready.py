@@ -120,3 +120,84 @@ def test_a_fresh_serve_answers_its_first_question_calibrated_and_so_does_a_resta
     assert again["confidence"]["calibrated"] is True and again["confidence"]["floor"] == 0.0123
     assert again["confidence"]["kb_version"] == version
     assert "status calibrated" not in (tmp_path / "stderr").read_text()
+
+
+def _forward(listener, unix_path: str) -> None:
+    """A TCP port in front of the embedded Postgres's unix socket: the database "comes up" when
+    this starts accepting."""
+    import socket
+    import threading
+
+    def pipe(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        server = socket.socket(socket.AF_UNIX)
+        server.connect(unix_path)
+        for a, b in ((client, server), (server, client)):
+            threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+
+def test_serve_waits_for_an_unreachable_database_and_says_ready_only_when_it_answers(
+        make_database, embedder, tmp_path):
+    import socket
+    import threading
+
+    url = sample_database(make_database, embedder, "late")
+    host = url.split("host=", 1)[1].split("&")[0]
+    name = url.split("/")[3].split("?")[0]
+    db_port, port = free_port(), free_port()
+    process, log = serve(f"postgresql://postgres:pw-not-to-print@127.0.0.1:{db_port}/{name}", tmp_path, port,
+                         subprocess.PIPE)
+    listener = socket.socket()
+    try:
+        deadline = time.monotonic() + 60
+        while "waiting for the database" not in (tmp_path / "stderr").read_text():
+            assert time.monotonic() < deadline and process.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
+            time.sleep(0.2)
+        time.sleep(3)
+        assert not select.select([process.stdout], [], [], 0)[0], "ready said before the database answered"
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", db_port))
+        listener.listen(16)
+        threading.Thread(target=_forward, args=(listener, f"{host}/.s.PGSQL.5432"), daemon=True).start()
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        assert ready, (tmp_path / "stderr").read_text()[-2000:]
+        line = process.stdout.readline()
+        assert requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        rest, _ = process.communicate(timeout=30)
+        log.close()
+        listener.close()
+    stderr = (tmp_path / "stderr").read_text()
+    waiting = [entry for entry in stderr.splitlines() if "waiting for the database" in entry]
+    assert len(waiting) == 1 and f"Postgres postgres@127.0.0.1:{db_port}/{name} (DATABASE_URL)" in waiting[0]
+    assert line.startswith(f"arc-retrieval ready on http://127.0.0.1:{port} ") and "6 document(s)" in line, line
+    assert "pw-not-to-print" not in stderr + line + rest and "Traceback" not in stderr
+    assert stderr.count("error connecting") == 0, stderr[-2000:]  # no retry warnings while it waits
+
+
+def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARC_", "SUPABASE_", "OPENAI_", "DATABASE_"))}
+    env["ARC_DATA_DIR"] = "/dev/null/arc"
+    for command in (["serve", "--port", str(free_port())], ["ask", "How tall can a fence be?"]):
+        done = subprocess.run([sys.executable, "-m", "worker.cli", *command], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        lines = [line for line in done.stderr.splitlines() if line.strip() and '"level"' not in line]
+        assert done.returncode == 1 and len(lines) == 1, done.stderr[-2000:]
+        assert "ARC_DATA_DIR /dev/null/arc" in lines[0] and "set ARC_DATA_DIR to a folder" in lines[0], lines

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import psycopg
 
-from .config import DOCUMENT_TYPES, ConfigError, Settings
+from .config import DOCUMENT_TYPES, ConfigError, Settings, data_dir_error
 from .errors import ArcError
 
 
@@ -31,7 +31,7 @@ def _runtime(settings: Settings, *, migrate: bool = True):
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:  # the embedded database's folder
-        raise click.ClickException(f"ARC_DATA_DIR {settings.data_dir}: {exc.strerror or exc}") from None
+        raise click.ClickException(data_dir_error(settings.data_dir, exc)) from None
     if migrate:
         # the server starts without its database and waits for it; a command has nothing to wait for
         runtime.schema_ready = False
@@ -142,11 +142,13 @@ def db_sql(dim: int) -> None:
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 @click.option("--replace", is_flag=True,
               help="Replace a stored document of the same id that came from another file (the same file always updates).")
+@click.option("--allow-duplicate", is_flag=True,
+              help="Store a document even when the same text is stored already under another id.")
 @click.option("--community", metavar="NAME", default=None,
               help="The community (association) the documents belong to; needed once the knowledge base holds several.")
 def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, supersedes: str | None,
            superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool,
-           replace: bool, community: str | None) -> None:
+           replace: bool, allow_duplicate: bool, community: str | None) -> None:
     """Ingest documents: Markdown (.md, .markdown), text (.txt), PDF (.pdf; scanned pages read by
     OCR), Word (.docx), HTML (.html, .htm), or a BEIR corpus.jsonl; or a folder with a manifest.json
     (every document it lists, with its id, type and binding). Re-ingesting a file updates its
@@ -172,11 +174,12 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
             report = knowledge.ingest_sample(progress=progress, community=community)
         elif folders:
             report = knowledge.ingest_manifest(folders[0], progress=progress, replace=replace,
-                                               community=community)
+                                               community=community, allow_duplicate=allow_duplicate)
         else:
             report = knowledge.ingest_files(paths, document_type=document_type, is_binding=binding,
                                             supersedes=supersedes, superseded_by=superseded_by, name=name,
                                             document_id=document_id, progress=progress, replace=replace,
+                                            allow_duplicate=allow_duplicate,
                                             amends=tuple(parse_amends(a) for a in amends),
                                             community=community)
         if report.ocr_pages:

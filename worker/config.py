@@ -58,6 +58,12 @@ class ConfigError(Exception):
     """A setting is missing, malformed or contradicts another; the message is one line."""
 
 
+def data_dir_error(data_dir: object, exc: OSError) -> str:
+    """One line for a data folder the embedded database cannot use, and what to do."""
+    return (f"ARC_DATA_DIR {data_dir}: {exc.strerror or exc}; set ARC_DATA_DIR to a folder this user "
+            "can write (the embedded database lives there), or DATABASE_URL to a Postgres of your own")
+
+
 # Environment variable -> field name. The order is the README's order.
 ENV_VARS: dict[str, str] = {
     "DATABASE_URL": "database_url",

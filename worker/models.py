@@ -224,6 +224,8 @@ class IngestFields(BaseModel):
     replace: bool = Field(False, description="Replace a stored document of this id that came from another "
                                              "source (the same file, or a text sent again under the "
                                              "document_id it names, always updates it).")
+    allow_duplicate: bool = Field(False, description="Store it even when the community holds the same text "
+                                                     "under another document_id (refused otherwise, naming it).")
     community: str | None = _community_field()
 
     @field_validator("name")
@@ -235,7 +237,8 @@ class IngestFields(BaseModel):
         """The keyword arguments of ``Ingestor.prepare_text`` and ``prepare_file``."""
         return {"document_id": self.document_id, "name": self.name, "document_type": self.document_type,
                 "is_binding": self.is_binding, "supersedes": self.supersedes,
-                "superseded_by": self.superseded_by, "amends": tuple(self.amends)}
+                "superseded_by": self.superseded_by, "amends": tuple(self.amends),
+                "allow_duplicate": self.allow_duplicate}
 
 
 class IngestRequest(IngestFields):

@@ -1,6 +1,6 @@
 """Structure-following chunking.
 
-Readers (``worker/ingest/readers.py``) turn a file into :class:`Block` s: paragraphs and list items that
+Readers (``worker/ingest/readers/``) turn a file into :class:`Block` s: paragraphs and list items that
 know their heading path and page. :func:`chunk_blocks` packs consecutive blocks of one section
 into chunks that fit the embedding model, splitting long blocks at sentences, so every chunk
 carries the heading path it belongs to ("Chapter 4 > 4.2 Fencing > (F) ..."). A list split

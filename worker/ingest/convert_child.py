@@ -26,7 +26,8 @@ def _limit_self() -> None:
 
 def main(argv: list[str]) -> int:
     _limit_self()
-    from .readers import docx_to_markdown, html_to_markdown
+    from .readers.docx import docx_to_markdown
+    from .readers.html import html_to_markdown
 
     path = Path(argv[0])
     defaults = ReadLimits()

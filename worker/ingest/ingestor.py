@@ -8,6 +8,7 @@ before the transaction opens, so it stays short.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -55,6 +56,8 @@ class DocumentInput:
     id_given: bool = False  # the caller named the id (a text sent again under it updates it)
     ocr_pages: int = 0
     ocr_seconds: float = 0.0
+    # False: refused when the community stores the same text under another id (the doors' default)
+    allow_duplicate: bool = True
 
     def __post_init__(self) -> None:
         if self.document_type not in DOCUMENT_TYPES:
@@ -122,13 +125,13 @@ class Ingestor:
     def prepare_text(self, parsed: ParsedDocument, *, document_id: str | None, name: str | None,
                      document_type: str, is_binding: bool = True, supersedes: str | None = None,
                      superseded_by: str | None = None, amends: tuple[Amendment, ...] = (), fallback_name: str = "document",
-                     metadata: dict | None = None) -> DocumentInput:
+                     metadata: dict | None = None, allow_duplicate: bool = True) -> DocumentInput:
         name = name or parsed.title or fallback_name
         return DocumentInput(document_id=document_id or slugify(name), name=name,
                              document_type=document_type, chunks=self.chunk(parsed),
                              is_binding=is_binding, supersedes=supersedes, superseded_by=superseded_by,
                              amends=tuple(amends),
-                             metadata=metadata or {})
+                             metadata=metadata or {}, allow_duplicate=allow_duplicate)
 
     def prepare_file(self, path: Path, *, source_name: str | None = None, metadata: dict | None = None,
                      budget: Budget | None = None, **kwargs) -> DocumentInput:
@@ -160,12 +163,15 @@ class Ingestor:
         (unnamed: the knowledge base's only one; an error when it holds several).
 
         ``replace=False`` (what the CLI, the webhook and a manifest pass unless asked to replace)
-        refuses an id that holds a document from another source; re-ingesting the same file updates it."""
+        refuses an id that holds a document from another source; re-ingesting the same file updates it.
+        A document with ``allow_duplicate=False`` (the doors' default) is refused when its text is
+        stored already under another id: its passages would fill the context twice."""
         community = communities.resolve_for_write(community, communities.list_communities(self.db))
         self.check_links(documents, community)  # before the embedding bill
         stored = self.stored_sources(documents, community)
         if not replace:
             refuse_clashes(documents, stored)
+        self.refuse_duplicates([d for d in documents if not d.allow_duplicate], community)
         texts = embedding_texts(documents)
         what = _named(documents)
         log.info(f"ingesting {what}", extra={"document_ids": [d.document_id for d in documents][:20],
@@ -203,6 +209,24 @@ class Ingestor:
                                 {"ids": [d.document_id for d in documents],
                                  "community": community}).fetchall()
         return {document_id: (name, source) for document_id, name, source in rows}
+
+    def refuse_duplicates(self, documents: Sequence[DocumentInput], community: str) -> None:
+        """An error naming the stored document when one of these has the same text under another id."""
+        if not documents:
+            return
+        firsts = [_md5(d.chunks[0].content) for d in documents]
+        with self.db.connect() as conn:
+            rows = conn.execute(sqlfiles.query("same_text_documents"),
+                                {"community": community, "ids": [d.document_id for d in documents],
+                                 "firsts": firsts}).fetchall()
+        stored = {digest: (document_id, name) for document_id, name, digest in rows}
+        for doc in documents:
+            if (same := stored.get(_md5("\n".join(c.content for c in doc.chunks)))) is not None:
+                raise IngestError(
+                    f"{doc.name!r}: the same text is stored already as document_id {same[0]!r} ({same[1]!r}); "
+                    f"delete that one, ingest under {same[0]!r} to replace it, or store both with "
+                    "--allow-duplicate on the command line (\"allow_duplicate\": true on the webhook)",
+                    "allow_duplicate")
 
     def check_links(self, documents: Sequence[DocumentInput], community: str) -> None:
         """A document named by --supersedes, --superseded-by or --amends must be stored already or
@@ -273,6 +297,10 @@ class Ingestor:
                         if entry.get("document_id") == doc.document_id:
                             _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks, community)
         return replaced
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 def _named(documents: Sequence[DocumentInput]) -> str:
@@ -367,7 +395,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
                  superseded_by: str | None = None,
                  amends: tuple[Amendment, ...] = (),
                  on_file: Callable[[Path], None] | None = None, replace: bool = False,
-                 community: str | None = None) -> IngestReport:
+                 community: str | None = None, allow_duplicate: bool = False) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
@@ -385,7 +413,7 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
         documents.append(ingestor.prepare_file(path, document_type=document_type, is_binding=is_binding,
                                                supersedes=supersedes, superseded_by=superseded_by, name=name,
                                                document_id=document_id,
-                                               amends=amends))
+                                               amends=amends, allow_duplicate=allow_duplicate))
         if on_file:
             on_file(path)
     return ingestor.write(documents, progress=progress, replace=replace, community=community)
@@ -406,10 +434,12 @@ def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentI
 
 
 def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False, replace: bool = False,
-                    community: str | None = None) -> IngestReport:
+                    community: str | None = None, allow_duplicate: bool = True) -> IngestReport:
     """Ingest every document a ``manifest.json`` lists (a file or the folder holding it)."""
-    return ingestor.write(manifest_documents(ingestor, load_manifest(path)), progress=progress, replace=replace,
-                          community=community)
+    documents = manifest_documents(ingestor, load_manifest(path))
+    for document in documents:
+        document.allow_duplicate = allow_duplicate
+    return ingestor.write(documents, progress=progress, replace=replace, community=community)
 
 
 def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False,

@@ -32,15 +32,18 @@ class Context:
     source_of: dict[int, int] = field(default_factory=dict)  # chunk id -> its [SOURCE n]
 
 
-def format_source(n: int, chunk: ChunkResult) -> str:
-    return f"[SOURCE {n}]\n{_header(chunk)}\n{chunk.content}"
+def format_source(n: int, chunk: ChunkResult, last_page: int | None = None) -> str:
+    return f"[SOURCE {n}]\n{_header(chunk, last_page)}\n{chunk.content}"
 
 
-def _header(chunk: ChunkResult) -> str:
+def _header(chunk: ChunkResult, last_page: int | None = None) -> str:
+    """``last_page``: the page a passage joined from several chunks ends on, cited as a range."""
     lines = [f"Document: {chunk.document_name}"]
     if chunk.section_path:
         lines.append(f"Section: {chunk.section_path}")
-    if chunk.page_number is not None:
+    if chunk.page_number is not None and last_page is not None and last_page != chunk.page_number:
+        lines.append(f"Pages: {chunk.page_number}-{last_page}")
+    elif chunk.page_number is not None:
         lines.append(f"Page: {chunk.page_number}")
     binding = "yes" if chunk.is_binding else "no"
     if chunk.superseded_by:
@@ -181,7 +184,8 @@ class _Budget:
 
 def _render(chunks: list[ChunkResult], counter: TokenCounter) -> Context:
     passages = _passages(chunks)
-    text = SEPARATOR.join(format_source(i, _merged(p)) for i, p in enumerate(passages, start=1))
+    text = SEPARATOR.join(format_source(i, _merged(p), p[-1].page_number)
+                          for i, p in enumerate(passages, start=1))
     return Context(text=text, tokens=counter.count(text) if text else 0,
                    chunks=[c for p in passages for c in p],
                    source_of={c.id: i for i, p in enumerate(passages, start=1) for c in p})

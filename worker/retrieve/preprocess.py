@@ -11,6 +11,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..textnorm import normalise_text
+
 QueryType = Literal["definition", "location", "terminology", "general"]
 
 # Fusion weights (vector, full-text) per query type, applied to min-max normalised leg scores.
@@ -58,7 +60,8 @@ _PHRASE = re.compile(r'"([^"]{1,100})"')
 _SECTION_REF = re.compile(
     r"\b(?:(?:section|article|chapter|exhibit|appendix|schedule|part)\s+[A-Z0-9]+(?:\.\d+)*(?:\s*\([A-Za-z0-9]{1,3}\))?"
     r"|\d+(?:\.\d+)+(?:\s*\([A-Za-z0-9]{1,3}\))?)", re.I)
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&'-]*")
+# Letters of any alphabet: "máxima" is one word, not "m" and "xima"
+_WORD = re.compile(r"[^\W_][\w&'-]*")
 
 _DEFINITION = re.compile(
     r"^(what\s+(does|do|did)\b.+\bmean\b|what\s+is\s+meant\s+by\b|define\b|definition\s+of\b|"
@@ -103,7 +106,7 @@ class ProcessedQuery:
 
 
 def normalize(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).translate(_TRANSLATE)
+    text = normalise_text(text).translate(_TRANSLATE)
     text = "".join(ch for ch in text if ch in "\t\n" or unicodedata.category(ch)[0] != "C")
     text = _CONTRACTION_RE.sub(lambda m: _match_case(m.group(0), _CONTRACTIONS[m.group(0).lower()]), text)
     text = _SUFFIX_RE.sub(lambda m: m.group(1) + _SUFFIXES[m.group(2).lower()], text)

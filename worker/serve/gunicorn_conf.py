@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 
 
 def _count(variable: str, default: int, maximum: int) -> int:
@@ -50,12 +52,15 @@ errorlog = "-"
 loglevel = "warning"
 
 _embedded = None
-_ready: tuple[str, str] | None = None  # (a file the first ready worker creates, the line it prints)
+# (a file the first ready worker creates, the line it prints or None: a worker makes it once the
+# database answers, the listening addresses)
+_ready: tuple[str, str | None, list[str]] | None = None
 
 
 def on_starting(server) -> None:
     global _embedded, _ready
-    from worker.config import ConfigError, Settings
+    from worker.config import ConfigError, Settings, data_dir_error
+    from worker.errors import ArcError
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
     from worker.serve.security import check_exposure
@@ -69,14 +74,26 @@ def on_starting(server) -> None:
         raise SystemExit(str(exc)) from None
     hosts = [b.rsplit(":", 1)[0] if not b.startswith("unix:") else "localhost" for b in server.cfg.bind]
     check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
-    runtime = open_runtime(settings)
+    try:
+        runtime = open_runtime(settings)
+    except OSError as exc:  # the embedded database's folder: one line, as the commands say it
+        raise SystemExit(data_dir_error(settings.data_dir, exc)) from None
+    except ArcError as exc:  # an embedding size the knowledge base was not built with
+        raise SystemExit(str(exc)) from None
+    if not runtime.schema_ready:
+        # Workers start and answer 503 meanwhile; the first to reach the database says it is ready.
+        logging.getLogger("arc.server").warning(
+            f"waiting for the database at {database_where(runtime)} (DATABASE_URL): questions are "
+            "answered with 503 until it answers; check that it runs and that DATABASE_URL names it")
+        _ready = (_ready_marker(), None, list(server.cfg.bind))
+        return
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
         knowledge = KnowledgeService(runtime)
         try:
             knowledge.load_sample_if_empty()  # its status calibration measured and stored with it
         finally:
             knowledge.close()
-    _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
+    _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime), list(server.cfg.bind))
     if knowledge_base.is_empty(runtime.db):
         logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
     runtime.db.close()
@@ -100,11 +117,25 @@ def on_exit(server) -> None:
 def ready_line(binds: list[str], runtime) -> str:
     """Where the server listens and which knowledge base it serves (never a password or key)."""
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
 
     from worker.store import sqlfiles
 
     urls = ", ".join(b if b.startswith("unix:") else f"http://{b}" for b in binds)
+    where = database_where(runtime)
+    try:
+        with runtime.db.connect() as conn:
+            documents, chunks = conn.execute(sqlfiles.query("knowledge_base_size")).fetchone()
+        size = f"{documents} document(s), {chunks} chunk(s)"
+    except psycopg.Error:
+        size = "not reachable yet"
+    return (f"arc-retrieval ready on {urls} (POST /webhook/arc-retrieval): knowledge base {size} in {where}; "
+            f"embeddings {runtime.embedder.model}, vector({runtime.embedder.dim})")
+
+
+def database_where(runtime) -> str:
+    """Which database the worker uses, as a person would name it (never the password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
     if runtime.embedded is not None:
         where = f"embedded Postgres in {runtime.embedded.pgdata}"
     else:
@@ -114,14 +145,7 @@ def ready_line(binds: list[str], runtime) -> str:
                  f"{parts.get('dbname') or ''}")
     if runtime.settings.supabase_url:
         where += f", searched through {runtime.settings.supabase_url}"
-    try:
-        with runtime.db.connect() as conn:
-            documents, chunks = conn.execute(sqlfiles.query("knowledge_base_size")).fetchone()
-        size = f"{documents} document(s), {chunks} chunk(s)"
-    except psycopg.Error:
-        size = "not reachable yet"
-    return (f"arc-retrieval ready on {urls} (POST /webhook/arc-retrieval): knowledge base {size} in {where}; "
-            f"embeddings {runtime.embedder.model}, vector({runtime.embedder.dim})")
+    return where
 
 
 def _ready_marker() -> str:
@@ -145,10 +169,30 @@ def post_worker_init(worker) -> None:
 
     for quick in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(quick, lambda *_: _exit_now(0))
-    _announce_once()
     arc = _services(worker)
+    if _ready is not None and _ready[1] is None and arc:
+        threading.Thread(target=_wait_for_the_database, args=(arc,), name="arc-wait-database", daemon=True).start()
+        return
+    _announce_once(_ready[1] if _ready else None)
     if arc:
         arc.knowledge.prepare_calibrations()
+
+
+def _wait_for_the_database(arc, every: float = 2.0) -> None:
+    """Retry the schema check (quietly) until the database answers, then say the server is ready
+    and calibrate: a ready line means questions can be answered."""
+    from worker.errors import DatabaseUnavailable
+
+    while True:
+        try:
+            arc.runtime.ensure_schema()
+            break
+        except DatabaseUnavailable:
+            time.sleep(every)
+        except Exception:  # noqa: BLE001 - a schema mismatch is reported by every request; stop waiting
+            return
+    _announce_once(ready_line(_ready[2], arc.runtime) if _ready else None)
+    arc.retriever.calibrate_in_background()
 
 
 def _services(worker):
@@ -157,19 +201,19 @@ def _services(worker):
     return getattr(app, "extensions", {}).get("arc") if app is not None else None
 
 
-def _announce_once() -> None:
+def _announce_once(line: str | None) -> None:
     """The first worker to finish loading the app says where and what the server serves (the
     listening socket is open already, so the next request is answered): once per server, not
     once per worker or per restart, as exactly one of them creates the marker file."""
     import sys
 
-    if _ready is None:
+    if _ready is None or line is None:
         return
     try:
         os.close(os.open(_ready[0], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError:
         return
-    sys.stdout.write(_ready[1] + "\n")
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 

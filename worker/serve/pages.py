@@ -100,6 +100,15 @@ def _signed_in() -> bool:
     return bool(g.signed_in)
 
 
+def _admin_token_is() -> str | None:
+    """Which setting holds the token the pages ask for ("closed": none may open them), for the
+    login page to say before anyone tries."""
+    token, settings = _admin_token(), services().runtime.settings
+    if token is None or token == CLOSED:
+        return "closed" if token == CLOSED else None
+    return "ARC_INGEST_TOKEN" if settings.ingest_token else "ARC_API_TOKEN"
+
+
 @pages.before_request
 def _guard() -> Any:
     if request.method == "POST":
@@ -133,7 +142,7 @@ def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
     return {"csrf_token": session["csrf"], "signed_in": _admin_token() is not None and _shown_signed_in(),
-            "needs_login": _admin_token() is not None, "link": link,
+            "needs_login": _admin_token() is not None, "link": link, "admin_token_is": _admin_token_is,
             "community": g.get("community"), "communities": g.get("communities", []),
             "community_carried": g.get("carry_community", False)}
 
@@ -337,26 +346,57 @@ def delete(document_id: str) -> Any:
 
 @pages.route("/ask", methods=["GET", "POST"])
 def ask() -> Any:
+    """The form posts; ``GET /ask?query=...&top_k=...`` asks too, so a question and its settings
+    can be linked, bookmarked and asked again from the questions page."""
     knowledge = services().knowledge
-    answer, error, form = None, None, request.form
+    answer, error = None, None
+    form = request.form if request.method == "POST" else request.args
     knowledge.runtime.ensure_schema()
     community = _community()
-    if request.method == "POST":
-        rerank = {"on": True, "off": False}.get(form.get("rerank", ""))
+    if request.method == "POST" or "query" in request.args:
         try:
-            req = RetrievalRequest(query=form.get("query", ""), document_types=form.getlist("document_types") or None,
-                                   binding_only=form.get("binding_only") == "on", rerank=rerank,
-                                   token_budget=int(form.get("token_budget") or 4000),
-                                   community=community)
-        except (ValidationError, ValueError) as exc:
-            error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()) \
-                if isinstance(exc, ValidationError) else "token_budget: a whole number"
+            req = RetrievalRequest(**_asked(form), community=community)
+        except ValidationError as exc:
+            error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
             answer = knowledge.ask(req, record=False)
     settings = knowledge.runtime.settings
+    permalink = link("pages.ask", **{k: [v for v in form.getlist(k) if v] for k in ASK_FIELDS
+                                     if any(form.getlist(k))})
     return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
                            scale=status_scale(answer, settings),
-                           reranker=knowledge.retriever.reranker is not None), 422 if error else 200
+                           reranker=knowledge.retriever.reranker is not None,
+                           permalink=permalink if answer else None), 422 if error else 200
+
+
+# The retrieval testing form's fields, as a link to a question carries them.
+ASK_FIELDS = ("query", "document_types", "binding_only", "include_superseded", "rerank", "token_budget",
+              "top_k", "min_relevance", "vector_weight", "fts_weight")
+_CHECKED = ("on", "true", "1")
+
+
+def _asked(form) -> dict[str, Any]:
+    """The request fields a form or link gives; left empty, a setting keeps its default (pydantic
+    checks the rest and names the field)."""
+    fields: dict[str, Any] = {"query": form.get("query", ""),
+                              "document_types": form.getlist("document_types") or None,
+                              "binding_only": form.get("binding_only") in _CHECKED,
+                              "include_superseded": form.get("include_superseded") in _CHECKED,
+                              "rerank": {"on": True, "off": False}.get(form.get("rerank", ""))}
+    for name in ("token_budget", "top_k", "min_relevance"):
+        if form.get(name, "").strip():
+            fields[name] = form[name].strip()
+    vector, fts = form.get("vector_weight", "").strip(), form.get("fts_weight", "").strip()
+    if vector or fts:  # one given: the other leg gets the rest
+        fields["weights"] = {"vector": vector or _rest(fts), "fts": fts or _rest(vector)}
+    return fields
+
+
+def _rest(weight: str) -> str:
+    try:
+        return str(round(1 - float(weight), 6))
+    except ValueError:
+        return weight  # named as invalid by the model
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def saved_upload(folder: Path, form: Mapping[str, str] | None = None) -> SavedUp
     # an empty field is one not filled in (forms, and n8n's ingest workflow, send every field)
     fields: dict[str, Any] = {key: value for key, value in (request.form if form is None else form).items()
                               if value.strip()}
-    for flag in ("is_binding", "replace"):
+    for flag in ("is_binding", "replace", "allow_duplicate"):
         if flag in fields:
             fields[flag] = _form_bool(fields[flag], flag)
     if "amends" in fields:  # a list: as the JSON body has it, written out as JSON text

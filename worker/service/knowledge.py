@@ -171,10 +171,11 @@ class KnowledgeService:
         return self.ingest(lambda ingestor: ingest_paths(ingestor, paths, **fields))
 
     def ingest_manifest(self, folder: Path, *, progress: bool = False, replace: bool = False,
-                        community: str | None = None) -> IngestReport:
+                        community: str | None = None, allow_duplicate: bool = False) -> IngestReport:
         """Every document a folder's ``manifest.json`` lists."""
         return self.ingest(lambda ingestor: ingest_manifest(ingestor, folder, progress=progress,
-                                                            replace=replace, community=community))
+                                                            replace=replace, community=community,
+                                                            allow_duplicate=allow_duplicate))
 
     def ingest_sample(self, *, progress: bool = False, community: str | None = None) -> IngestReport:
         """The bundled Cedar Hollow sample corpus."""
