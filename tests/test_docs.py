@@ -86,8 +86,8 @@ def test_every_environment_variable_is_documented():
 
 
 def test_every_sql_file_is_described():
-    for path in (ROOT / "sql").glob("*.sql"):
-        assert f"sql/{path.name}" in README, path.name
+    for path in [*(ROOT / "sql").glob("*.sql"), *(ROOT / "sql" / "functions").glob("*.sql")]:
+        assert f"`{path.relative_to(ROOT)}`" in README, path.name
 
 
 def test_readme_commands_and_ci():
