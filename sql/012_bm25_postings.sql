@@ -7,7 +7,7 @@
 -- chunks and over. Here each lexeme keeps its best postings, ordered by their BM25 weight
 -- w(t, d) (003) in an index the leg reads top-down: the question's words share fts_scan_limit
 -- index entries, a chunk's partial score is the sum of the postings read, and only the best
--- few hundred candidates are scored exactly from their stored weights (004).
+-- few hundred candidates are scored exactly from their stored weights (hybrid_search).
 --
 -- Bounded storage: a lexeme keeps every posting whose weight is at least its floor, and the
 -- floor rises so that about postings_per_lexeme (1,000) are kept; a rarer lexeme (floor null)

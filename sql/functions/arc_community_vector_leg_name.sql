@@ -1,4 +1,4 @@
--- The community's vector leg, as a function of its own: the statement hybrid_search (031) would
+-- The community's vector leg, as a function of its own: the statement hybrid_search would
 -- otherwise plan on every call (EXECUTE), with the community as a literal so that the plan reads
 -- the partial index, and sorting off (else a type filter reads the community through the btree).
 -- Here that plan is made once a session and kept: planning it looks at every index of

@@ -1,4 +1,4 @@
--- The leg's statement, in one place for the leg function below and for 031, which plans it
+-- The leg's statement, in one place for arc_community_vector_leg and for hybrid_search, which plans it
 -- itself for an index made by hand (one without a leg): $1 the question's vector, $2 the
 -- document types (null: any), $3 binding only, $4 superseded included, $5 how many rows.
 create or replace function arc_community_vector_leg_statement(community text)

@@ -2,8 +2,8 @@
 -- with the service role only (the worker's key). anon and authenticated (the browser's keys) get
 -- nothing, and PUBLIC loses what Postgres gives it by default (EXECUTE on every new function).
 -- Roles that do not exist (plain Postgres) are skipped. The numbered migrations call it for
--- their tables, views and sequences, and every file of sql/functions/ for its functions. It runs with its caller's rights, so it grants nothing the
--- caller lacks.
+-- their tables, views and sequences, and every file of sql/functions/ for its functions. It
+-- runs with its caller's rights, so it grants nothing the caller lacks.
 create or replace function arc_service_role_only(object_kind text, object_name text)
 returns void
 language plpgsql

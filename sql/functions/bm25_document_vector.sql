@@ -29,4 +29,5 @@ as $$
     '{}/999999999'::sparsevec)
 $$;
 
-select arc_service_role_only('function', 'bm25_document_vector(tsvector, double precision, double precision, double precision)');
+select arc_service_role_only('function',
+  'bm25_document_vector(tsvector, double precision, double precision, double precision)');

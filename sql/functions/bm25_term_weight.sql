@@ -8,4 +8,5 @@ as $$
   select (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / greatest(coalesce(avgdl, dl), 1))))::real
 $$;
 
-select arc_service_role_only('function', 'bm25_term_weight(integer, integer, double precision, double precision, double precision)');
+select arc_service_role_only('function',
+  'bm25_term_weight(integer, integer, double precision, double precision, double precision)');

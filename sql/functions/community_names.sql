@@ -1,4 +1,5 @@
--- The communities a client may name (view knowledge_communities, 030), for Supabase's RPC route (PostgREST calls functions; the worker reads no table there).
+-- The communities a client may name (view knowledge_communities, 030), for Supabase's RPC route
+-- (PostgREST calls functions; the worker reads no table there).
 create or replace function community_names()
 returns table (community text)
 language sql stable

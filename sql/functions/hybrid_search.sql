@@ -369,4 +369,6 @@ begin
 end
 $$;
 
-select arc_service_role_only('function', 'hybrid_search(text, vector, integer, double precision, double precision, text, integer, text[], boolean, boolean, integer, integer, text, double precision, integer, text)');
+select arc_service_role_only('function',
+  'hybrid_search(text, vector, integer, double precision, double precision, text, integer, text[], boolean, '
+  'boolean, integer, integer, text, double precision, integer, text)');
