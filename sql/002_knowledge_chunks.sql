@@ -2,16 +2,6 @@
 -- The embedding size is written as vector(1536) (text-embedding-3-large with dimensions=1536).
 -- For another model print this file with `arc-retrieval db sql --dim N`.
 
--- The text the full-text leg indexes: the section hierarchy then the content, so a heading
--- ("Fencing") finds the chunks under it. One function, used by the generated column and by the
--- BM25 trigger, so the two can never disagree.
-create or replace function arc_fts_document(section_path text, content text)
-returns tsvector
-language sql immutable parallel safe
-as $$
-  select to_tsvector('english'::regconfig, coalesce(section_path, '') || ' ' || coalesce(content, ''))
-$$;
-
 create table if not exists knowledge_chunks (
   id             bigint generated always as identity primary key,
   document_id    text not null,

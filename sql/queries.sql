@@ -8,6 +8,10 @@ create table if not exists schema_migrations (
   applied_at  timestamptz not null default now()
 )
 
+-- name: function_bodies_unchecked
+-- The functions are created before the tables they read (worker/store/sqlfiles.py), as pg_dump does.
+set check_function_bodies = off
+
 -- name: lock_migrations
 select pg_advisory_xact_lock(hashtext('arc-retrieval:migrations'))
 

@@ -51,18 +51,49 @@ def test_changed_function_files_reach_an_existing_database(make_database):
     db.migrate(384)
     # A database made by an earlier release: older function text, older checksums everywhere.
     with db.connect() as conn:
-        earlier = next(m for m in sqlfiles.migrations() if m.name == "005_chunk_neighbours")
+        earlier = next(m for m in sqlfiles.migrations() if m.name == "functions/chunk_neighbours")
         conn.execute(earlier.render(384).replace("where c.id = chunk_id", "where c.id = chunk_id and false"))
         conn.execute("update schema_migrations set checksum = 'earlier'")
         conn.commit()
     reapplied = db.migrate(384)
+    # the extensions and every function file again; a numbered file never
     assert reapplied == [m.name for m in sqlfiles.migrations() if m.repeatable]
-    # chunk_neighbours is 031's now (per community): 005 is no longer applied again
-    assert "031_hybrid_search_communities" in reapplied and "002_knowledge_chunks" not in reapplied
+    assert "functions/hybrid_search" in reapplied and not any(name[0].isdigit() for name in reapplied)
     with db.connect() as conn:
         source = conn.execute("select prosrc from pg_proc where proname = 'chunk_neighbours'").fetchone()[0]
     assert "and false" not in source
     assert db.migrate(384) == []
+
+
+def test_the_functions_are_applied_before_the_tables_and_each_has_one_file():
+    names = [m.name for m in sqlfiles.migrations()]
+    numbered = [n for n in names if n[:3].isdigit()]
+    functions = [n for n in names if n.startswith("functions/")]
+    assert names == ["extensions", *functions, *numbered]
+    assert functions[0] == "functions/arc_service_role_only" and functions[1:] == sorted(functions[1:])
+    assert numbered == sorted(numbered)
+    for m in sqlfiles.migrations():
+        defined = set(re.findall(r"^create (?:or replace )?function (\w+)\(", m.text, flags=re.M | re.I))
+        if m.name.startswith("functions/"):
+            # one function name per file, named after it, with its rights
+            assert defined == {m.name.removeprefix("functions/")}, m.name
+            assert re.search(r"^select arc_service_role_only\('function',\s", m.text, flags=re.M), m.name
+        else:
+            # a function defined in a numbered file would be applied once, and then shadowed
+            assert not defined, f"{m.name}.sql defines {defined}: move it to sql/functions/"
+
+
+def test_every_function_body_holds_against_the_finished_schema(make_database):
+    # The files are applied with check_function_bodies off (functions before tables): here each
+    # is checked, in a transaction rolled back, against the schema all the files make.
+    db = Database(make_database("mig-bodies"))
+    db.migrate(384)
+    with db.connect() as conn:
+        conn.execute("set check_function_bodies = on")
+        for m in sqlfiles.migrations():
+            if m.name.startswith("functions/"):
+                with conn.transaction(force_rollback=True):
+                    conn.execute(m.render(384))
 
 
 def test_the_unread_fts_index_is_gone_fresh_and_after_an_upgrade(make_database):

@@ -7,7 +7,9 @@ commands ingest and answer against it, and the catalogs say what each role may d
 
 `tests/data/db_sql_d80a21c_1536.sql` is what `arc-retrieval db sql` printed at the previous
 release (commit d80a21c), kept verbatim: pasting it and then this release's paste must give the
-same schema as a fresh install."""
+same schema as a fresh install. `tests/data/db_sql_f6af6a4_1536.sql` is what it printed before the
+functions moved to sql/functions/ (numbered files 000 to 034, some of them function definitions
+applied again when changed): upgrading from it must give a fresh install too."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from worker.store.database import Database
 
 ARC = str(Path(sys.executable).parent / "arc-retrieval")
 PREVIOUS_RELEASE = Path(__file__).parent / "data" / "db_sql_d80a21c_1536.sql"
+PREVIOUS_LAYOUT = Path(__file__).parent / "data" / "db_sql_f6af6a4_1536.sql"
 MIGRATIONS_TABLE = """create table if not exists schema_migrations (
   name        text primary key,
   checksum    text not null,
@@ -235,6 +238,31 @@ def test_previous_release_db_init_then_this_paste_is_a_fresh_install(server, fre
     # A file applied once keeps the checksum its release recorded; only the names must agree.
     assert [m[0] for m in after.pop("migrations")] == [m[0] for m in fresh["snapshot"]["migrations"]]
     assert changed({k: v for k, v in fresh["snapshot"].items() if k != "migrations"}, after) == {}
+
+
+def test_previous_layout_paste_then_this_one_is_a_fresh_install(server, fresh, tmp_path):
+    # The paste that applied 000 to 034 and recorded them, as `db init` did then.
+    url, owner = supabase_project(server, "layout_paste")
+    pasted(tmp_path, owner, PREVIOUS_LAYOUT.read_text().replace("vector(1536)", "vector(384)"))
+    pasted(tmp_path, owner, fresh["text"])
+    after = snapshot(url)
+    # A numbered file applied once keeps the checksum its release recorded; the names agree.
+    assert [m[0] for m in after.pop("migrations")] == [m[0] for m in fresh["snapshot"]["migrations"]]
+    assert changed({k: v for k, v in fresh["snapshot"].items() if k != "migrations"}, after) == {}
+
+
+def test_previous_layout_then_db_init_is_a_fresh_install_that_answers(server, fresh, tmp_path):
+    url, owner = supabase_project(server, "layout_init")
+    pasted(tmp_path, owner, PREVIOUS_LAYOUT.read_text().replace("vector(1536)", "vector(384)"))
+    applied = Database(owner).migrate(384)
+    assert "functions/hybrid_search" in applied and "041_functions_in_their_own_files" in applied
+    assert not any(name[:3].isdigit() and name < "035" for name in applied)
+    after = snapshot(url)
+    assert [m[0] for m in after.pop("migrations")] == [m[0] for m in fresh["snapshot"]["migrations"]]
+    assert changed({k: v for k, v in fresh["snapshot"].items() if k != "migrations"}, after) == {}
+    assert arc(tmp_path, owner, "ingest", "--sample").startswith("ingested 6 document(s)")
+    answer = json.loads(arc(tmp_path, owner, "ask", "What is the maximum fence height in my backyard?"))
+    assert answer["status"] == "success" and "fence" in answer["context"].lower()
 
 
 def test_the_pasted_database_ingests_answers_and_keeps_the_roles_apart(fresh):

@@ -1,4 +1,4 @@
-"""Several communities in ONE database against one database each (sql/030, 031).
+"""Several communities in ONE database against one database each (sql/030, sql/functions/hybrid_search.sql).
 
 Every community of an answer dataset is loaded twice on one embedded Postgres: alone in its own
 database, and beside the others in a shared one under its own key. Every question of the

@@ -39,7 +39,7 @@ class SearchParams:
     binding_only: bool = False
     include_superseded: bool = False
     expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
-    community: str | None = None  # the one community both legs read (sql/031); None: the only one
+    community: str | None = None  # the one community both legs read (sql/functions/hybrid_search.sql)
 
     def cache_key(self) -> str:
         values = asdict(self)

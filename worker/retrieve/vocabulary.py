@@ -62,7 +62,7 @@ def expand(question: str) -> list[str]:
 # "backyard" against "back yard", "sunroom" against "sun room", "lawn mower" against "lawnmower":
 # the question and the documents (or the scan's OCR) write one compound two ways, and the
 # full-text leg matches neither. Which way the documents write it is asked of the knowledge base
-# itself (arc_word_frequencies, sql/020; per community since 032), so nothing here lists words.
+# itself (sql/functions/arc_word_frequencies.sql, per community), so nothing here lists words.
 _LETTERS = re.compile(r"[A-Za-z]+")
 SPLIT_MIN = 7   # a word this long may be two words run together ...
 PART_MIN = 3    # ... of at least this many letters each

@@ -122,9 +122,11 @@ class Database:
     # -- schema --------------------------------------------------------------------------------
 
     def migrate(self, dim: int) -> list[str]:
-        """Apply pending migrations in order, each in its own transaction. Returns their names."""
+        """Apply the files of ``sql/`` that are pending (:func:`sqlfiles.migrations`: the extensions,
+        the functions, the numbered migrations), each in its own transaction. Returns their names."""
         applied_now: list[str] = []
         with psycopg.connect(self.url, connect_timeout=int(self.connect_timeout) or 1) as conn:
+            conn.execute(sqlfiles.query("function_bodies_unchecked"))
             conn.execute(sqlfiles.query("create_migrations_table"))
             conn.commit()
             for migration in sqlfiles.migrations():

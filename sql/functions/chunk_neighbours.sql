@@ -1,7 +1,5 @@
--- 005: a chunk's neighbours in its document (chunk_index within +/- radius, itself included),
--- in document order. Context assembly uses it when a chunk is cut mid-thought.
--- No longer repeatable: 031 redefines chunk_neighbours per community, and applying this file again after
--- it would bring back a definition that reads every community.
+-- A chunk's neighbours in its document (chunk_index within +/- radius, itself included), within the
+-- chunk's community, in document order. Context assembly uses it when a chunk is cut mid-thought.
 create or replace function chunk_neighbours(chunk_id bigint, radius integer default 1)
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,
@@ -16,8 +14,11 @@ as $$
          n.content, n.token_count, n.metadata
   from knowledge_chunks c
   join knowledge_chunks n
-    on n.document_id = c.document_id
+    on n.community = c.community
+   and n.document_id = c.document_id
    and n.chunk_index between c.chunk_index - greatest(radius, 0) and c.chunk_index + greatest(radius, 0)
   where c.id = chunk_id
   order by n.chunk_index
 $$;
+
+select arc_service_role_only('function', 'chunk_neighbours(bigint, integer)');

@@ -1,5 +1,5 @@
--- 004: hybrid_search, the one function every retrieval goes through (direct Postgres and
--- Supabase RPC alike).
+-- hybrid_search, the one function every retrieval goes through (direct Postgres and Supabase RPC
+-- alike).
 --
 -- Two legs, each filtered the same way and each bounded to match_count rows:
 --   vector leg  : HNSW cosine search; vector_score = cosine similarity.
@@ -14,6 +14,13 @@
 --   'rrf'      : sum of weight / (rrf_k + rank) over the legs a chunk appears in.
 -- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
 -- expansion_text: extra words for the full-text leg only (synonyms), weighted expansion_weight.
+--
+-- One community (030): `community` null means the knowledge base's one community; with several it
+-- is an error (22023) naming the parameter, and so is a community that holds no chunks. Both legs
+-- read that community alone, inside the SQL: the vector leg on the community's own HNSW index when
+-- it has one (033), else filtering the global HNSW scan on it (iterative scans keep filling
+-- match_count); the full-text leg reads that community's postings and scores with its statistics
+-- (bm25_query_terms(text, community)). Nothing of another community is ever a candidate.
 --
 -- Bounded work at any size: the full-text leg reads each question word's best chunks from the
 -- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
@@ -31,15 +38,15 @@
 -- on large corpora that can afford it.
 -- The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
 -- filtered vector leg still fills match_count rows.
--- No longer repeatable: 031 redefines hybrid_search per community, and applying this file again after
--- it would bring back a definition that reads every community.
--- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two
--- parameters): dropped so named calls stay unambiguous.
+-- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two parameters;
+-- before communities): dropped so that named calls stay unambiguous.
 drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
                                       text[], boolean, boolean, integer, double precision, integer, integer);
 drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
                                       text[], boolean, boolean, integer, double precision, integer, integer,
                                       text, double precision);
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, integer, text, double precision, integer);
 create or replace function hybrid_search(
   query_text          text,
   query_embedding     vector default null,
@@ -55,7 +62,8 @@ create or replace function hybrid_search(
   fts_scan_limit      integer default 5000,
   expansion_text      text default null,
   expansion_weight    double precision default 0.5,
-  fts_rescore         integer default null
+  fts_rescore         integer default null,
+  community           text default null
 )
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,
@@ -94,6 +102,13 @@ declare
   scored          double precision[] := '{}';
   kth_score       double precision;
   rescore_step    integer := match_count;
+  scope       text;
+  holding     bigint;
+  own_ids     bigint[];
+  own_dist    double precision[];
+  own_leg     regprocedure;
+  leg_name    text;
+  sorting     text;
   vw          double precision := coalesce(vector_weight, 0.7);
   fw          double precision := coalesce(fts_weight, 0.3);
 begin
@@ -109,6 +124,24 @@ begin
   if fusion is null or fusion not in ('weighted', 'rrf') then
     raise exception 'fusion must be weighted or rrf' using errcode = '22023';
   end if;
+  -- The community every read below is limited to.
+  if hybrid_search.community is not null then
+    select b.community into scope from bm25_corpus b where b.community = hybrid_search.community and b.n_docs > 0;
+    if scope is null then
+      raise exception 'community %: no such community in this knowledge base', hybrid_search.community
+        using errcode = '22023';
+    end if;
+  else
+    select min(b.community), count(*) into scope, holding from bm25_corpus b where b.n_docs > 0;
+    if holding > 1 then
+      raise exception 'community is required: this knowledge base holds % communities', holding
+        using errcode = '22023';
+    end if;
+    if scope is null then
+      return;  -- an empty knowledge base
+    end if;
+  end if;
+
   if query_embedding is null then
     vw := 0;
     fw := 1;
@@ -122,18 +155,53 @@ begin
     null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
   end;
 
+  -- A community with an HNSW index of its own (033) is searched there: planned with the
+  -- community as a literal, because only then can the planner see that the partial index holds
+  -- the rows asked for (a generic plan cannot), and with sorting off, without which a filtered
+  -- search would rather read all the community's rows of that type through the btree and sort
+  -- them. At 100 communities of 10k chunks the vector leg is p95 7.5 ms at recall@40 0.996 this
+  -- way, and 94 ms at 0.955 through the global index (benchmarks/scale/communities/). That
+  -- statement is the community's vector leg function (033), whose plan is kept for the session;
+  -- without it (an index made by hand) the same statement is planned here on every call. The
+  -- rest of the function runs as before, with the global index when the community has none of
+  -- its own.
+  if query_embedding is not null then
+    leg_name := arc_community_vector_leg_name(scope);
+    select to_regprocedure(format('%I(vector, text[], boolean, boolean, integer)', leg_name))
+      into own_leg
+      from pg_index i
+     where i.indexrelid = to_regclass(quote_ident(arc_community_vector_index_name(scope))) and i.indisvalid;
+    if found then
+      if own_leg is not null then
+        execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
+                       '  from %I($1, $2, $3, $4, $5) v', leg_name)
+          into own_ids, own_dist
+          using query_embedding, document_types, binding_only, include_superseded, match_count;
+      else
+        sorting := current_setting('enable_sort');
+        perform set_config('enable_sort', 'off', true);
+        execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
+                       '  from (%s) v', arc_community_vector_leg_statement(scope))
+          into own_ids, own_dist
+          using query_embedding, document_types, binding_only, include_superseded, match_count;
+        perform set_config('enable_sort', sorting, true);
+      end if;
+      own_ids := coalesce(own_ids, '{}');
+    end if;
+  end if;
+
   rescore := least(coalesce(fts_rescore, 400), fts_scan_limit);
 
   -- One pass over the question's lexemes gives the BM25 query vector and what the leg reads.
   with all_terms as (
-    select * from bm25_query_terms(query_text)
+    select * from bm25_query_terms(query_text, scope)
   ), terms as (
     select t.lexeme, t.idx, t.df, t.idf * t.qtf as w from all_terms t where t.df > 0
     union all
     -- the documents' words for the question's (worker/retrieve/vocabulary.py): they find and score
     -- chunks at expansion_weight, and do not count in the normaliser below
     select e.lexeme, e.idx, e.df, e.idf * e.qtf * coalesce(expansion_weight, 0.5)
-    from bm25_query_terms(expansion_text) e
+    from bm25_query_terms(expansion_text, scope) e
     where e.df > 0 and e.lexeme not in (select lexeme from all_terms)
   ), by_index as (
     select idx, sum(w) as w from terms group by idx
@@ -147,7 +215,7 @@ begin
     -- one index lookup per word (limit 1 keeps the planner from turning it into a join, for
     -- which the generic plan read all of bm25_terms: 8 ms at 10k chunks)
     from terms t cross join lateral (
-      select b.kept, b.floor from bm25_terms b where b.lexeme = t.lexeme limit 1
+      select b.kept, b.floor from bm25_terms b where b.community = scope and b.lexeme = t.lexeme limit 1
     ) l
   ), level as (
     select coalesce((array_agg((fts_scan_limit - before)::double precision / (words - place + 1) order by place)
@@ -177,7 +245,8 @@ begin
   with words as (
     select q.lexeme, q.w, q.n,
            -- the n-th weight of the list, where its reading stops (one index probe)
-           q.w * coalesce(q.list_floor, (select b.weight from bm25_postings b where b.lexeme = q.lexeme
+           q.w * coalesce(q.list_floor, (select b.weight from bm25_postings b
+                                         where b.community = scope and b.lexeme = q.lexeme
                                           order by b.weight desc offset q.n - 1 limit 1), 0) as ceiling
     from unnest(read_words, read_weight, read_count, read_floor) as q(lexeme, w, n, list_floor)
   ), reads as (
@@ -185,7 +254,7 @@ begin
     from words q
     cross join lateral (
       select b.chunk_id, b.weight from bm25_postings b
-      where b.lexeme = q.lexeme
+      where b.community = scope and b.lexeme = q.lexeme
       order by b.weight desc
       limit q.n
     ) p
@@ -219,6 +288,7 @@ begin
       into batch_ids, batch_scores
       from knowledge_chunks c
      where c.id = any (candidate[next_at:next_at + rescore_step - 1])
+       and c.community = scope
        and (document_types is null or c.document_type = any (document_types))
        and (not binding_only or c.is_binding)
        and (include_superseded or c.superseded_by is null);
@@ -240,18 +310,23 @@ begin
   with vector_leg as (
     -- the distance once: each evaluation reads the chunk's TOASTed embedding again
     select v.id, 1 - v.distance as score, (row_number() over (order by v.distance))::integer as rank
-    from (
+    from ((
       select c.id, c.embedding <=> query_embedding as distance
       from knowledge_chunks c
       where query_embedding is not null
+        and own_ids is null  -- the community has no index of its own (033)
         -- an expression, not the bare column: at 1M chunks the planner otherwise reads every
         -- chunk of the type through the btree and sorts them (90-200 ms) instead of filtering
         -- during the HNSW scan (iterative scans keep filling the list)
         and (document_types is null or (c.document_type || '') = any (document_types))
+        -- the community inside the HNSW scan too (an expression for the same reason)
+        and (c.community || '') = scope
         and (not binding_only or c.is_binding)
         and (include_superseded or c.superseded_by is null)
       order by c.embedding <=> query_embedding
       limit match_count
+    ) union all
+      select o.id, o.distance from unnest(own_ids, own_dist) as o(id, distance)
     ) v
   ), fts_leg as (
     select f.id, f.score, (row_number() over (order by f.score desc, f.id))::integer as rank
@@ -294,8 +369,6 @@ begin
 end
 $$;
 
--- A new signature is a new function, which PUBLIC may execute: the rights 009 gives, again, so
--- that an upgrade (this file applied after 009) does not open it to anon.
-select arc_service_role_only('function', p.oid::regprocedure::text)
-  from pg_proc p
- where p.pronamespace = 'public'::regnamespace and p.proname = 'hybrid_search';
+select arc_service_role_only('function',
+  'hybrid_search(text, vector, integer, double precision, double precision, text, integer, text[], boolean, '
+  'boolean, integer, integer, text, double precision, integer, text)');

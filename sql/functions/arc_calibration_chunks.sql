@@ -1,4 +1,4 @@
--- 034: the chunks a status calibration asks back, as a function PostgREST can serve.
+-- The chunks a status calibration asks back, as a function PostgREST can serve.
 --
 -- The worker calibrates its status on each knowledge base (worker/retrieve/confidence.py): it
 -- asks a fixed sample of the knowledge base's own sentences back, by the path a question takes.
@@ -7,8 +7,6 @@
 -- The sample is chosen by what a chunk is (document and position), not by its id, so a
 -- community gets the same sample, and the same calibration, in a database of its own as beside
 -- others whose chunks take ids in between. Superseded chunks are never asked back.
--- arc: repeatable (a function definition and its rights: applied again whenever this file changes)
-
 create or replace function arc_calibration_chunks(sample_size integer, community text default null)
 returns table (content text)
 language sql stable

@@ -1,11 +1,11 @@
--- 032: 020's word frequencies within one community. 030 keys bm25_terms by community and 031
--- drops bm25_query_terms(text), which 020's function read, so the vocabulary (worker/retrieve/
--- vocabulary.py) would count words of the whole knowledge base, or fail. A community reads its own
--- documents' spelling ("back yard" in one association's bylaws, "backyard" in another's); null
--- (a knowledge base of one community, or an old caller) sums each word over every community.
--- arc: repeatable (a function definition and its rights: applied again whenever this file changes)
+-- How many chunks hold each of a few words, for the vocabulary the worker reads off the knowledge
+-- base itself (worker/retrieve/vocabulary.py: "backyard" in a question and "back yard" in the
+-- documents, or the reverse). One row per word: its document frequency as a BM25 lexeme, 0 when no
+-- chunk holds it, -1 when it makes no lexeme at all (a stopword). Within one community, which reads
+-- its own documents' spelling; null (a knowledge base of one community, or an old caller) sums each
+-- word over every community.
+-- Before communities: (words).
 drop function if exists arc_word_frequencies(text[]);
-
 create or replace function arc_word_frequencies(words text[], community text default null)
 returns table (word text, df bigint)
 language sql stable

@@ -1,10 +1,9 @@
--- 000: how every table, view, sequence and function of this project is shared on Supabase:
+-- How every table, view, sequence and function of this project is shared on Supabase:
 -- with the service role only (the worker's key). anon and authenticated (the browser's keys) get
 -- nothing, and PUBLIC loses what Postgres gives it by default (EXECUTE on every new function).
--- Roles that do not exist (plain Postgres) are skipped. 009 applies it to the objects before it;
--- later files call it for their own. It runs with its caller's rights, so it grants nothing the
--- caller lacks.
--- arc: repeatable (function definitions and their rights: applied again whenever this file changes)
+-- Roles that do not exist (plain Postgres) are skipped. The numbered migrations call it for
+-- their tables, views and sequences, and every file of sql/functions/ for its functions. It
+-- runs with its caller's rights, so it grants nothing the caller lacks.
 create or replace function arc_service_role_only(object_kind text, object_name text)
 returns void
 language plpgsql
