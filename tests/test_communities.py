@@ -302,7 +302,7 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
     db = hollow_and_ridge(make_database, embedder, "scoped", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
     url = db.url
     tokens = f"ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
-    assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).community_tokens == {
+    assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).auth.community_tokens == {
         RIDGE_TOKEN: ("ridge",), BOTH_TOKEN: ("hollow", "ridge")}
     from worker.config import ConfigError
 

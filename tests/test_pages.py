@@ -27,7 +27,7 @@ HOSTILE = "# Pool rules\n\nThe pool closes at 9 pm. <script>window.pwned = 1</sc
 
 @pytest.fixture()
 def keeper(sample_runtime, tmp_path):
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              api_token=TOKEN, ingest_token=TOKEN)
     runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
     app = create_app(runtime=runtime)
@@ -383,7 +383,7 @@ def test_the_questions_asked_are_those_of_the_community_chosen(two_communities):
 def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path):
     """With only ARC_API_TOKEN set the admin routes are closed (issue 39): no token, not even the
     marker that stands for "closed", signs anyone in."""
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              api_token=TOKEN)
     client = create_app(runtime=type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
     for guess in ("\x00closed", TOKEN, ""):

@@ -40,7 +40,7 @@ timeout = 60            # a request is bounded by the LLM timeout (15 s) well be
 graceful_timeout = 20   # in-flight requests finish on SIGTERM
 keepalive = 5           # n8n reuses connections
 preload_app = False
-# One onnxruntime thread per process for the local model (see Settings.embedding_threads).
+# One onnxruntime thread per process for the local model (see Embedding.embedding_threads in worker/config.py).
 os.environ.setdefault("ARC_EMBEDDING_THREADS", "1")
 accesslog = None
 errorlog = "-"
@@ -65,7 +65,7 @@ def on_starting(server) -> None:
     except ConfigError as exc:  # one line, as `arc-retrieval serve` prints it, not a traceback
         raise SystemExit(str(exc)) from None
     hosts = [b.rsplit(":", 1)[0] if not b.startswith("unix:") else "localhost" for b in server.cfg.bind]
-    check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
+    check_exposure(hosts, api_token=settings.auth.api_token, auth_disabled=settings.auth.auth_disabled)
     runtime = open_runtime(settings)
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
         KnowledgeService(runtime).load_sample_if_empty()
@@ -105,8 +105,8 @@ def ready_line(binds: list[str], runtime) -> str:
         user = f"{parts['user']}@" if parts.get("user") else ""
         where = (f"Postgres {user}{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/"
                  f"{parts.get('dbname') or ''}")
-    if runtime.settings.supabase_url:
-        where += f", searched through {runtime.settings.supabase_url}"
+    if runtime.settings.database.supabase_url:
+        where += f", searched through {runtime.settings.database.supabase_url}"
     try:
         with runtime.db.connect() as conn:
             documents, chunks = conn.execute(sqlfiles.query("knowledge_base_size")).fetchone()

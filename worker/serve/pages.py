@@ -50,7 +50,7 @@ def init_app(app: Flask) -> None:
     alike) and from the admin token (so rotating the token ends every session)."""
     settings = services_of(app).runtime.settings
     admin = services_of(app).tokens.get(DOCUMENTS_ROUTE) or ""
-    secret = _session_secret(settings.data_dir / ".keeper-session-key")
+    secret = _session_secret(settings.database.data_dir / ".keeper-session-key")
     app.secret_key = hmac.new(secret.encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     app.register_blueprint(pages)
@@ -228,7 +228,7 @@ def upload() -> Any:
     thread of this process ingests it (upload_jobs.py). Bad fields and a busy worker are
     answered here, before any job."""
     knowledge = services().knowledge
-    request.max_content_length = knowledge.runtime.settings.max_upload_bytes
+    request.max_content_length = knowledge.runtime.settings.limits.max_upload_bytes
     form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
     knowledge.runtime.ensure_schema()
     folder = Path(tempfile.mkdtemp(prefix="arc-upload-"))
@@ -260,7 +260,7 @@ def upload() -> Any:
 
 
 def _jobs() -> UploadJobs:
-    return UploadJobs.under(services().runtime.settings.data_dir)
+    return UploadJobs.under(services().runtime.settings.database.data_dir)
 
 
 @pages.get("/documents/upload/<job_id>")
@@ -324,9 +324,9 @@ def ask() -> Any:
                 if isinstance(exc, ValidationError) else "token_budget: a whole number"
         else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
             answer = knowledge.ask(req, record=False)
-    settings = knowledge.runtime.settings
+    status = knowledge.runtime.settings.status
     return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
-                           thresholds=(settings.no_results_below, settings.low_confidence_below),
+                           thresholds=(status.no_results_below, status.low_confidence_below),
                            reranker=knowledge.retriever.reranker is not None), 422 if error else 200
 
 
