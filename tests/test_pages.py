@@ -45,6 +45,12 @@ def sign_in(client) -> None:
     assert response.status_code == 302
 
 
+def test_the_start_page_names_the_models_the_settings_chose(keeper):
+    sign_in(keeper)
+    page = re.sub(r"\s+", " ", keeper.get("/").get_data(as_text=True))
+    assert "Embeddings: all-MiniLM-L6-v2 (384 dims); reranker: none." in page, page
+
+
 def test_pages_need_the_admin_token_and_it_never_shows_in_a_url(keeper):
     response = keeper.get("/documents")
     assert response.status_code == 302 and "/login" in response.headers["Location"]
