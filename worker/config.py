@@ -547,7 +547,7 @@ def _given(group: object) -> dict[str, Any]:
     if isinstance(group, BaseModel):
         return {name: getattr(group, name) for name in group.model_fields_set}
     if isinstance(group, Mapping):
-        return {ENV_VARS.get(key, key): value for key, value in group.items()}
+        return {ENV_VARS.get(str(key), str(key)): value for key, value in group.items()}
     return {}
 
 
