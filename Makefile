@@ -46,7 +46,7 @@ test-fast: install ocr  # everything but the n8n end-to-end test (which installs
 	$(PY) -m pytest -q -m "not n8n and not docker"
 
 test-n8n: install
-	$(PY) -m pytest -q -m n8n tests/test_n8n.py
+	$(PY) -m pytest -q -m n8n tests/test_n8n.py tests/test_n8n_node.py
 
 clean:
 	rm -rf $(VENV) .arc-data .pytest_cache

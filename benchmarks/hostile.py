@@ -1,5 +1,5 @@
 """Fuzz and load: hostile uploads, malformed bodies, wrong tokens and slow clients mixed into a
-question load, against the same load alone (issue 39).
+question load, against the same load alone.
 
     .venv/bin/python benchmarks/hostile.py --out benchmarks/hostile
 

@@ -208,3 +208,61 @@ select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text
 -- name: calibration_chunks
 -- A fixed sample of the chunks a status calibration asks back (034, which Supabase's RPC serves too).
 select content from arc_calibration_chunks(%(limit)s, %(community)s::text)
+
+-- name: keeper_session_start
+-- A sign-in: its session, and away with those idle past the limit.
+with expired as (
+  delete from keeper_sessions where last_seen < now() - make_interval(secs => %(idle_seconds)s)
+)
+insert into keeper_sessions (session_hash) values (%(session_hash)s)
+
+-- name: keeper_session_touch
+-- A page asked for: the session goes on only when it exists and was used within the limit.
+update keeper_sessions set last_seen = now()
+where session_hash = %(session_hash)s and last_seen >= now() - make_interval(secs => %(idle_seconds)s)
+returning 1
+
+-- name: keeper_session_end
+delete from keeper_sessions where session_hash = %(session_hash)s
+
+-- name: model_record_tables
+-- Whether the chunk table and the model record (040) exist yet.
+select to_regclass('knowledge_chunks') is not null, to_regclass('knowledge_base_model') is not null
+
+-- name: recorded_embedding_model
+-- The model that wrote knowledge_chunks.embedding (040), if recorded.
+select model, dim from knowledge_base_model where id
+
+-- name: record_embedding_model
+insert into knowledge_base_model (id, model, dim) values (true, %(model)s, %(dim)s)
+on conflict (id) do update set model = excluded.model, dim = excluded.dim, recorded_at = now()
+where knowledge_base_model.model is distinct from excluded.model or knowledge_base_model.dim <> excluded.dim
+
+-- name: chunks_to_embed
+-- What `arc-retrieval reembed` embeds again: every chunk, its document's name and section path.
+select id, document_name, section_path, content from knowledge_chunks order by id
+
+-- name: chunk_ids
+select id from knowledge_chunks
+
+-- name: set_embeddings
+update knowledge_chunks c set embedding = v.embedding::vector
+from unnest(%(ids)s::bigint[], %(embeddings)s::text[]) as v(id, embedding)
+where c.id = v.id
+
+-- name: status_calibration
+-- A community's stored status calibration for one embedding model, and its version now (036).
+select * from arc_status_calibration(%(community)s::text, %(embedding_model)s::text)
+
+-- name: stale_status_calibrations
+select community, current_version from arc_stale_status_calibrations(%(embedding_model)s::text)
+
+-- name: claim_status_calibration
+select arc_claim_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                                    %(lease_seconds)s::double precision)
+
+-- name: store_status_calibration
+select arc_store_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                                    %(floor)s::double precision, %(match)s::double precision,
+                                    %(near_miss)s::double precision, %(questions)s::integer,
+                                    %(too_small)s::boolean, %(measured_ms)s::integer)

@@ -138,7 +138,7 @@ def test_failed_authentication_is_slowed_down(sample_runtime, tmp_path):
     codes = [client.post(ROUTE, json=body, headers={"X-ARC-Token": f"guess-{i}"}, environ_base=attacker).status_code
              for i in range(8)]
     assert codes[:5] == [401] * 5 and codes[5:] == [429] * 3
-    # the right token from the same address (a NAT, n8n's host) is never locked out (issue 39)
+    # the right token from the same address (a NAT, n8n's host) is never locked out
     rightful = client.post(ROUTE, json=body, headers={"X-ARC-Token": "secret-token-0123456789abcdef"},
                            environ_base=attacker)
     assert rightful.status_code == 200

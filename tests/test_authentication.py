@@ -81,8 +81,9 @@ def failure_lines(log_path: Path) -> list[dict]:
 
 
 def test_a_community_token_opens_only_the_routes_that_check_communities(webhook_server):
-    """README: a community token works on the retrieval and ingest webhooks and the documents API;
-    the operator's /metrics and /openapi.json (ARC_OPS_TOKEN set) stay closed to it."""
+    """README: a community token reads through the retrieval webhook and the documents API (and
+    writes there only when marked write@, tests/test_doors_security.py); the operator's /metrics
+    and /openapi.json (ARC_OPS_TOKEN set) stay closed to it."""
     url, _ = webhook_server
     community = {"X-ARC-Token": COMMUNITY_TOKEN}
     assert requests.post(f"{url}/webhook/arc-retrieval", json={"query": FENCE}, headers=community,

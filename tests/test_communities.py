@@ -301,9 +301,13 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
 
     db = hollow_and_ridge(make_database, embedder, "scoped", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
     url = db.url
-    tokens = f"ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
+    from worker.config import CommunityGrant
+
+    # write@: the ingest and delete below are refused for the other community, not for the scope
+    tokens = f"write@ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
     assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).auth.community_tokens == {
-        RIDGE_TOKEN: ("ridge",), BOTH_TOKEN: ("hollow", "ridge")}
+        RIDGE_TOKEN: CommunityGrant(communities=("ridge",), write=True),
+        BOTH_TOKEN: CommunityGrant(communities=("hollow", "ridge"))}
     from worker.config import ConfigError
 
     with pytest.raises(ConfigError, match="at least 24"):  # as long as the other tokens must be
@@ -453,30 +457,30 @@ def test_each_community_is_calibrated_on_its_own_documents(database_factory, emb
         assert confidence["score"] == pytest.approx(alone[community][1]["score"], abs=1e-4)
 
 
-def test_a_process_start_calibrates_every_community_only_while_they_are_few(make_database, embedder, monkeypatch):
-    """A serving process measures its communities as it starts (gunicorn's post_worker_init);
-    past CALIBRATE_AT_START communities it leaves each to its first question, since every
-    calibration is 160 searches and a hundred of them would load a core for minutes."""
-    import worker.retrieve.pipeline as pipeline
+def test_a_process_start_measures_only_the_communities_whose_calibration_is_missing_or_stale(make_database,
+                                                                                              embedder):
+    """A serving process reads the stored calibrations as it starts (gunicorn's post_worker_init);
+    it measures in the background only the communities with none stored at their version, and a
+    second process finds nothing left to measure."""
+    from worker.retrieve.pipeline import Retriever
     from worker.retrieve.search import PostgresBackend, SearchCache
+    from worker.store.calibrations import PostgresCalibrations
 
     db = hollow_and_ridge(make_database, embedder, "start", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
 
-    def calibrated_at_start(limit: int) -> set[str]:
-        monkeypatch.setattr(pipeline, "CALIBRATE_AT_START", limit)
-        retriever = pipeline.Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
-                                       search_cache=SearchCache(), calibrate=True)
+    def measured_at_start() -> set[str]:
+        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
+                              search_cache=SearchCache(), calibrate=True)
         try:
-            retriever.calibrate_in_background()
-            thread = retriever._calibration_thread
-            if thread is not None:
-                thread.join(timeout=120)
-            return set(retriever.calibrations)  # measured (a one-line community has no usable scale: None)
+            retriever.prepare_calibrations()
+            retriever.calibrator.wait(timeout=120)
+            return set(retriever.calibrations)  # measured here (a one-line community has no usable scale: None)
         finally:
             retriever.close()
 
     try:
-        assert calibrated_at_start(2) == {"hollow", "ridge"}
-        assert calibrated_at_start(1) == set()
+        assert measured_at_start() == {"hollow", "ridge"}
+        assert PostgresCalibrations(db).stale(embedder.model) == []
+        assert measured_at_start() == set()
     finally:
         db.close()

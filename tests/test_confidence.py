@@ -32,7 +32,8 @@ class CompressedScale:
 
     def __init__(self, inner: CachedEmbedder, share: float = 0.55):
         self.inner, self.share = inner, share
-        self.model, self.dim, self.max_tokens = inner.model, inner.dim, inner.max_tokens
+        # another model's scale: its calibration is stored under its own name
+        self.model, self.dim, self.max_tokens = f"{inner.model}-compressed-{share}", inner.dim, inner.max_tokens
         rng = np.random.default_rng(5)
         self.away = rng.standard_normal(inner.dim).astype(np.float32)
         self.away /= np.linalg.norm(self.away)
@@ -46,6 +47,9 @@ class CompressedScale:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._squash(self.inner.embed(texts))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._squash(self.inner.embed_queries(texts))
 
     def embed_query(self, text: str, *, timeout: float | None = None) -> np.ndarray:
         return self._squash(self.inner.embed([text])[0])
@@ -135,46 +139,134 @@ def test_fixed_thresholds_do_not_carry_to_another_scale(sample_runtime, embedder
     assert answer.status != "success" and answer.confidence["calibrated"] is False
 
 
-def test_a_change_to_the_knowledge_base_recalibrates_in_the_background(sample_runtime, embedder):
-    calibrated = retriever(sample_runtime, embedder, calibrate=True)
-    first = calibrated.answer(RetrievalRequest(query=ANSWERED))
-    assert first.confidence["calibrated"] is False  # nothing measured yet: fixed thresholds, no waiting
-    with calibrated._calibrating:  # the background calibration has finished
-        pass
-    assert calibrated.calibration is not None
-    assert calibrated.answer(RetrievalRequest(query=ANSWERED)).confidence["calibrated"] is True
-
-
-
-def test_an_ingest_moves_the_version_the_calibration_follows(make_database, embedder, tmp_path):
-    """The calibration is keyed by the whole knowledge base's version: a load of any document
-    moves it, and refresh_calibration then measures the knowledge base again."""
+def test_the_first_question_is_answered_calibrated_and_the_calibration_is_stored(make_database, embedder,
+                                                                                 tmp_path):
+    """Nothing stored yet: the first question measures the calibration before it is answered, and
+    stores it; another process (a second retriever) reads it and measures nothing."""
     from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-    from worker.ingest.readers import parse_text
-    from worker.runtime import Runtime
+    from worker.store.calibrations import PostgresCalibrations
     from worker.store.database import Database
 
-    from .conftest import make_settings
-
-    url = make_database("recalibrate")
-    db = Database(url)
+    db = Database(make_database("first_question"))
     db.migrate(embedder.dim)
     ingest_sample_corpus(Ingestor(db, embedder))
-    calibrated = retriever(Runtime(make_settings(tmp_path, url), db, embedder), embedder, calibrate=True)
-    first = calibrated.calibrate_now()
+    try:
+        first = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None, calibrate=True)
+        answer = first.answer(RetrievalRequest(query=ANSWERED))
+        assert answer.confidence["calibrated"] is True and answer.status == "success"
+        stored = PostgresCalibrations(db).read("default", embedder.model)
+        assert stored.fresh and stored.stored.floor == pytest.approx(answer.confidence["floor"], abs=1e-4)
+
+        class Counting(PostgresBackend):
+            samples = 0
+
+            def calibration_chunks(self, limit, community=None):
+                Counting.samples += 1
+                return super().calibration_chunks(limit, community)
+
+        second = Retriever(embedder=embedder, backend=Counting(db), reranker=None, calibrate=True)
+        again = second.answer(RetrievalRequest(query=ANSWERED))
+        assert Counting.samples == 0  # read, not measured
+        assert {k: again.confidence[k] for k in ("score", "floor", "match", "near_miss", "kb_version")} == \
+            {k: answer.confidence[k] for k in ("score", "floor", "match", "near_miss", "kb_version")}
+        first.close()
+        second.close()
+    finally:
+        db.close()
+
+
+def test_a_stale_calibration_answers_while_the_new_one_is_measured_once(make_database, embedder):
+    """Documents changed by a writer that did not measure (SQL by hand): the stale calibration
+    answers at once, one process measures the new one in the background, and stores it."""
+    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+    from worker.store.calibrations import PostgresCalibrations
+    from worker.store.database import Database
+
+    db = Database(make_database("stale"))
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    try:
+        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None, calibrate=True)
+        measured = retriever.calibrate_now("default")
+        with db.connect() as conn:  # a change no worker measured
+            conn.execute("update knowledge_chunks set content = content || ' ' where chunk_index = 0 "
+                         "and document_id = (select min(document_id) from knowledge_chunks)")
+            conn.commit()
+        answer = retriever.answer(RetrievalRequest(query=ANSWERED))
+        assert answer.confidence["calibrated"] is True and answer.confidence["kb_version"] == measured.version
+        retriever.calibrator.wait(timeout=120)
+        reading = PostgresCalibrations(db).read("default", embedder.model)
+        assert reading.fresh and reading.stored.kb_version > measured.version
+        assert retriever.answer(RetrievalRequest(query=ANSWERED)).confidence["kb_version"] == reading.current_version
+        retriever.close()
+    finally:
+        db.close()
+
+
+def test_an_ingest_moves_the_stored_calibrations_version_and_the_next_answer_uses_it(make_database, embedder,
+                                                                                    tmp_path):
+    """A write is followed by a measurement (knowledge_base_changed, which every ingest and delete
+    path calls): the stored calibration is at the new version before the next question."""
+    from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+    from worker.ingest.readers import parse_text
+    from worker.store.calibrations import PostgresCalibrations
+    from worker.store.database import Database
+
+    db = Database(make_database("recalibrate"))
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    try:
+        calibrated = retriever_on(db, embedder)
+        first = calibrated.calibrate_now()
+        ingestor = Ingestor(db, embedder)
+        ingestor.write([ingestor.prepare_text(parse_text("Hammocks must come down in winter."),
+                                              document_id="hammocks", name="Hammocks", document_type="other")])
+        assert calibrated.backend.version("default") > first.version
+        calibrated.knowledge_base_changed()
+        stored = PostgresCalibrations(db).read("default", embedder.model)
+        assert stored.fresh and stored.stored.kb_version == calibrated.backend.version("default") > first.version
+        # another process's next answer uses the new one, measuring nothing
+        answer = retriever_on(db, embedder).answer(RetrievalRequest(query=ANSWERED))
+        assert answer.confidence["kb_version"] == stored.stored.kb_version
+        calibrated.close()
+    finally:
+        db.close()
+
+
+def retriever_on(db, embedder) -> Retriever:
+    return Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None, calibrate=True)
+
+
+def test_a_knowledge_base_too_small_to_calibrate_says_so(make_database, embedder):
+    from worker.ingest.ingestor import Ingestor
+    from worker.ingest.readers import parse_text
+    from worker.retrieve.calibration import TOO_SMALL_WARNING
+    from worker.store.database import Database
+
+    db = Database(make_database("too_small"))
+    db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    ingestor.write([ingestor.prepare_text(parse_text("Hammocks must come down in winter."),
-                                          document_id="hammocks", name="Hammocks", document_type="other")])
-    assert calibrated.backend.version() > first.version
-    calibrated.refresh_calibration()
-    with calibrated._calibrating:  # the background calibration has finished
-        pass
-    assert calibrated.calibration.version > first.version
-    calibrated.stop_calibration()
-    db.close()
+    ingestor.write([ingestor.prepare_text(parse_text("Fences may be six feet tall in rear yards."),
+                                          document_id="fences", name="Fences", document_type="other")])
+    try:
+        answer = retriever_on(db, embedder).answer(RetrievalRequest(query=ANSWERED))
+        assert answer.confidence["calibrated"] is False and TOO_SMALL_WARNING in answer.warnings
+    finally:
+        db.close()
+
+
+def test_the_confidence_score_stays_within_0_and_1():
+    calibration = Calibration(version=1, floor=0.2, match=0.6, questions=100)
+    assert calibration.confidence(0.9) == 1.0 and calibration.confidence(0.1) == 0.0
+    assert calibration.confidence(0.4) == pytest.approx(0.5)
+    cuts, fixed = StatusCuts(), FixedThresholds()
+    assert decide(0.95, calibration, cuts, fixed).score == 1.0
+    assert decide(0.05, calibration, cuts, fixed).status == "no_results"
+
 
 def test_the_webhook_reports_the_confidence(client):
     answer = client.post(RETRIEVAL_ROUTE, json={"query": ANSWERED}).get_json()
     assert {"status", "message", "best_score", "confidence"} <= set(answer)
-    assert set(answer["confidence"]) == {"score", "relevance", "calibrated", "floor", "match", "near_miss", "kb_version",
-                                         "rerank"}
+    assert set(answer["confidence"]) == {"score", "relevance", "calibrated", "floor", "match", "near_miss", "top",
+                                         "kb_version", "rerank"}
+    assert answer["confidence"]["score"] is None or 0 <= answer["confidence"]["score"] <= 1

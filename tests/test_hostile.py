@@ -1,4 +1,4 @@
-"""Hostile input and hostile neighbours (issue 39): every case a security review found that made
+"""Hostile input and hostile neighbours: every case a security review found that made
 the worker stop answering or answer 500, through the real app and a real database. Each
 malformed body is a 4xx naming the problem and stores nothing; each adversarial document gets a
 4xx or finishes in bounded time; failed authentication never locks out the right token."""

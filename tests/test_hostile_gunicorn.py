@@ -123,7 +123,7 @@ def test_ocr_stops_when_the_client_goes_away(tmp_path):
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"document_type\"\r\n\r\nccr\r\n"
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"scan.pdf\"\r\n"
             "Content-Type: application/pdf\r\n\r\n").encode() + pdf + f"\r\n--{boundary}--\r\n".encode()
-    head = (f"POST /webhook/arc-ingest HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary={boundary}"
+    head = (f"POST /webhook/arc-ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary={boundary}"
             f"\r\nContent-Length: {len(body)}\r\n\r\n").encode()
     try:
         (worker,) = children(process.pid)

@@ -140,13 +140,18 @@ def served_mcp(env: dict[str, str], tmp) -> Iterator[str]:
         log.close()
 
 
-def test_http_server_calibrates_the_status_at_start(sample_runtime, tmp_path_factory):
-    # the first tool call would otherwise be answered on the fixed thresholds
+def test_http_servers_first_answer_is_calibrated(sample_runtime, tmp_path_factory):
+    # the stored calibration is read (or, when none is stored, measured) before the first answer
     tmp = tmp_path_factory.mktemp("mcp-calibration")
     served = served_mcp(server_env(sample_runtime.db.url, tmp, ARC_API_TOKEN=TOKEN), tmp)
-    next(served)
+    url = next(served)
+
+    async def go():
+        async with http_client(url, {"Authorization": f"Bearer {TOKEN}"}) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": FENCE})
+
     try:
-        wait_for(lambda: "status calibrated" in (tmp / "mcp.log").read_text(), 120, "the calibration at start")
+        assert run(go).structured_content["confidence"]["calibrated"] is True
     finally:
         served.close()
 

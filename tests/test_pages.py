@@ -142,7 +142,24 @@ def test_retrieval_testing_shows_the_answer_and_every_score(keeper):
     assert 'id="status"' in text and "[SOURCE 1]" in text
     for label in ("vector", "BM25", "fused", "rerank", "final", "Timings"):
         assert label in text
-    assert "status threshold 0.3" in text
+    # the scale that decided: the calibrated score against its cuts, not the fixed 0.3 / 0.5
+    assert "calibrated scale" in text and 'title="calibrated cut 0.5"' in text and 'title="calibrated cut 0.2"' in text
+    assert "status threshold 0.3" not in text and "Uncalibrated" not in text
+
+
+def test_retrieval_testing_uncalibrated_shows_the_fixed_cuts(sample_runtime, tmp_path):
+    from worker.runtime import Runtime
+
+    settings = make_settings(tmp_path, sample_runtime.db.url, api_token=TOKEN, ingest_token=TOKEN,
+                             status_calibration=False)
+    app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
+    app.config["TESTING"] = True
+    keeper = app.test_client()
+    sign_in(keeper)
+    page = keeper.get("/ask").get_data(as_text=True)
+    text = keeper.post("/ask", data={"query": "How tall can my backyard fence be?",
+                                     "csrf_token": csrf(page)}).get_data(as_text=True)
+    assert "Uncalibrated" in text and 'title="status threshold 0.3"' in text and "calibrated cut" not in text
 
 
 def test_questions_page_lists_the_log_by_status(keeper, client):
@@ -169,6 +186,7 @@ def browser():
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--window-size=1400,1000"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console: CSP violations land there
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
     # A click that navigates returns before the next page is there: look for elements until it is
     # (a loaded machine took longer than the first lookup after the delete's confirmation).
@@ -278,6 +296,10 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     browser.switch_to.alert.accept()
     assert "Deleted hammock-rules" in browser.find_element(By.ID, "message").text
     assert 'data-id="hammock-rules"' not in browser.page_source
+    # every script the pages ran came from their files: the Content-Security-Policy blocked nothing
+    violations = [e["message"] for e in browser.get_log("browser")
+                  if "Content Security Policy" in e["message"] or "violates" in e["message"]]
+    assert not violations, violations
 
 
 @pytest.fixture()
@@ -387,7 +409,7 @@ def test_the_questions_asked_are_those_of_the_community_chosen(two_communities):
 
 
 def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path):
-    """With only ARC_API_TOKEN set the admin routes are closed (issue 39): no token, not even the
+    """With only ARC_API_TOKEN set the admin routes are closed: no token, not even the
     marker that stands for "closed", signs anyone in."""
     settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              api_token=TOKEN)

@@ -169,6 +169,25 @@ def test_searches_run_on_the_standby_and_writes_on_the_primary(pair, worker):
     assert "postgresql://" not in metrics
 
 
+def test_a_replica_host_answers_calibrated_from_the_stored_calibration(pair, worker):
+    """The worker searching the standby decides the status on the calibration stored with the
+    knowledge base, not on one it measures itself: a mark written into the stored row is what
+    its answer reports."""
+    primary, _ = pair
+    assert ask(worker, "How tall can a backyard fence be?")["confidence"]["calibrated"] is True
+    with psycopg.connect(primary.url, autocommit=True) as conn:
+        floor, version = conn.execute("select floor, kb_version from status_calibrations "
+                                      "where community = 'default'").fetchone()
+        assert version == conn.execute("select knowledge_base_version('default')").fetchone()[0]
+        conn.execute("update status_calibrations set floor = 0.0123 where community = 'default'")
+        try:
+            answer = ask(worker, "Do I need approval for a shed?")
+        finally:
+            conn.execute("update status_calibrations set floor = %s where community = 'default'", (floor,))
+    assert answer["confidence"]["calibrated"] is True and answer["confidence"]["floor"] == 0.0123
+    assert answer["confidence"]["kb_version"] == version
+
+
 def test_a_change_on_the_primary_is_in_the_next_answer_though_the_standby_lags(pair, worker, embedder):
     primary, standby = pair
     question = "When do hammocks have to come down?"

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
 from worker.store.database import Database
@@ -74,23 +75,48 @@ def test_serve_says_once_when_ready_where_it_listens_and_what_it_serves(make_dat
     assert "arc-retrieval ready" not in rest and "pw-not-to-print" not in line + rest
 
 
-def test_each_worker_process_calibrates_the_status_at_start(make_database, embedder, tmp_path):
-    # Calibration started by a process's first question left that question, and the others in its
-    # first seconds, on the fixed thresholds; every process now starts measuring as it starts, so
-    # a question asked once it is done is calibrated whichever process takes it.
+def wait_ready(process: subprocess.Popen, port: int, tmp_path: Path) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()[-2000:]
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+
+
+def first_answer(url: str, tmp_path: Path) -> dict:
+    """Start ``serve``, ask one question the moment it is ready, stop it."""
     port = free_port()
-    process, log = serve(sample_database(make_database, embedder, "calibrated_at_start"), tmp_path, port,
-                         subprocess.DEVNULL)
+    process, log = serve(url, tmp_path, port, subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 180  # no question asked: only the start can have begun it
-        while (tmp_path / "stderr").read_text().count("status calibrated") < 2:
-            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()[-2000:]
-            time.sleep(0.5)
-        for _ in range(4):  # two processes: either may answer
-            answer = requests.post(f"http://127.0.0.1:{port}/webhook/arc-retrieval",
-                                   json={"query": "What is the maximum fence height allowed?"}, timeout=30).json()
-            assert answer["confidence"]["calibrated"] is True
+        wait_ready(process, port, tmp_path)
+        return requests.post(f"http://127.0.0.1:{port}/webhook/arc-retrieval",
+                             json={"query": "What is the maximum fence height allowed?"}, timeout=60).json()
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.communicate(timeout=30)
         log.close()
+
+
+def test_a_fresh_serve_answers_its_first_question_calibrated_and_so_does_a_restart(make_database, embedder,
+                                                                                    tmp_path):
+    """Nothing stored yet (documents loaded by a writer that did not measure): the first question
+    is answered on the calibration, measured once and stored. After a restart the first question
+    is answered on the stored one, read rather than measured again."""
+    import psycopg
+
+    url = sample_database(make_database, embedder, "calibrated_at_start")
+    answer = first_answer(url, tmp_path)
+    assert answer["status"] == "success" and answer["confidence"]["calibrated"] is True, answer["confidence"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        floor, version = conn.execute("select floor, kb_version from status_calibrations").fetchone()
+        assert floor == pytest.approx(answer["confidence"]["floor"], abs=1e-4)
+        # a mark the restarted server can only have read: no measurement gives exactly this floor
+        conn.execute("update status_calibrations set floor = 0.0123")
+    again = first_answer(url, tmp_path)
+    assert again["confidence"]["calibrated"] is True and again["confidence"]["floor"] == 0.0123
+    assert again["confidence"]["kb_version"] == version
+    assert "status calibrated" not in (tmp_path / "stderr").read_text()

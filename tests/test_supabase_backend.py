@@ -8,6 +8,7 @@ import pytest
 from tests.postgrest_standin import PostgrestStandin
 from worker.errors import DatabaseUnavailable
 from worker.models import RetrievalRequest
+from worker.retrieve.calibration import LocalCalibrations
 from worker.retrieve.pipeline import Retriever
 from worker.retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
 
@@ -67,13 +68,32 @@ def test_calibrates_through_rpc_as_the_direct_backend_does(sample_runtime, postg
     supabase = Retriever(embedder=sample_runtime.embedder, reranker=None, calibrate=True,
                          backend=SupabaseBackend(postgrest.url, postgrest.api_key))
     direct = retriever(sample_runtime, PostgresBackend(sample_runtime.db))
+    direct.calibrator.store = LocalCalibrations(direct.backend)  # measured here, not read from the table
     try:
         via_rpc = supabase.calibrate_now("default")
         assert via_rpc is not None
         assert via_rpc.anchors() == direct.calibrate_now("default").anchors()
         assert any(name == "arc_calibration_chunks" for name, _ in postgrest.calls)
+        assert any(name == "arc_store_status_calibration" for name, _ in postgrest.calls)
         answer = supabase.answer(RetrievalRequest(query="What is the maximum fence height allowed?"))
         assert answer.confidence["calibrated"] is True
     finally:
         supabase.close()
         direct.close()
+
+
+def test_a_worker_on_supabase_reads_the_stored_calibration_through_rpc(sample_runtime, postgrest):
+    first = Retriever(embedder=sample_runtime.embedder, reranker=None, calibrate=True,
+                      backend=SupabaseBackend(postgrest.url, postgrest.api_key))
+    second = Retriever(embedder=sample_runtime.embedder, reranker=None, calibrate=True,
+                       backend=SupabaseBackend(postgrest.url, postgrest.api_key))
+    try:
+        measured = first.calibrate_now("default")
+        postgrest.calls.clear()
+        answer = second.answer(RetrievalRequest(query="What is the maximum fence height allowed?"))
+        called = {name for name, _ in postgrest.calls}
+        assert "arc_status_calibration" in called and "arc_calibration_chunks" not in called
+        assert answer.confidence["calibrated"] is True and answer.confidence["floor"] == round(measured.floor, 4)
+    finally:
+        first.close()
+        second.close()

@@ -168,6 +168,7 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
     try:
         progress = sys.stderr.isatty()
         knowledge = KnowledgeService(runtime, progress=progress)
+        click.get_current_context().call_on_close(knowledge.close)
         if sample:
             report = knowledge.ingest_sample(progress=progress, community=community)
         elif folders:
@@ -197,6 +198,27 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
         runtime.close()
 
 
+@main.command()
+def reembed() -> None:
+    """Embed every chunk again with the configured model (EMBEDDING_MODEL), after switching
+    between models of one size (all-MiniLM-L6-v2 and multilingual-e5-small); the chunks stay."""
+    from .ingest.reembed import reembed as reembed_all
+
+    settings = _settings()
+    runtime = _runtime(settings, migrate=False)  # the start's model check refuses exactly this switch
+    try:
+        runtime.db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
+        runtime.db.migrate(runtime.embedder.dim)
+        report = reembed_all(runtime.db, runtime.embedder, progress=sys.stderr.isatty())
+        before = report.previous or "none"
+        click.echo(f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {before}) "
+                   f"in {report.seconds:.0f} s")
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        runtime.close()
+
+
 @main.group()
 def documents() -> None:
     """The knowledge base's documents: list, show, delete."""
@@ -207,9 +229,13 @@ _COMMUNITY_OPTION = click.option("--community", metavar="NAME", default=None,
 
 
 def _knowledge(runtime):
+    """The knowledge-base service over ``runtime``; its retriever's background work stops when
+    the command ends."""
     from .service.knowledge import KnowledgeService
 
-    return KnowledgeService(runtime)
+    knowledge = KnowledgeService(runtime)
+    click.get_current_context().call_on_close(knowledge.close)
+    return knowledge
 
 
 def _community(knowledge) -> str:
@@ -308,7 +334,7 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
 @click.option("--modes", default="bm25s,dense,vector,fts,hybrid-weighted,hybrid-rrf,default", show_default=True,
               help="Comma-separated: bm25s, dense, vector, fts, hybrid-weighted, hybrid-rrf, default.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--rerank", is_flag=True, help="Rerank with the configured LLM.")
+@click.option("--rerank", is_flag=True, help="Rerank with the configured reranker (LLM or rerank service).")
 @click.option("--limit", type=int, help="Only the first N judged queries (quick runs).")
 def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, rerank: bool, limit: int | None) -> None:
     """Measure retrieval quality; writes results.json, results.md, chart.png.
@@ -337,8 +363,9 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
         raise click.BadParameter(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(ALL_MODES)}",
                                  param_hint="--modes")
     settings = _settings()
-    if rerank and settings.reranking.reranker != "llm":
-        raise click.UsageError("--rerank needs an LLM (set OPENAI_API_KEY or LLM_API_KEY)")
+    if rerank and settings.reranking.reranker == "none":
+        raise click.UsageError("--rerank needs a reranker: an LLM key, or "
+                               "RERANKER=cohere|jina|voyage|tei|infinity")
     dataset = load_dataset(dataset_dir, qrels, limit)
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     reranker = build_reranker(settings) if rerank else None

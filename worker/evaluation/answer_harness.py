@@ -358,7 +358,7 @@ def _statuses_at(outcomes: list[Outcome], cut: float) -> dict[str, float]:
             "negatives_success": sum(success(o) for o in negatives) / max(len(negatives), 1)}
 
 
-# What a fitted cut aims at (issue 32): the most right statuses, with negatives answered
+# What a fitted cut aims at: the most right statuses, with negatives answered
 # `success` held to 5%: each point above that costs two points of status right.
 NEGATIVES_SUCCESS_TARGET = 0.05
 

@@ -75,7 +75,7 @@ def cached_query_embeddings(dataset: BeirDataset, embedder: CachedEmbedder, cach
     if path.exists():
         vectors = np.load(path)
     else:
-        vectors = embedder.inner.embed(texts)
+        vectors = embedder.inner.embed_queries(texts)
         np.save(path, vectors)
     found = dict(zip(texts, vectors))
     embedder.prime(found)

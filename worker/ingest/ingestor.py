@@ -23,7 +23,7 @@ from ..errors import IngestError
 from ..logs import progress as progress_of
 from ..models import DOCUMENT_ID_PATTERN, Amendment
 from ..sections import amends
-from ..store import bm25, communities, sqlfiles
+from ..store import bm25, communities, model_record, sqlfiles
 from ..store.database import Database
 from ..tokens import TokenCounter, default_counter
 from .chunking import Chunk, chunk_blocks
@@ -240,6 +240,7 @@ class Ingestor:
         replaced = 0
         with conn.transaction():
             self.db.lock_writes(conn)
+            model_record.claim(conn, self.embedder.model, self.embedder.dim)  # never two models' vectors
             superseded: dict[str, str | None] = {}
             for doc in documents:
                 superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id, community)

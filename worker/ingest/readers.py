@@ -23,6 +23,7 @@ from ..models import TextFormat
 from .bounds import Budget, ReadLimits, check_docx, html_too_deep
 from .chunking import ITEM, Block
 from .lexicon import english_words
+from .links import unsafe_url, without_unsafe_links
 from .ocr import Ocr
 
 log = logging.getLogger("arc.readers")
@@ -62,6 +63,23 @@ TEXT_SUFFIXES: dict[str, TextFormat] = {".md": "markdown", ".markdown": "markdow
 
 def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
               budget: Budget | None = None) -> ParsedDocument:
+    """A file as its reader reads it, without unsafe links (worker/ingest/links.py)."""
+    return _safe_links(_read_path(path, ocr, limits, budget))
+
+
+def _safe_links(parsed: ParsedDocument) -> ParsedDocument:
+    """Every block and the title without unsafe links, whatever the format was."""
+    blocks = [replace(b, text=_unlinked(b.text)) for b in parsed.blocks]
+    title = without_unsafe_links(parsed.title) if parsed.title else parsed.title
+    return replace(parsed, title=title, blocks=[b for b in blocks if b.text.strip()])
+
+
+def _unlinked(text: str) -> str:
+    safe = without_unsafe_links(text)
+    return safe if safe == text else safe.strip()
+
+
+def _read_path(path: Path, ocr: Ocr, limits: ReadLimits, budget: Budget | None) -> ParsedDocument:
     suffix = path.suffix.lower()
     if suffix in TEXT_SUFFIXES:
         return parse_formatted(_utf8(path), TEXT_SUFFIXES[suffix], limits, budget)
@@ -77,18 +95,17 @@ def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
 
 def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimits(),
                     budget: Budget | None = None) -> ParsedDocument:
-    """Text in a format a caller names (a file's suffix, the ingest webhook's `format`)."""
+    """Text in a format a caller names (a file's suffix, the ingest webhook's `format`), without
+    unsafe links."""
     if format == "text":
-        return parse_text(text)
+        return _safe_links(parse_text(text))
     if format == "html":
         from .convert import html_markdown_bounded
 
-        return parse_markdown(html_markdown_bounded(text, limits, budget))
-    return parse_markdown(text)
+        return _safe_links(parse_markdown(html_markdown_bounded(text, limits, budget)))
+    return _safe_links(parse_markdown(text))
 
 
-# Links and images that would run or embed something where the stored text is shown.
-_UNSAFE_URL = re.compile(r"^\s*(?:javascript|vbscript|data):", re.I)
 
 
 def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what: str = "HTML") -> str:
@@ -107,10 +124,10 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what:
     for tag in soup(["title", "script", "style", "noscript", "template", "nav", "header", "footer"]):
         tag.decompose()
     for link in soup("a", href=True):
-        if _UNSAFE_URL.match(link["href"]):
+        if unsafe_url(link["href"]):
             del link["href"]
     for image in soup("img"):
-        if not image.get("src") or _UNSAFE_URL.match(image["src"]):
+        if not image.get("src") or unsafe_url(image["src"]):
             image.replace_with(image.get("alt") or "")
     body = MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
     # A page's text that reads like Markdown's page marker stays text: only a Word file's own

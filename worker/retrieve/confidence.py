@@ -13,12 +13,13 @@ et al. 2024, arXiv 2410.08320): the same retriever is asked
   their best relevance among the passages that do not hold them is its *near miss*, what a
   question on one of its subjects scores when its own passage is not there.
 
-A question's confidence is where its best relevance falls between the floor and the top of the
-scale, ``(relevance - floor) / (top - floor)``: 0 is the unrelated level, 1 the level of a passage
-quoted back (``match``), or nearer when the knowledge base's passages are distinct from each
-other (:attr:`Calibration.top`). The status cuts act on that number, so they are the same for
-every knowledge base and model, and the calibration is redone whenever the knowledge base's
-version changes.
+A question's confidence (``confidence.score`` in every answer) is where its best relevance falls
+between the floor and the top of the scale, ``(relevance - floor) / (top - floor)``, clamped to
+0..1: 0 is the unrelated level or below, 1 the level of a passage quoted back (``match``), or
+nearer when the knowledge base's passages are distinct from each other (:attr:`Calibration.top`),
+or above. The status cuts act on that number (``no_results`` below 0.2, ``success`` from 0.5), so
+they are the same for every knowledge base and model. A calibration belongs to one version of a
+community's documents and one embedding model; ``calibration.py`` measures, stores and reads it.
 """
 
 from __future__ import annotations
@@ -82,10 +83,12 @@ class Calibration:
                 for name, value in (("floor", self.floor), ("match", self.match), ("near_miss", self.near_miss))}
 
     def confidence(self, relevance: float) -> float:
+        """Where ``relevance`` falls from the floor (0) to the top (1), clamped to 0..1: past either
+        end says nothing more (no cut sits there), and a score outside 0..1 reads as a bug."""
         # A knowledge base whose quoted sentences barely outscore unrelated questions has no
         # usable scale; the small span keeps the division finite and the confidence low.
         span = max(self.top - self.floor, 1e-3)
-        return (relevance - self.floor) / span
+        return min(max((relevance - self.floor) / span, 0.0), 1.0)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class FixedThresholds:
 @dataclass(frozen=True)
 class Confidence:
     status: str
-    score: float | None          # the calibrated confidence; None when uncalibrated
+    score: float | None          # the calibrated confidence, 0..1; None when uncalibrated
     relevance: float | None      # the best first-stage relevance it was computed from
     calibrated: bool
     calibration: Calibration | None = None  # what the score was measured against
@@ -116,8 +119,10 @@ class Confidence:
         def rounded(value: float | None) -> float | None:
             return None if value is None else round(value, 4)
 
+        top = self.calibration.top if self.calibration else None
         return {"score": rounded(self.score), "relevance": rounded(self.relevance), "calibrated": self.calibrated,
-                **anchors(self.calibration), "kb_version": self.calibration and self.calibration.version}
+                **anchors(self.calibration), "top": rounded(top),
+                "kb_version": self.calibration and self.calibration.version}
 
 
 def anchors(calibration: Calibration | None) -> dict[str, float | None]:

@@ -2,17 +2,15 @@
 
 :class:`Retriever` holds the long-lived stages and turns one :class:`RetrievalRequest` into one
 :class:`RetrievalResponse`, timing every stage. The webhook, the eval harness and the CLI all
-call :meth:`Retriever.answer`, so they measure the same code path.
+call :meth:`Retriever.answer`, so they measure the same code path. The status is decided by
+``status.settle`` on the community's stored calibration (``calibration.py``).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
-import threading
 import time
-import weakref
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
@@ -31,10 +29,13 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type
+from . import answer_type, language
 from . import confidence as confidence_stage
 from . import context as context_stage
 from . import minimum
+from . import rerank_services
+from . import status as status_stage
+from .calibration import Calibrations
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -57,24 +58,10 @@ FULL_TEXT_HEAD_START = 0.25
 # still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
 PROVIDER_WORKERS = 4
 PROVIDER_QUEUE = 8
-# A serving process calibrates every community as it starts when there are at most this many;
-# past that each community's first question starts its own, as before: a calibration is 160
-# searches, and 100 communities would keep a core busy for minutes after every start.
-CALIBRATE_AT_START = 8
-
-NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
-                      "knowledge; say the governing documents do not address it, or ask the user to rephrase.")
-LOW_CONFIDENCE_MESSAGE = ("Only weakly related passages were found. Answer cautiously, cite the sources, and "
-                          "say that the documents may not address the question directly.")
-# The passages may be squarely on the subject: what they lack is the figure asked for.
-MISSING_ANSWER_MESSAGE = ("The passages found are on the subject but state {absent}. Do not give one from "
-                          "general knowledge; say the governing documents do not state it, cite the sources, and "
-                          "suggest asking the association.")
-STATUS_MESSAGES = {"success": None, "low_confidence": LOW_CONFIDENCE_MESSAGE, "no_results": NO_RESULTS_MESSAGE}
 
 
 # The status acts on the best first-stage relevance, measured against the knowledge base's own
-# calibration (worker/confidence.py); these fixed cuts on it apply only while there is none.
+# calibration (confidence.py, calibration.py); these fixed cuts on it apply only without one.
 Thresholds = confidence_stage.FixedThresholds
 
 
@@ -127,27 +114,17 @@ class Retriever:
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self.cuts = cuts
-        # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever
-        # built by hand for one purpose does not start background searches of its own.
-        self.calibrate = calibrate
-        self.calibration_questions = calibration_questions
-        self.near_miss_reach = near_miss_reach
         # One calibration per community: each has its own documents, statistics and so its own
         # score scale (a community of short rule lists scores higher than one of declarations).
-        self.calibrations: dict[str, confidence_stage.Calibration | None] = {}
-        self._calibrated_versions: dict[str, int] = {}
-        self._wanted: set[str] = set()  # communities the background thread is to (re)calibrate
-        self._wanted_lock = threading.Lock()
-        self._calibrating = threading.Lock()
-        self._calibration_thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        # A calibration still running when the interpreter exits stops between two searches
-        # instead of being killed inside the embedding model.
-        atexit.register(_stop_calibration, weakref.ref(self))
+        # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever
+        # built by hand for one purpose decides on the fixed cuts.
+        self.calibrator = Calibrations(embedder=embedder, backend=backend, order=self._calibration_order,
+                                       enabled=calibrate, questions=calibration_questions,
+                                       reach=near_miss_reach, fusion=default_fusion)
 
     def close(self) -> None:
         """Drop queued provider calls; a stopping worker has no request left to give them to."""
-        self.stop_calibration()
+        self.calibrator.stop()
         self._embed_pool.shutdown()
         self._search_pool.shutdown()
         close = getattr(self.reranker, "close", None)
@@ -166,7 +143,11 @@ class Retriever:
             hard_filter = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
             steer = [] if hard_filter else processed.detected_document_types
-            weights = request.weights or Weights(vector=processed.weights[0], fts=processed.weights[1])
+            # language.py: a question in another language leans on the vector leg, or is said unread
+            reading = language.read(processed.normalized, self.embedder.model)
+            warnings.extend(reading.warnings)
+            chosen = reading.weights(processed.weights)
+            weights = request.weights or Weights(vector=chosen[0], fts=chosen[1])
             fusion = request.fusion or self.default_fusion
 
             expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
@@ -210,23 +191,27 @@ class Retriever:
         best = candidates[0].final_score if candidates else None
         # The status carries without the reranker: it reads the first-stage relevance, the one
         # score the calibration measured, whether or not an LLM reordered the list.
+        scale = self.calibrator.for_question(community) if known else None
+        if scale is not None and scale.warning:
+            warnings.append(scale.warning)
         confidence = confidence_stage.decide(max((c.relevance for c in candidates), default=None),
-                                             self._calibration_now(community), self.cuts, self.thresholds)
-        status, message = confidence.status, STATUS_MESSAGES[confidence.status]
+                                             scale.calibration if scale else None, self.cuts, self.thresholds)
+        # A rerank service's best score, when one scored the candidates, sets the first status.
+        service = rerank_services.verdict(self.reranker, candidates) if reranked else None
+        service_status = service.status if service is not None else None
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, request.min_relevance)
-            if status == "no_results":
+            if status_stage.first(confidence, service=service_status, reading=reading)[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
                 built = self._assemble(qualifying, request)
-            if request.min_relevance is not None and not built.chunks and status != "no_results":
-                status, message = "no_results", NO_RESULTS_MESSAGE
-                warnings.append(minimum.empty_context_warning(request.min_relevance, best))
             lacking = (answer_type.missing(processed.normalized, built.text)
-                       if status == "success" and self.cuts.answer_types else None)
-            if lacking is not None:
-                status, message = "low_confidence", MISSING_ANSWER_MESSAGE.format(absent=lacking.absent)
-                warnings.append(f"the question asks for {lacking.name} and the context states {lacking.absent}")
+                       if self.cuts.answer_types else None)
+            verdict = status_stage.settle(confidence, context_chunks=len(built.chunks),
+                                          minimum=request.min_relevance, best=best, lacking=lacking,
+                                          service=service_status, reading=reading)
+            status, message = verdict.status, verdict.message
+            warnings.extend(verdict.warnings)
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
             shown = minimum.listed(qualifying, built.chunks, request.top_k)
@@ -242,7 +227,9 @@ class Retriever:
             chunks=shown, context=built.text, context_tokens=built.tokens,
             sources=len(set(built.source_of.values())),
             best_score=None if best is None else round(best, 4),
-            confidence={**confidence.public(), "rerank": _best_rerank(candidates) if reranked else None},
+            confidence={**confidence.public(), **reading.public(),
+                        "rerank": _best_rerank(candidates) if reranked else None,
+                        "decided_on": "rerank" if service is not None else "relevance"},
             reranked=reranked, warnings=warnings,
             usage=usage, timings_ms=timings, request_id=request_id, community=community,
             debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
@@ -320,7 +307,20 @@ class Retriever:
             n.final_score = 0.0
         return found
 
-    # -- status calibration --------------------------------------------------------------------
+    # -- status calibration (calibration.py) --------------------------------------------------
+
+    def _calibration_order(self, found: list[ChunkResult]) -> list[ChunkResult]:
+        """A calibration question's candidates, scored as a question's are (without steer or request weights)."""
+        return first_stage_order(found, have_embedding=True, steer=[], steer_boost=1.0, authority=self.authority)
+
+    @property
+    def calibrate(self) -> bool:
+        return self.calibrator.enabled
+
+    @property
+    def calibrations(self) -> dict[str, confidence_stage.Calibration | None]:
+        """The calibrations this process has read or measured, per community (None: too small)."""
+        return self.calibrator.known
 
     @property
     def calibration(self) -> confidence_stage.Calibration | None:
@@ -329,146 +329,41 @@ class Retriever:
             return self.calibrations[DEFAULT_COMMUNITY]
         return next(iter(self.calibrations.values()), None)
 
-    def _calibration_now(self, community: str | None) -> confidence_stage.Calibration | None:
-        """The community's calibration. A change to its documents starts a new one in the
-        background; until it is ready the previous one answers (one document more or less barely
-        moves the scale), or the fixed thresholds when there is none yet."""
-        if not self.calibrate or community is None:
-            return None
-        try:
-            version = self.backend.version(community)
-        except Exception:  # the search itself reports an unreachable database
-            return self.calibrations.get(community)
-        if version != self._calibrated_versions.get(community):
-            self._start_calibration({community})
-        return self.calibrations.get(community)
-
-    def refresh_calibration(self) -> None:
-        """After a change this process made: measure again, now rather than at the next question,
-        every community calibrated so far whose documents changed."""
-        if self.calibrate:
-            self._start_calibration(set(self.calibrations) or {DEFAULT_COMMUNITY})
-
     def knowledge_base_changed(self) -> None:
-        """Every path that ingests or deletes calls this: cached searches would answer from the
-        old documents, and the status's scale belongs to the old knowledge base."""
+        """Every path that ingests or deletes calls this after its write: cached searches would
+        answer from the old documents, and the status's scale belongs to the old knowledge base,
+        so the changed communities are measured again and stored before it returns."""
         self.search_cache.clear()
-        self.refresh_calibration()
-
-    def calibrate_in_background(self) -> None:
-        """Start measuring the communities now, at a serving process's start, so that their first
-        questions are not answered on the fixed thresholds while the first of them would start it
-        (all of them when there are at most ``CALIBRATE_AT_START``)."""
-        if not self.calibrate:
-            return
         try:
-            communities = set(self.backend.communities())
-        except Exception as exc:  # the database is not up yet: the first question starts it
-            log.warning("status calibration not started", extra={"reason": type(exc).__name__})
-            return
-        if len(communities) <= CALIBRATE_AT_START:
-            self._start_calibration(communities or {DEFAULT_COMMUNITY})
+            self.calibrator.refresh()
+        except Exception as exc:  # stored is stored: the next reader measures what is missing
+            log.warning("status calibration after a change failed", extra={"reason": type(exc).__name__})
+
+    def prepare_calibrations(self) -> None:
+        """At a serving process's start: the stored calibrations answer; whatever is missing or
+        stale is measured in the background (and a question finding one missing measures it)."""
+        self.calibrator.prepare()
 
     def stop_calibration(self) -> None:
-        self._stopping.set()
-        thread = self._calibration_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+        self.calibrator.stop()
 
     def calibrate_now(self, community: str | None = None) -> confidence_stage.Calibration | None:
-        """Calibrate ``community`` (None: every community) at its current version before
-        returning, and give its calibration (None: the default community's). Ingestion and the
-        evaluation call this; requests never wait for it."""
-        with self._calibrating:
-            for name in [community] if community is not None else self.backend.communities():
-                self._calibrate(name, self.backend.version(name))
-        return self.calibrations.get(community) if community is not None else self.calibration
+        """``community``'s calibration (None: every community's, returning the default one's) at
+        its current version, read or measured and stored before returning. Ingestion and the
+        evaluation call this; requests never wait for a stored one."""
+        if community is not None:
+            return self.calibrator.current(community)
+        self.calibrator.measure_all()
+        return self.calibration
 
-    def _start_calibration(self, communities: set[str]) -> None:
-        with self._wanted_lock:
-            self._wanted |= communities
-        if self._stopping.is_set() or not self._calibrating.acquire(blocking=False):
-            return  # the running thread takes the new wishes before it stops
-        self._calibration_thread = threading.Thread(target=self._calibrate_wanted, name="arc-calibration",
-                                                    daemon=True)
-        self._calibration_thread.start()
-
-    def _calibrate_wanted(self) -> None:
-        try:
-            while not self._stopping.is_set():
-                with self._wanted_lock:
-                    if not self._wanted:
-                        return
-                    community = self._wanted.pop()
-                version = None
-                try:
-                    version = self.backend.version(community)
-                    if version != self._calibrated_versions.get(community):
-                        self._calibrate(community, version)
-                except CalibrationStopped:
-                    return
-                except Exception as exc:  # the database went away, the provider failed: try on the next change
-                    if version is not None:
-                        self._calibrated_versions[community] = version
-                    log.warning("status calibration failed; the previous calibration stays",
-                                extra={"community": community, "reason": type(exc).__name__})
-        finally:
-            self._calibrating.release()
-
-    def _calibrate(self, community: str, version: int) -> confidence_stage.Calibration | None:
-        started = time.perf_counter()
-        chunks = self.backend.calibration_chunks(self.calibration_questions * 2, community)
-        found = confidence_stage.calibrate(lambda texts: self._best_relevances(texts, community), chunks, version,
-                                           self.calibration_questions, self.near_miss_reach)
-        self.calibrations[community], self._calibrated_versions[community] = found, version
-        log.info("status calibrated", extra={"community": community, "kb_version": version,
-                                             "ms": round((time.perf_counter() - started) * 1000),
-                                             **confidence_stage.anchors(found)})
-        return found
-
-    def _best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
-        """Each text's best first-stage relevance in ``community``, by the same path a question
-        takes, and its best among the passages that do not hold it (its near miss)."""
-        processed = [preprocess(t) for t in texts]
-        vectors = self.embedder.embed([p.normalized for p in processed])
-        # One lookup of every text's compound words, not one round trip per text.
-        compounds = [compound_candidates(p.normalized) for p in processed]
-        frequency = self.backend.word_frequencies(sorted({w for c in compounds for w in c.lookups()}), community)
-        best = []
-        for text, p, vector, candidates in zip(texts, processed, vectors, compounds):
-            if self._stopping.is_set():
-                raise CalibrationStopped
-            expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
-            params = SearchParams(query_text=p.normalized, embedding=vector, expansion_text=" ".join(expansion) or None,
-                                  vector_weight=p.weights[0], fts_weight=p.weights[1], fusion=self.default_fusion,
-                                  community=community)
-            found = first_stage_order(self.backend.search(params), have_embedding=True, steer=[],
-                                      steer_boost=1.0, authority=self.authority)
-            quoted = _spaced(text)
-            best.append(confidence_stage.Best(
-                relevance=max((c.relevance for c in found), default=0.0),
-                elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0)))
-        return best
-
-
-def _spaced(text: str) -> str:
-    return " ".join(text.split())
+    def _best_relevances(self, texts: list[str], community: str | None = None) -> list[confidence_stage.Best]:
+        return self.calibrator.best_relevances(texts, community)
 
 
 def _best_rerank(candidates: list[ChunkResult]) -> float | None:
     """The LLM's best score, beside the status for the agent to weigh; the status carries without it."""
     scores = [c.rerank_score for c in candidates if c.rerank_score is not None]
     return round(max(scores), 4) if scores else None
-
-
-class CalibrationStopped(Exception):
-    pass
-
-
-def _stop_calibration(ref: weakref.ref) -> None:
-    retriever = ref()
-    if retriever is not None:
-        retriever.stop_calibration()
 
 
 # The calibrated first-stage score: cosine similarity and normalised BM25 blended 0.7/0.3,

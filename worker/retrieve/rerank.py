@@ -172,21 +172,29 @@ class LLMReranker:
     # -- ordering ------------------------------------------------------------------------------
 
     def _order(self, candidates: list[ChunkResult], scores: dict[int, Score], top_k: int) -> list[ChunkResult]:
-        """Every candidate's ``final_score`` becomes the adjusted LLM score, and the list is
-        ordered by it. Two exceptions keep the first-stage judgement: a chunk the reply did not
-        score, and the union guard: one bad LLM judgement must not drop a strong first-stage hit
-        (among the first ``guard_top``, relevance at least ``guard_min``), so such a chunk keeps the
-        better of the two scores, in the list, the context and the status alike."""
-        guarded = {c.id for c in candidates[: self.guard_top] if c.relevance >= self.guard_min}
-        for chunk in candidates:
-            first_stage = chunk.final_score
-            score = scores.get(chunk.id)
-            if score is None:
-                continue
-            chunk.rerank_score = score.value
-            chunk.rerank_reasoning = score.reasoning
-            chunk.adjusted_score = self.adjustments.apply(chunk, score.value)
-            chunk.final_score = chunk.adjusted_score
-            if chunk.id in guarded and first_stage > chunk.final_score:
-                chunk.final_score = first_stage
-        return sorted(candidates, key=lambda c: (-c.final_score, -(c.rerank_score or 0.0)))
+        return order_scored(candidates, scores, self.adjustments, guard_top=self.guard_top,
+                            guard_min=self.guard_min)
+
+
+def order_scored(candidates: list[ChunkResult], scores: dict[int, Score], adjustments: Adjustments, *,
+                 guard_top: int, guard_min: float, unscored_last: bool = False) -> list[ChunkResult]:
+    """Every scored candidate's ``final_score`` becomes its adjusted rerank score, and the list is
+    ordered by it. Two exceptions keep the first-stage judgement: a chunk the reply did not
+    score (after every scored one when ``unscored_last``: a cross-encoder's probabilities and the
+    first-stage scale do not mix), and the union guard: one bad judgement must not drop a strong
+    first-stage hit (among the first ``guard_top``, relevance at least ``guard_min``), so such a
+    chunk keeps the better of the two scores, in the list, the context and the status alike."""
+    guarded = {c.id for c in candidates[:guard_top] if c.relevance >= guard_min}
+    for chunk in candidates:
+        first_stage = chunk.final_score
+        score = scores.get(chunk.id)
+        if score is None:
+            continue
+        chunk.rerank_score = score.value
+        chunk.rerank_reasoning = score.reasoning
+        chunk.adjusted_score = adjustments.apply(chunk, score.value)
+        chunk.final_score = chunk.adjusted_score
+        if chunk.id in guarded and first_stage > chunk.final_score:
+            chunk.final_score = first_stage
+    return sorted(candidates, key=lambda c: (unscored_last and c.id not in scores, -c.final_score,
+                                             -(c.rerank_score or 0.0)))

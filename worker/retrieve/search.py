@@ -19,6 +19,7 @@ from cachetools import TTLCache
 from ..errors import DatabaseUnavailable
 from ..models import ChunkResult
 from ..store import sqlfiles
+from ..store.calibrations import PostgresCalibrations, RpcCalibrations
 from ..store.database import Database
 from ..store.replicas import ReadReplicas
 
@@ -153,6 +154,10 @@ class PostgresBackend:
             return [row[0] for row in conn.execute(sqlfiles.query("calibration_chunks"),
                                                    {"limit": limit, "community": community}).fetchall()]
 
+    def calibration_store(self) -> PostgresCalibrations:
+        """The stored status calibrations, on the primary (a replica host reads the one measured there)."""
+        return PostgresCalibrations(self.db)
+
 
 class SupabaseBackend:
     """The same SQL function through Supabase's PostgREST RPC route."""
@@ -182,6 +187,10 @@ class SupabaseBackend:
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
         return [row["content"] for row in self._rpc("arc_calibration_chunks",
                                                     {"sample_size": limit, "community": community})]
+
+    def calibration_store(self) -> RpcCalibrations:
+        """The stored status calibrations, through the same RPC route."""
+        return RpcCalibrations(self.client)
 
     def version(self, community: str | None = None) -> int:
         from postgrest.exceptions import APIError

@@ -17,6 +17,7 @@ from ..service.knowledge import KnowledgeService, Retriever
 from . import guards, pages
 from .dify import dify
 from .documents_api import DOCUMENTS_ROUTE, documents
+from .hosts import HostPolicy, TrustedProxies
 from .metrics import Metrics, cache_families, database_families, pool_families
 from .ops_api import OPS_ROUTES, ops
 from .responses import register_error_handlers
@@ -60,6 +61,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     app = Flask("arc-retrieval")
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["arc"] = arc
+    app.extensions[guards.HOSTS] = HostPolicy.from_settings(settings)
+    app.wsgi_app = TrustedProxies(app.wsgi_app, settings.serving.trusted_proxies)  # type: ignore[method-assign]
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
     for blueprint in (webhooks, documents, ops, dify):

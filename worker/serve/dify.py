@@ -190,7 +190,18 @@ def retrieval() -> Any:
         if filtered and not _matches(record["metadata"], req.metadata_condition):
             continue
         records.append(record)
-    return jsonify({"records": records[: req.retrieval_setting.top_k]})
+    return jsonify({"records": (_notice(answer) + records)[: req.retrieval_setting.top_k]})
+
+
+def _notice(answer: Any) -> list[dict[str, Any]]:
+    """A question in a language the embedding model cannot read (worker/retrieve/language.py) is
+    said so in a first record of its own, above any threshold: Dify hands its model the records
+    only, and without it the model would tell the user the documents do not address the question."""
+    confidence = answer.confidence or {}
+    if confidence.get("language_readable") is not False:
+        return []
+    return [{"content": answer.message, "score": 1.0, "title": "arc-retrieval: the question was not read",
+             "metadata": {"notice": "language_not_read", "language": confidence.get("language")}}]
 
 
 def _knowledge(knowledge_id: str) -> tuple[str | None, str] | None:
@@ -218,7 +229,7 @@ def _record(chunk: ChunkResult) -> dict[str, Any]:
         "section_path": chunk.section_path, "is_binding": chunk.is_binding, "chunk_index": chunk.chunk_index,
     }
     # Dify's pipeline fails on a null metadata value: absent keys instead.
-    for key in ("page_number", "superseded_by", "amended_by"):
+    for key in ("page_number", "superseded_by", "amended_by", "rerank_score"):
         if getattr(chunk, key) is not None:
             metadata[key] = getattr(chunk, key)
     title = chunk.document_name + (f" > {chunk.section_path}" if chunk.section_path else "")

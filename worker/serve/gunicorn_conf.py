@@ -40,9 +40,12 @@ timeout = 60            # a request is bounded by the LLM timeout (15 s) well be
 graceful_timeout = 20   # in-flight requests finish on SIGTERM
 keepalive = 5           # n8n reuses connections
 preload_app = False
-# One onnxruntime thread per process for the local model (see Embedding.embedding_threads in worker/config.py).
+# One onnxruntime thread per process for the local model (Embedding.embedding_threads, worker/config.py).
 os.environ.setdefault("ARC_EMBEDDING_THREADS", "1")
 accesslog = None
+# Which proxies' X-Forwarded-Proto is believed is ARC_TRUSTED_PROXIES's to say (the app's
+# ProxyFix, worker/serve/hosts.py), not gunicorn's default of believing any loopback client.
+secure_scheme_headers: dict[str, str] = {}
 errorlog = "-"
 loglevel = "warning"
 
@@ -68,7 +71,11 @@ def on_starting(server) -> None:
     check_exposure(hosts, api_token=settings.auth.api_token, auth_disabled=settings.auth.auth_disabled)
     runtime = open_runtime(settings)
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
-        KnowledgeService(runtime).load_sample_if_empty()
+        knowledge = KnowledgeService(runtime)
+        try:
+            knowledge.load_sample_if_empty()  # its status calibration measured and stored with it
+        finally:
+            knowledge.close()
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime))
     if knowledge_base.is_empty(runtime.db):
         logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
@@ -132,8 +139,8 @@ def post_worker_init(worker) -> None:
     crashed it (SIGSEGV, SIGABRT) under onnxruntime's threads. Installed here, after gunicorn's
     init_signals and before the first request is submitted to that pool.
 
-    The status calibration starts here too, so a fresh process does not answer its first
-    questions on the fixed thresholds while the first of them would have started it."""
+    The stored status calibrations are read from here on; one missing or stale (documents
+    changed by a writer that did not measure) is measured in the background, once across processes."""
     import signal
 
     for quick in (signal.SIGINT, signal.SIGQUIT):
@@ -141,7 +148,7 @@ def post_worker_init(worker) -> None:
     _announce_once()
     arc = _services(worker)
     if arc:
-        arc.knowledge.calibrate_in_background()
+        arc.knowledge.prepare_calibrations()
 
 
 def _services(worker):

@@ -4,7 +4,9 @@ asked. Server-rendered Jinja (autoescaped), a little plain JavaScript, no asset 
 
 They sit behind the admin token (the ingest token; the API token only with
 ARC_INGEST_WITH_API_TOKEN=true; with neither, nobody signs in): a login form sets a
-signed session cookie, so the token never travels in a URL. Every form carries a CSRF token.
+signed session cookie, so the token never travels in a URL, and starts a session kept in the
+database that sign-out and ARC_SESSION_IDLE_MINUTES end (keeper_sessions.py). Every form
+carries a CSRF token; scripts come from files only (the Content-Security-Policy, guards.py).
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template, request, session, url_for
 from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
 
 from ..config import DOCUMENT_TYPES
-from ..errors import InvalidInput
-from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest
+from ..errors import DatabaseUnavailable, InvalidInput
+from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse
 from ..service.admission import Overloaded
 from ..store import knowledge_base, sqlfiles
+from . import keeper_sessions
 from .documents_api import DOCUMENTS_ROUTE
 from .security import CLOSED, authenticate
 from .services import services
@@ -53,6 +57,7 @@ def init_app(app: Flask) -> None:
     secret = _session_secret(settings.database.data_dir / ".keeper-session-key")
     app.secret_key = hmac.new(secret.encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
+    app.session_interface = keeper_sessions.KeeperSessionInterface()
     app.register_blueprint(pages)
 
 
@@ -82,6 +87,19 @@ def _admin_token() -> str | None:
     return services().tokens.get(DOCUMENTS_ROUTE)
 
 
+def _signed_in() -> bool:
+    """A keeper's session that has not ended (signed out, idle too long), asked once a request."""
+    if "signed_in" not in g:
+        session_id = session.get(keeper_sessions.SESSION_ID)
+        if not session_id:
+            g.signed_in = False
+        else:
+            runtime = services().runtime
+            runtime.ensure_schema()
+            g.signed_in = keeper_sessions.alive(runtime.db, session_id, runtime.settings.auth.session_idle_minutes)
+    return bool(g.signed_in)
+
+
 @pages.before_request
 def _guard() -> Any:
     if request.method == "POST":
@@ -90,11 +108,19 @@ def _guard() -> Any:
             abort(400, "the form has expired or did not come from this page: reload it and try again")
     if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
         return None
-    if not session.get("keeper"):  # back to the page asked for, its ?community= and all
+    if not _signed_in():  # back to the page asked for, its ?community= and all
         if request.endpoint == "pages.upload_status":  # a page's poll, not a page: say it
             return jsonify(error="sign_in", message="the session has ended: sign in again"), 401
         return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
     return None
+
+
+def _shown_signed_in() -> bool:
+    """Whether a page shows "Sign out": an error page is still shown while the database is away."""
+    try:
+        return _signed_in()
+    except (DatabaseUnavailable, psycopg.OperationalError):
+        return False
 
 
 @pages.errorhandler(HTTPException)
@@ -106,7 +132,7 @@ def _error_page(exc: HTTPException) -> Any:
 def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
-    return {"csrf_token": session["csrf"], "signed_in": bool(session.get("keeper")),
+    return {"csrf_token": session["csrf"], "signed_in": _admin_token() is not None and _shown_signed_in(),
             "needs_login": _admin_token() is not None, "link": link,
             "community": g.get("community"), "communities": g.get("communities", []),
             "community_carried": g.get("carry_community", False)}
@@ -157,11 +183,12 @@ def login() -> Any:
         verdict = authenticate(expected, request.form.get("token") or None, address=request.remote_addr or "unknown",
                                guard=arc.auth_guard, route=request.path, failures=arc.metrics.auth_failures)
         if expected is not None and verdict.ok:
+            runtime = arc.runtime
+            runtime.ensure_schema()
             session.clear()
-            session["keeper"] = True
+            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, runtime.settings.auth.session_idle_minutes)
             session["csrf"] = secrets.token_urlsafe(32)
-            target = request.args.get("next", "")
-            return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.start"))
+            return redirect(keeper_sessions.own_path(request.args.get("next")) or url_for("pages.start"))
         if verdict.retry_after:  # as every door: the right token first, then the brake
             abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(verdict.retry_after))} s")
         error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
@@ -171,6 +198,8 @@ def login() -> Any:
 
 @pages.post("/logout")
 def logout() -> Any:
+    """Ends the session for good, in every process: a copy of its cookie opens nothing after."""
+    keeper_sessions.end(services().runtime.db, session.get(keeper_sessions.SESSION_ID))
     session.clear()
     return redirect(url_for("pages.login"))
 
@@ -324,10 +353,40 @@ def ask() -> Any:
                 if isinstance(exc, ValidationError) else "token_budget: a whole number"
         else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
             answer = knowledge.ask(req, record=False)
-    status = knowledge.runtime.settings.status
+    settings = knowledge.runtime.settings
     return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
-                           thresholds=(status.no_results_below, status.low_confidence_below),
+                           scale=status_scale(answer, settings),
                            reranker=knowledge.retriever.reranker is not None), 422 if error else 200
+
+
+@dataclass(frozen=True)
+class StatusScale:
+    """The scale the answer's status was decided on, as the page draws it.
+
+    Calibrated: the calibrated score (0 = the knowledge base's floor, 1 = its top) against the
+    cuts on it, and those cuts translated to relevance (the chunk bars' scale: the best final
+    score is the best relevance). Uncalibrated: the best relevance against the fixed cuts.
+    """
+
+    calibrated: bool
+    score: float | None          # the number the cuts act on
+    cuts: tuple[float, float]    # no_results below the first, success from the second
+    relevance_cuts: tuple[float, float]  # the same cuts on the relevance (chunk bars') scale
+    floor: float | None = None
+    top: float | None = None
+
+
+def status_scale(answer: RetrievalResponse | None, settings) -> StatusScale | None:
+    if answer is None:
+        return None
+    confidence = answer.confidence or {}
+    if confidence.get("calibrated") and confidence.get("floor") is not None and confidence.get("top") is not None:
+        floor, top = confidence["floor"], confidence["top"]
+        cuts = (settings.status.no_results_at, settings.status.success_at)
+        return StatusScale(True, confidence.get("score"), cuts,
+                           tuple(round(floor + c * (top - floor), 4) for c in cuts), floor, top)
+    fixed = (settings.status.no_results_below, settings.status.low_confidence_below)
+    return StatusScale(False, confidence.get("relevance"), fixed, fixed)
 
 
 # -- questions asked ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from ..config import CommunityGrant
+
 log = logging.getLogger("arc.auth")
 
 
@@ -144,32 +146,34 @@ def bearer(authorization: str | None) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def scoped_token(presented: str | None, community_tokens: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
-    """The communities a presented community token (``ARC_COMMUNITY_TOKENS``) grants, or None
-    when it is not one."""
+def scoped_token(presented: str | None, community_tokens: Mapping[str, CommunityGrant]) -> CommunityGrant | None:
+    """What a presented community token (``ARC_COMMUNITY_TOKENS``) grants, or None when it is
+    not one."""
     if not presented:
         return None
     found = None
-    for token, communities in community_tokens.items():  # every one compared: no timing by position
+    for token, grant in community_tokens.items():  # every one compared: no timing by position
         if token_matches(token, presented):
-            found = communities
+            found = grant
     return found
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What :func:`authenticate` decided. ``ok``: go ahead, limited to ``communities`` when a
-    community token was presented (None: every community). Not ok: answer 401 (or the door's own
-    refusal), or 429 with ``Retry-After`` when ``retry_after`` is set (the failed-auth brake)."""
+    community token was presented (None: every community), and to reading unless ``write``.
+    Not ok: answer 401 (or the door's own refusal), or 429 with ``Retry-After`` when
+    ``retry_after`` is set (the failed-auth brake)."""
 
     ok: bool
     communities: tuple[str, ...] | None = None
+    write: bool = True  # a community token without write@ reads only
     retry_after: float = 0.0
     reason: str | None = None  # not ok: "missing" or "wrong"
 
 
 def authenticate(expected: str | None, presented: str | None, *, address: str, guard: FailedAuthGuard,
-                 route: str, community_tokens: Mapping[str, tuple[str, ...]] | None = None,
+                 route: str, community_tokens: Mapping[str, CommunityGrant] | None = None,
                  failures: Any = None) -> Verdict:
     """The one authentication every door makes. The right token is compared first and always
     passes, whatever others sent from the same address; only a failure meets the brake
@@ -183,8 +187,8 @@ def authenticate(expected: str | None, presented: str | None, *, address: str, g
     communities that this door also takes (its routes then check each community they touch)."""
     if token_matches(expected, presented):
         return Verdict(True)
-    if community_tokens and (communities := scoped_token(presented, community_tokens)) is not None:
-        return Verdict(True, communities=communities)
+    if community_tokens and (grant := scoped_token(presented, community_tokens)) is not None:
+        return Verdict(True, communities=grant.communities, write=grant.write)
     reason = "missing" if not presented else "wrong"
     if failures is not None:
         failures.labels(route, reason).inc()

@@ -2,7 +2,7 @@
 
 gunicorn's ``gthread`` worker hands a connection to a thread as soon as its first byte arrives,
 and the thread then blocks until the header is complete: 100 clients sending a header one byte
-a second held every thread, and ``/healthz`` timed out 7 times in 9 (issue 39). Here the main
+a second held every thread, and ``/healthz`` timed out 7 times in 9. Here the main
 loop, which already multiplexes sockets, reads the header (and a body up to
 ``ARC_MAX_BODY_BYTES``) without blocking; only a complete request reaches a thread. A client
 that has not sent it within ``ARC_CLIENT_TIMEOUT`` seconds is disconnected. Larger bodies

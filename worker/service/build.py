@@ -10,14 +10,22 @@ from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
 from ..retrieve.confidence import StatusCuts
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
-from ..retrieve.rerank import LLMReranker
+from ..retrieve.rerank import LLMReranker, Reranker
+from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
 from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime
 from ..store.replicas import ReadReplicas
 
 
-def build_reranker(settings: Settings) -> LLMReranker | None:
+def build_reranker(settings: Settings) -> Reranker | None:
     reranking = settings.reranking
+    if reranking.reranker in SHAPES:
+        return ServiceReranker(reranking.reranker, reranking.rerank_base_url or "",
+                               api_key=reranking.rerank_api_key, model=reranking.rerank_model,
+                               timeout=reranking.rerank_timeout,
+                               scale=ScoreScale(reranking.rerank_score, reranking.rerank_success_score,
+                                                reranking.rerank_no_results_score),
+                               guard_min=settings.status.low_confidence_below)
     if reranking.reranker != "llm":
         return None
     from ..embeddings import make_openai_client

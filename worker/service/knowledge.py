@@ -193,18 +193,18 @@ class KnowledgeService:
 
     def changed(self) -> None:
         """After a write: cached searches would answer from the old documents, and the status's
-        scale belongs to the old knowledge base. A retriever never built has nothing to forget.
-        Stored is stored: a failure here is logged, and the caches catch up later."""
-        if self._retriever is None:
-            return
+        scale belongs to the old knowledge base, so the changed communities' calibrations are
+        measured and stored now, for every process and door to read. Stored is stored: a failure
+        here is logged, and the next question measures what is missing."""
         try:
-            self._retriever.knowledge_base_changed()
+            self.retriever.knowledge_base_changed()
         except Exception as exc:
             log.warning("knowledge_base_changed failed", extra={"error_type": type(exc).__name__})
 
-    def calibrate_in_background(self) -> None:
-        """Start measuring the status's scale at a serving process's start (retrieve/pipeline.py)."""
-        self.retriever.calibrate_in_background()
+    def prepare_calibrations(self) -> None:
+        """At a serving process's start: the stored status calibrations answer; whatever is missing
+        or stale is measured in the background (retrieve/calibration.py)."""
+        self.retriever.prepare_calibrations()
 
     def close(self) -> None:
         """Stop the retriever's background work; the runtime is its owner's to close."""

@@ -18,7 +18,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from ..errors import DatabaseUnavailable, SchemaMismatch, WritesBusy
-from . import sqlfiles
+from . import model_record, sqlfiles
 
 log = logging.getLogger("arc.database")
 
@@ -158,3 +158,19 @@ class Database:
                 f"embedding model {model} makes {dim}-dim vectors but knowledge_chunks.embedding "
                 f"is vector({table_dim}); use the model the table was built with, or a fresh "
                 f"database (ARC_DATA_DIR / DATABASE_URL)")
+
+    def recorded_model(self) -> str | None:
+        """The embedding model that wrote the chunks (sql/040), or None while there are none."""
+        with psycopg.connect(self.url, connect_timeout=int(self.connect_timeout) or 1) as conn:
+            found = model_record.recorded(conn)
+        return found.model if found else None
+
+    def check_model(self, model: str, dim: int) -> None:
+        """Refuse to start with another model than the one that embedded the chunks (both may
+        make vectors of one size); record ``model`` for a knowledge base that has none."""
+        with psycopg.connect(self.url, connect_timeout=int(self.connect_timeout) or 1) as conn:
+            found = model_record.recorded(conn)
+            if found is not None and found.model != model:
+                raise SchemaMismatch(model_record.mixing_message(found.model, model))
+            if found is not None:
+                model_record.record(conn, model, dim)  # a knowledge base filled before the record

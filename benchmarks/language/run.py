@@ -1,0 +1,186 @@
+"""Spanish questions about English documents, beside the same questions in English.
+
+``questions-es.jsonl`` holds Spanish versions of hoa-dev questions, written as homeowners would
+type them (accents and opening marks sometimes left out), each under its hoa-dev id. This script
+makes an answer dataset of those questions in both languages (the evidence, gold document and
+kind come from hoa-dev's own file; the community folders are linked, not copied), runs the
+ordinary harness on it (``arc-retrieval eval DATASET --out DIR``) with the embedding model asked
+for, and writes, per community and language, evidence in context, evidence in SOURCE 1 and status
+right, plus how many answers said the question's language could not be read.
+
+    python benchmarks/language/run.py run --model all-MiniLM-L6-v2 --out benchmarks/language/all-MiniLM-L6-v2
+    python benchmarks/language/run.py run --model multilingual-e5-small \
+        --out benchmarks/language/multilingual-e5-small
+    python benchmarks/language/run.py report benchmarks/language/all-MiniLM-L6-v2 \\
+        benchmarks/language/multilingual-e5-small > benchmarks/language/results.md
+
+``run`` needs ``../shared/datasets/hoa-dev`` (or ``--hoa-dev``); ``ARC_DATA_DIR`` keeps the
+passage vectors between runs (``.arc-data/cache``), so a second run embeds only questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SPANISH = HERE / "questions-es.jsonl"
+LANGUAGES = ("en", "es")
+
+
+def spanish_questions(path: Path = SPANISH) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def both_languages(hoa_dev: Path, communities: set[str] | None) -> list[dict]:
+    """Each Spanish question and its English original, as harness questions ids ``en:ID``, ``es:ID``."""
+    english = {
+        row["id"]: row for row in map(json.loads, (hoa_dev / "questions.jsonl").read_text().splitlines())
+    }
+    rows = []
+    for spanish in spanish_questions():
+        original = english[spanish["id"]]
+        if spanish["kind"] != original["kind"] or spanish["community"] != original["community"]:
+            raise SystemExit(f"{spanish['id']}: kind or community differs from hoa-dev's")
+        if communities and original["community"] not in communities:
+            continue
+        for language, text in (("en", original["question"]), ("es", spanish["question"])):
+            rows.append({**original, "id": f"{language}:{original['id']}", "question": text})
+    return rows
+
+
+def make_dataset(hoa_dev: Path, communities: set[str] | None, folder: Path) -> Path:
+    rows = both_languages(hoa_dev, communities)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "questions.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
+    for community in sorted({r["community"] for r in rows}):
+        (folder / community).symlink_to((hoa_dev / community).resolve(), target_is_directory=True)
+    return folder
+
+
+def run(args: argparse.Namespace) -> None:
+    communities = set(args.communities.split(",")) if args.communities else None
+    out = Path(args.out).resolve()
+    with tempfile.TemporaryDirectory(prefix="language-") as tmp:
+        dataset = make_dataset(Path(args.hoa_dev), communities, Path(tmp) / "hoa-dev-en-es")
+        env = {**os.environ, "EMBEDDING_PROVIDER": "local", "EMBEDDING_MODEL": args.model}
+        command = [sys.executable, "-m", "worker.cli", "eval", str(dataset), "--out", str(out)]
+        print(" ".join(command), file=sys.stderr, flush=True)
+        subprocess.run(command, env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    (out / "command.txt").write_text(" ".join(["python benchmarks/language/run.py", *sys.argv[1:]]) + "\n")
+
+
+def _mean(values: list[bool]) -> str:
+    return f"{sum(values) / len(values):.2f}" if values else "-"
+
+
+def _status_right(row: dict) -> bool:
+    if row["kind"] == "answerable":
+        return row["status"] == "success" and bool(row["evidence_in_context"])
+    return row["status"] != "success"
+
+
+def _unread(row: dict) -> bool:
+    return any("was not understood" in w for w in row.get("warnings") or [])
+
+
+def summary_rows(folder: Path) -> list[tuple[str, str, dict[str, str]]]:
+    results = json.loads((folder / "results.json").read_text())
+    rows = results["questions"]["arc-retrieval"]
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        language = row["id"].split(":", 1)[0]
+        groups[(row["community"], language)].append(row)
+        groups[("all", language)].append(row)
+    table = []
+    for (community, language), found in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+        answerable = [r for r in found if r["kind"] == "answerable"]
+        statuses = defaultdict(int)
+        for r in found:
+            statuses[r["status"]] += 1
+        table.append(
+            (
+                community,
+                language,
+                {
+                    "questions": str(len(found)),
+                    "evidence": _mean([bool(r["evidence_in_context"]) for r in answerable]),
+                    "source1": _mean([bool(r["evidence_in_source1"]) for r in answerable]),
+                    "status_right": _mean([_status_right(r) for r in found]),
+                    "answerable_no_results": str(sum(r["status"] == "no_results" for r in answerable)),
+                    "negatives_success": str(
+                        sum(r["status"] == "success" for r in found if r["kind"] != "answerable")
+                    ),
+                    "unread": str(sum(_unread(r) for r in found)),
+                },
+            )
+        )
+    return table, results.get("embedding_model"), results.get("calibrations")
+
+
+def report(args: argparse.Namespace) -> None:
+    lines = [
+        "# Questions in Spanish about English documents",
+        "",
+        "Spanish versions of hoa-dev questions (`questions-es.jsonl`, written as homeowners type: "
+        "accents and opening marks sometimes left out), each asked beside its English original "
+        'through the webhook with nothing but `{"query": ...}`. `unread`: answers that said the '
+        "embedding model cannot read the question's language.",
+        "",
+    ]
+    for folder in map(Path, args.folders):
+        table, model, calibrations = summary_rows(folder)
+        command = (folder / "command.txt").read_text().strip() if (folder / "command.txt").exists() else ""
+        lines += [
+            f"## {model}",
+            "",
+            f"Command: `{command}`",
+            "",
+            "| community | language | questions | evidence in context | SOURCE 1 | status right | "
+            "answerable `no_results` | negatives `success` | unread |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for community, language, cells in table:
+            lines.append(
+                f"| {community} | {language} | {cells['questions']} | {cells['evidence']} | "
+                f"{cells['source1']} | {cells['status_right']} | {cells['answerable_no_results']} | "
+                f"{cells['negatives_success']} | {cells['unread']} |"
+            )
+        lines += [
+            "",
+            "Calibration anchors: "
+            + "; ".join(
+                f"{c}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}"
+                for c, v in (calibrations or {}).items()
+                if v
+            ),
+            "",
+        ]
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    one = sub.add_parser("run")
+    one.add_argument("--model", required=True)
+    one.add_argument("--out", required=True)
+    one.add_argument("--communities", help="comma-separated (default: all four)")
+    one.add_argument("--hoa-dev", default=str(ROOT.parent / "shared" / "datasets" / "hoa-dev"))
+    both = sub.add_parser("report")
+    both.add_argument("folders", nargs="+")
+    args = parser.parse_args()
+    run(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    main()

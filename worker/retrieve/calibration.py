@@ -1,0 +1,307 @@
+"""The status calibration's lifecycle: read the stored one, measure it when it is missing or stale,
+store it (``sql/036_status_calibrations.sql``).
+
+A calibration (what one is: ``confidence.py``) belongs to a community's documents at one version
+and to one embedding model. It is measured when the knowledge base changes (the writer calls
+:meth:`Calibrations.refresh` after an ingest or delete) and stored in the database, so every
+process, replica host, the MCP server and the CLI read the same one and answer their first
+question on it. A reader that finds it
+
+* fresh: uses it;
+* stale (the community's documents changed since, by a writer that did not measure, such as SQL
+  by hand): uses it, one document more or less barely moves the scale, and measures the new one
+  in the background;
+* missing: measures it before answering, once: a question is never answered on the fixed cuts
+  when a calibration can be had.
+
+Many processes finding the same calibration missing or stale measure it once: each claims the
+measurement in the database first, and the others wait for the row the claimant stores.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..models import ChunkResult
+from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
+from . import confidence as confidence_stage
+from .preprocess import preprocess
+from .search import SearchBackend, SearchParams
+from .vocabulary import compound_candidates, compound_expansions, expand
+
+log = logging.getLogger("arc.calibration")
+
+# How long a claimed measurement keeps others waiting for it (a claimant that died frees it then),
+# and how long a question waits for another process's measurement of a missing calibration.
+CLAIM_LEASE_SECONDS = 120.0
+WAIT_FOR_OTHERS_SECONDS = 60.0
+_POLL_SECONDS = 0.25
+
+TOO_SMALL_WARNING = ("uncalibrated: the knowledge base is too small to calibrate the status (fewer than 5 "
+                     "sentences to ask back); the status uses the fixed cuts on the best relevance")
+
+Order = Callable[[list[ChunkResult]], list[ChunkResult]]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The calibration a question is decided on (None: the fixed cuts), and why none when none."""
+
+    calibration: confidence_stage.Calibration | None
+    warning: str | None = None
+
+
+class CalibrationStopped(Exception):
+    pass
+
+
+class LocalCalibrations:
+    """A store held in this process only: for a backend without one (a stand-in in a test)."""
+
+    def __init__(self, backend: SearchBackend):
+        self.backend = backend
+        self._rows: dict[tuple[str, str], StoredCalibration] = {}
+
+    def read(self, community: str, model: str) -> Reading:
+        return Reading(self._rows.get((community, model)), self.backend.version(community))
+
+    def stale(self, model: str) -> list[Stale]:
+        found = []
+        for community in self.backend.communities():
+            reading = self.read(community, model)
+            if not reading.fresh:
+                found.append(Stale(community, reading.current_version))
+        return found
+
+    def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
+        return True
+
+    def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
+        held = self._rows.get((community, model))
+        if held is None or held.kb_version <= stored.kb_version:
+            self._rows[(community, model)] = stored
+
+
+def store_of(backend: SearchBackend) -> CalibrationStore:
+    """The backend's database store of calibrations, or one local to this process."""
+    make = getattr(backend, "calibration_store", None)
+    return make() if make is not None else LocalCalibrations(backend)
+
+
+class Calibrations:
+    """Every community's calibration for one embedding model, as this process reads and measures it."""
+
+    def __init__(self, *, embedder, backend: SearchBackend, order: Order,
+                 store: CalibrationStore | None = None,
+                 enabled: bool = True, questions: int = confidence_stage.CALIBRATION_QUESTIONS,
+                 reach: float = confidence_stage.NEAR_MISS_REACH, fusion: str = "weighted",
+                 lease_seconds: float = CLAIM_LEASE_SECONDS, wait_seconds: float = WAIT_FOR_OTHERS_SECONDS):
+        self.embedder = embedder
+        self.backend = backend
+        self.order = order
+        self.store = store if store is not None else store_of(backend)
+        self.enabled = enabled
+        self.questions = questions
+        self.reach = reach
+        self.fusion = fusion
+        self.lease_seconds = lease_seconds
+        self.wait_seconds = wait_seconds
+        # The last calibration this process read or measured per community (None: too small).
+        self.known: dict[str, confidence_stage.Calibration | None] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._wanted: set[str] = set()
+        self._wanted_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # A measurement still running when the interpreter exits stops between two searches
+        # instead of being killed inside the embedding model.
+        atexit.register(_stop, weakref.ref(self))
+
+    @property
+    def model(self) -> str:
+        return str(self.embedder.model)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def for_question(self, community: str) -> Lookup:
+        """The calibration ``community``'s question is decided on: stored, or measured now when
+        none is stored (a stale one answers while the new one is measured in the background)."""
+        if not self.enabled:
+            return Lookup(None)
+        try:
+            reading = self.store.read(community, self.model)
+        except Exception:  # the database is unreachable: the search reports it; keep what was read
+            return self._lookup(self.known.get(community), community in self.known)
+        if reading.stored is None:
+            try:
+                stored = self.ensure(community)
+            except Exception as exc:  # the provider failed mid-measurement: the fixed cuts, this once
+                log.warning("status calibration failed",
+                            extra={"community": community, "reason": type(exc).__name__})
+                return Lookup(None)
+        else:
+            stored = reading.stored
+            if not reading.fresh:
+                self.in_background({community})
+        return self._remember(community, stored)
+
+    def _remember(self, community: str, stored: StoredCalibration | None) -> Lookup:
+        if stored is None:  # nothing could be measured (the database went away mid-measurement)
+            return Lookup(None)
+        calibration = self._calibration(stored)
+        self.known[community] = calibration
+        return self._lookup(calibration, True)
+
+    @staticmethod
+    def _lookup(calibration: confidence_stage.Calibration | None, measured: bool) -> Lookup:
+        return Lookup(calibration, TOO_SMALL_WARNING if measured and calibration is None else None)
+
+    def _calibration(self, stored: StoredCalibration) -> confidence_stage.Calibration | None:
+        if stored.too_small or stored.floor is None or stored.match is None:
+            return None
+        return confidence_stage.Calibration(version=stored.kb_version, floor=stored.floor, match=stored.match,
+                                            questions=stored.questions, near_miss=stored.near_miss,
+                                            reach=self.reach)
+
+    # -- measuring -----------------------------------------------------------------------------
+
+    def ensure(self, community: str) -> StoredCalibration | None:
+        """``community``'s calibration at its current version: read, or measured and stored by this
+        process or (waited for) by another that claimed it first."""
+        with self._lock_for(community):
+            reading = self.store.read(community, self.model)
+            if reading.fresh:
+                return reading.stored
+            version = reading.current_version
+            if not self.store.claim(community, self.model, version, self.lease_seconds):
+                deadline = time.monotonic() + self.wait_seconds
+                while time.monotonic() < deadline and not self._stopping.is_set():
+                    time.sleep(_POLL_SECONDS)
+                    reading = self.store.read(community, self.model)
+                    if reading.stored is not None and reading.stored.kb_version >= version:
+                        return reading.stored
+            return self._measure_and_store(community, version)
+
+    def current(self, community: str) -> confidence_stage.Calibration | None:
+        """``community``'s calibration at its current version, read or measured before returning."""
+        return self._remember(community, self.ensure(community)).calibration
+
+    def refresh(self) -> dict[str, confidence_stage.Calibration | None]:
+        """After a write: measure, before returning, every community whose calibration is now
+        missing or stale (only the communities the write changed are)."""
+        if not self.enabled:
+            return {}
+        measured = {}
+        for stale in self.store.stale(self.model):
+            measured[stale.community] = self.current(stale.community)
+        return measured
+
+    def measure_all(self) -> dict[str, confidence_stage.Calibration | None]:
+        """Every community's calibration at its current version, measured where needed."""
+        return {community: self.current(community) for community in self.backend.communities()}
+
+    def prepare(self) -> None:
+        """At a process's start: measure in the background whatever is missing or stale (every
+        community whose documents changed without a measurement); the rest is read as asked."""
+        if not self.enabled:
+            return
+        try:
+            stale = self.store.stale(self.model)
+        except Exception as exc:  # the database is not up yet: the first question measures it
+            log.warning("status calibration not read", extra={"reason": type(exc).__name__})
+            return
+        if stale:
+            self.in_background({s.community for s in stale})
+
+    def in_background(self, communities: set[str]) -> None:
+        with self._wanted_lock:
+            self._wanted |= communities
+            if self._stopping.is_set() or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=self._measure_wanted, name="arc-calibration", daemon=True)
+            self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the background measurements end (tests and the start hooks' callers)."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.wait(timeout=5)
+
+    def _measure_wanted(self) -> None:
+        while not self._stopping.is_set():
+            with self._wanted_lock:
+                if not self._wanted:
+                    self._thread = None
+                    return
+                community = self._wanted.pop()
+            try:
+                self._remember(community, self.ensure(community))
+            except CalibrationStopped:
+                return
+            except Exception as exc:  # the database or the provider failed: the next reader tries again
+                log.warning("status calibration failed; the previous calibration stays",
+                            extra={"community": community, "reason": type(exc).__name__})
+
+    def _lock_for(self, community: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(community, threading.Lock())
+
+    def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
+        started = time.perf_counter()
+        chunks = self.backend.calibration_chunks(self.questions * 2, community)
+        found = confidence_stage.calibrate(lambda texts: self.best_relevances(texts, community), chunks,
+                                           version, self.questions, self.reach)
+        ms = round((time.perf_counter() - started) * 1000)
+        stored = (StoredCalibration(version, None, None, None, 0, too_small=True) if found is None else
+                  StoredCalibration(version, found.floor, found.match, found.near_miss, found.questions))
+        self.store.put(community, self.model, stored, ms)
+        log.info("status calibrated", extra={"community": community, "kb_version": version, "ms": ms,
+                                             "embedding_model": self.model,
+                                             **confidence_stage.anchors(found)})
+        return stored
+
+    def best_relevances(self, texts: Sequence[str],
+                        community: str | None = None) -> list[confidence_stage.Best]:
+        """Each text's best first-stage relevance in ``community``, by the same path a question
+        takes, and its best among the passages that do not hold it (its near miss)."""
+        processed = [preprocess(t) for t in texts]
+        vectors = self.embedder.embed_queries([p.normalized for p in processed])
+        # One lookup of every text's compound words, not one round trip per text.
+        compounds = [compound_candidates(p.normalized) for p in processed]
+        words = sorted({w for c in compounds for w in c.lookups()})
+        frequency = self.backend.word_frequencies(words, community)
+        best = []
+        for text, p, vector, candidates in zip(texts, processed, vectors, compounds):
+            if self._stopping.is_set():
+                raise CalibrationStopped
+            expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
+            params = SearchParams(query_text=p.normalized, embedding=vector,
+                                  expansion_text=" ".join(expansion) or None, vector_weight=p.weights[0],
+                                  fts_weight=p.weights[1], fusion=self.fusion, community=community)
+            found = self.order(self.backend.search(params))
+            quoted = _spaced(text)
+            best.append(confidence_stage.Best(
+                relevance=max((c.relevance for c in found), default=0.0),
+                elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0)))
+        return best
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _stop(ref: weakref.ref) -> None:
+    calibrations = ref()
+    if calibrations is not None:
+        calibrations.stop()

@@ -1,0 +1,144 @@
+"""The stored status calibrations (``sql/036_status_calibrations.sql``), one per community and
+embedding model, read and written directly (psycopg) or through Supabase's RPC route.
+
+What a calibration is and how it is measured: ``worker/retrieve/confidence.py`` and
+``worker/retrieve/calibration.py``. This module only moves the measured numbers in and out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import DatabaseUnavailable
+from . import sqlfiles
+from .database import Database
+
+
+@dataclass(frozen=True)
+class StoredCalibration:
+    """A community's measured scale at one version, as stored (``too_small``: nothing to measure)."""
+
+    kb_version: int
+    floor: float | None
+    match: float | None
+    near_miss: float | None
+    questions: int
+    too_small: bool = False
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What is stored for a community (None: nothing yet), and the community's version now."""
+
+    stored: StoredCalibration | None
+    current_version: int
+
+    @property
+    def fresh(self) -> bool:
+        return self.stored is not None and self.stored.kb_version == self.current_version
+
+
+@dataclass(frozen=True)
+class Stale:
+    community: str
+    current_version: int
+
+
+class CalibrationStore(Protocol):
+    def read(self, community: str, model: str) -> Reading: ...
+
+    def stale(self, model: str) -> list[Stale]:
+        """The communities holding chunks whose calibration for ``model`` is missing or stale."""
+        ...
+
+    def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
+        """True when this caller is to measure ``community`` at ``version`` (nobody else is)."""
+        ...
+
+    def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None: ...
+
+
+def _reading(row: dict[str, Any] | None) -> Reading:
+    if row is None:
+        raise DatabaseUnavailable("the stored status calibration could not be read")
+    stored = None
+    if row.get("kb_version") is not None:
+        stored = StoredCalibration(kb_version=int(row["kb_version"]), floor=row.get("floor"),
+                                   match=row.get("match"), near_miss=row.get("near_miss"),
+                                   questions=int(row.get("questions") or 0),
+                                   too_small=bool(row.get("too_small")))
+    return Reading(stored, int(row.get("current_version") or 0))
+
+
+def _put_args(community: str, model: str, stored: StoredCalibration, measured_ms: int) -> dict[str, Any]:
+    return {"community": community, "embedding_model": model, "kb_version": stored.kb_version,
+            "floor": stored.floor, "match": stored.match, "near_miss": stored.near_miss,
+            "questions": stored.questions, "too_small": stored.too_small, "measured_ms": int(measured_ms)}
+
+
+class PostgresCalibrations:
+    """On the primary: a calibration stored is read back at once, whichever process asks."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def read(self, community: str, model: str) -> Reading:
+        import psycopg
+
+        with self.db.connection() as conn:
+            cur = conn.cursor(row_factory=psycopg.rows.dict_row)
+            return _reading(cur.execute(sqlfiles.query("status_calibration"),
+                                        {"community": community, "embedding_model": model}).fetchone())
+
+    def stale(self, model: str) -> list[Stale]:
+        with self.db.connection() as conn:
+            rows = conn.execute(sqlfiles.query("stale_status_calibrations"),
+                                {"embedding_model": model}).fetchall()
+        return [Stale(row[0], int(row[1])) for row in rows]
+
+    def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
+        with self.db.connection() as conn:
+            return bool(conn.execute(sqlfiles.query("claim_status_calibration"),
+                                     {"community": community, "embedding_model": model, "kb_version": version,
+                                      "lease_seconds": lease_seconds}).fetchone()[0])
+
+    def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
+        with self.db.connection() as conn:
+            conn.execute(sqlfiles.query("store_status_calibration"),
+                         _put_args(community, model, stored, measured_ms))
+
+
+class RpcCalibrations:
+    """The same functions through PostgREST (a ``supabase`` client's ``rpc``)."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    def _rpc(self, function: str, args: dict[str, Any]) -> Any:
+        from postgrest.exceptions import APIError
+
+        try:
+            return self.client.rpc(function, args).execute().data
+        except APIError as exc:
+            raise DatabaseUnavailable(f"supabase rpc {function} failed: {exc.message or exc.code}") from exc
+        except Exception as exc:  # httpx transport errors: the service is unreachable
+            if type(exc).__module__.startswith("httpx"):
+                raise DatabaseUnavailable(f"supabase unreachable: {type(exc).__name__}") from exc
+            raise
+
+    def read(self, community: str, model: str) -> Reading:
+        rows = self._rpc("arc_status_calibration", {"community": community, "embedding_model": model}) or []
+        return _reading(rows[0] if rows else None)
+
+    def stale(self, model: str) -> list[Stale]:
+        rows = self._rpc("arc_stale_status_calibrations", {"embedding_model": model}) or []
+        return [Stale(row["community"], int(row["current_version"])) for row in rows]
+
+    def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
+        return bool(self._rpc("arc_claim_status_calibration",
+                              {"community": community, "embedding_model": model, "kb_version": version,
+                               "lease_seconds": lease_seconds}))
+
+    def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
+        self._rpc("arc_store_status_calibration", _put_args(community, model, stored, measured_ms))
