@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from worker.retrieve import pipeline
+from worker.retrieve import pipeline, scoring
 from worker.retrieve.authority import Adjustments
 from worker.config import Settings
 from worker.embeddings import CachedEmbedder, build_embedder
@@ -65,7 +65,7 @@ def capture(run) -> list[Captured]:
 
 
 def reorder(item: Captured, share: float, authority: Adjustments) -> list[ChunkResult]:
-    with mock.patch.object(pipeline, "RANK_RELEVANCE_SHARE", share):
+    with mock.patch.object(scoring, "RANK_RELEVANCE_SHARE", share):
         return pipeline.first_stage_order([c.model_copy() for c in item.candidates], have_embedding=True,
                                           steer=item.steer, steer_boost=1.1, authority=authority)
 
@@ -142,7 +142,7 @@ def main() -> None:
                  [f"--beir {p}" for p in args.beir] + [f"--answers {p}" for p in args.answers]
                  + [f"--out {args.out}"]) + "`", "",
              f"Embedding model {embedder.model}; shipped setting: relevance share "
-             f"{pipeline.RANK_RELEVANCE_SHARE}, authority on.", ""]
+             f"{scoring.RANK_RELEVANCE_SHARE}, authority on.", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == dataset]
         columns = [k for k in mine[0] if k != "dataset"]

@@ -268,5 +268,5 @@ def test_the_webhook_reports_the_confidence(client):
     answer = client.post(RETRIEVAL_ROUTE, json={"query": ANSWERED}).get_json()
     assert {"status", "message", "best_score", "confidence"} <= set(answer)
     assert set(answer["confidence"]) == {"score", "relevance", "calibrated", "floor", "match", "near_miss", "top",
-                                         "kb_version", "rerank"}
+                                         "kb_version", "rerank", "decided_on"}
     assert answer["confidence"]["score"] is None or 0 <= answer["confidence"]["score"] <= 1

@@ -37,6 +37,10 @@ class BudgetRuns:
                              "questions": {name: [x.row() for x in o] for name, o in self.equal_tokens.items()}},
             "budget_curve": {system: [{"budget": b, **_point(o)} for b, o in sorted(runs.items())]
                              for system, runs in self.at_budget.items()},
+            "budget_curve_by_community": {
+                c: {system: [{"budget": b, **_point([o for o in out if o.question.community == c])}
+                             for b, out in sorted(runs.items())] for system, runs in self.at_budget.items()}
+                for c in sorted({o.question.community for o in worker})},
         }
 
 
@@ -96,6 +100,36 @@ def report_lines(data: dict) -> list[str]:
     for system, points in curve.items():
         lines.append(f"| {system} | " + " | ".join(
             f"{_f(p['evidence_in_context'])} ({p['mean_context_tokens']:.0f})" for p in points) + " |")
+    lines += _community_curves(data, budgets)
+    return lines
+
+
+def _community_curves(data: dict, budgets: list[int]) -> list[str]:
+    """Per community: every system at the worker's default context and at each budget."""
+    by_community = data.get("budget_curve_by_community") or {}
+    if len(by_community) < 2:
+        return []
+    equal = data["equal_tokens"]["by_community"]
+    lines = ["", "### Per community", "",
+             "Evidence in context at the worker's default context (its own tokens; the anchors given the same "
+             "tokens per question) and at each budget; the worker's lead over the best anchor in the last column "
+             "is the smallest over the default, 1,000 and 2,000 tokens.", "",
+             "| community | system | default | " + " | ".join(str(b) for b in budgets) + " | lead |",
+             "|---|---|---|" + "---|" * (len(budgets) + 1)]
+    for community, curves in by_community.items():
+        default = {"arc-retrieval": equal[community]["arc-retrieval"],
+                   **{name: equal[community][EQUAL[name]] for name in EQUAL}}
+        at = {s: {p["budget"]: p["evidence_in_context"] for p in points} for s, points in curves.items()}
+        lead = min((default["arc-retrieval"]["evidence_in_context"] or 0)
+                   - max(default[a]["evidence_in_context"] or 0 for a in EQUAL),
+                   *[(at["arc-retrieval"].get(b) or 0) - max(at[a].get(b) or 0 for a in EQUAL)
+                     for b in (1000, 2000) if b in at["arc-retrieval"]])
+        for system in curves:
+            cells = [_f(at[system].get(b)) for b in budgets]
+            own = default[system]
+            first = f"{_f(own['evidence_in_context'])} ({own['mean_context_tokens']:.0f})"
+            tail = f"{lead:+.2f}" if system == "arc-retrieval" else ""
+            lines.append(f"| {community} | {system} | {first} | " + " | ".join(cells) + f" | {tail} |")
     return lines
 
 

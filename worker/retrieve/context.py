@@ -119,6 +119,24 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
     return context
 
 
+def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> tuple[list[ChunkResult], int]:
+    """``ranked`` with the chunks that either search leg ranks in its ``top`` and that the ranking
+    leaves past its first ``slots`` moved up to follow those, and how many chunks now go first.
+
+    The fused order can sink a passage that one leg ranks near the top and the other leg did not
+    return at all (it counts 0 for that leg). The ranking's own best keep their places; each leg's
+    best few come right after them, ahead of the rest.
+    """
+    head = ranked[:max(slots, 0)]
+    if top < 1:
+        return ranked, len(head)
+    lifted = [c for c in ranked[len(head):] if min(c.vector_rank or top + 1, c.fts_rank or top + 1) <= top]
+    if not lifted:
+        return ranked, len(head)
+    moved = {c.id for c in lifted}
+    return head + lifted + [c for c in ranked[len(head):] if c.id not in moved], len(head) + len(lifted)
+
+
 def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> ChunkResult:
     """The chunk cut at a token boundary so that its whole ``[SOURCE n]`` block fits the budget."""
     overhead = counter.count(format_source(99, chunk.model_copy(update={"content": ""})))

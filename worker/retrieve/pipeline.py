@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
@@ -42,6 +42,7 @@ from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
 from .rerank import Reranker
+from .scoring import first_stage_order
 from .search import SearchBackend, SearchCache, SearchParams
 from .vocabulary import compound_candidates, compound_expansions, expand
 
@@ -73,6 +74,8 @@ class ContextPolicy:
     min_relevance: float = 0.5      # ... chunks past them need this
     steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
+    leg_top: int = 3                # each leg's best few follow those first chunks (context.leg_tops_first)
+    fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
 
 
 class Timer:
@@ -241,12 +244,22 @@ class Retriever:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
+        # A caller who sizes the context (token_budget or top_k in the request) gets it filled in
+        # ranking order up to that size; each leg's best few are among the chunks that go in first.
         explicit = request.min_relevance is not None
+        given = request.model_fields_set
+        sized = "token_budget" in given or "top_k" in given
+        max_chunks = request.top_k if "top_k" in given or not sized else max(request.top_k, self.policy.fill_chunks)
+        first = max_chunks if sized else self.policy.min_context_chunks
+        if not explicit:
+            ranked, first = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
+            if "top_k" not in given:  # a leg's best hit goes in beside the ranking's best, not instead
+                max_chunks = max(max_chunks, first)
         return context_stage.assemble(
             ranked, counter=self.counter, token_budget=request.token_budget,
             min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
-            min_chunks=0 if explicit else self.policy.min_context_chunks,
-            floor=0.0, max_chunks=request.top_k,
+            min_chunks=0 if explicit else first,
+            floor=0.0, max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
             neighbours=None if explicit else self._neighbours)
 
@@ -366,56 +379,3 @@ def _best_rerank(candidates: list[ChunkResult]) -> float | None:
     return round(max(scores), 4) if scores else None
 
 
-# The calibrated first-stage score: cosine similarity and normalised BM25 blended 0.7/0.3,
-# comparable across questions (the fused score is relative to one candidate list).
-RELEVANCE_VECTOR_SHARE = 0.7
-# The ranking score blends that absolute relevance with the fused score (rescaled to the same
-# scale), a quarter and three quarters. The fused part carries the source's authority (binding
-# x1.1, design guidelines x1.05, superseded x0.5, as after reranking) and the steer: they reorder
-# the list, but the best score stays the best relevance, so a weak match in a binding document
-# does not look more certain and the status thresholds keep their meaning. Measured with the captured
-# candidate lists (README "One score"): the fused order alone puts hoa-dev's evidence in SOURCE 1
-# for 0.64 of answerable questions; half relevance without authority 0.70 but SciFact nDCG@10
-# 0.730 and SQuAD 0.905 (fused alone 0.731 / 0.908); a quarter with authority 0.70-0.72, SciFact
-# 0.734 and SQuAD 0.908. Authority cannot move a benchmark whose documents are all alike.
-RANK_RELEVANCE_SHARE = 0.25
-
-
-def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, steer: list[str],
-                      steer_boost: float, authority: Adjustments | None = None,
-                      weights: Weights | None = None, named: Collection[str] = (),
-                      name_boost: float = 1.0) -> list[ChunkResult]:
-    """Give every candidate the ``final_score`` that orders the list, fills the context and sets
-    the status, and order the list by it.
-
-    ``final_score`` = a quarter of the chunk's calibrated ``relevance`` + three quarters of its
-    fused score x the source's authority factor x ``steer_boost`` (for a document type the question
-    names) x ``name_boost`` (for a document the question names, ``named``), scaled so that the winner of that product scores the best relevance among the
-    candidates. Both parts are absolute, so one threshold means the same for every question; the
-    fused part keeps the order that ranks best on the benchmarks, the relevance part and the
-    authority the one that puts the answer first on governing documents.
-    """
-    if not candidates:
-        return candidates
-    authority = authority or Adjustments()
-    boosts = {c.id: authority.factor(c) * (steer_boost if c.document_type in steer else 1.0)
-              * (name_boost if c.document_id in named else 1.0) for c in candidates}
-    for chunk in candidates:
-        chunk.relevance = relevance(chunk, have_embedding, weights)
-    confidence = max(c.relevance for c in candidates)
-    top = max(c.fused_score * boosts[c.id] for c in candidates)
-    for chunk in candidates:
-        relative = confidence * chunk.fused_score * boosts[chunk.id] / top if top > 0 else 0.0
-        chunk.final_score = round(RANK_RELEVANCE_SHARE * chunk.relevance + (1 - RANK_RELEVANCE_SHARE) * relative, 6)
-    # Ties keep the SQL order.
-    return sorted(candidates, key=lambda c: -c.final_score)
-
-
-def relevance(chunk: ChunkResult, have_embedding: bool, weights: Weights | None = None) -> float:
-    """An absolute 0..1 score comparable across queries (fused scores are per-query relative).
-    Explicit request weights replace the calibrated blend (a caller asking for one leg gets it)."""
-    if not have_embedding:
-        return round(chunk.fts_score or 0.0, 6)
-    vector_share = RELEVANCE_VECTOR_SHARE if weights is None else weights.vector / (weights.vector + weights.fts)
-    value = vector_share * max(chunk.vector_score or 0.0, 0.0) + (1 - vector_share) * (chunk.fts_score or 0.0)
-    return round(value, 6)

@@ -1,0 +1,341 @@
+-- 035: hybrid_search (031) scoring every candidate on both legs. The diff against 031 is only
+-- in the last statement: a candidate that one leg returned and the other did not gets the other
+-- leg's exact score too (the cosine of its stored embedding, its BM25 from its stored weights),
+-- so `vector_score`, `fts_score` and `bm25_score` are set for every candidate (the vector ones
+-- null only without a query embedding), and the weighted fusion's min-max runs over those exact
+-- scores instead of counting 0 for the leg that missed it. `vector_rank` and `fts_rank` stay each
+-- leg's own rank (null: not among that leg's match_count), and rrf reads only them.
+-- arc: repeatable (function definitions and their rights: applied again whenever this file changes)
+
+create or replace function hybrid_search(
+  query_text          text,
+  query_embedding     vector default null,
+  match_count         integer default 40,
+  vector_weight       double precision default 0.7,
+  fts_weight          double precision default 0.3,
+  fusion              text default 'weighted',
+  rrf_k               integer default 60,
+  document_types      text[] default null,
+  binding_only        boolean default false,
+  include_superseded  boolean default false,
+  ef_search           integer default null,
+  fts_scan_limit      integer default 5000,
+  expansion_text      text default null,
+  expansion_weight    double precision default 0.5,
+  fts_rescore         integer default null,
+  community           text default null
+)
+returns table (
+  id bigint, document_id text, document_name text, document_type text, section_path text,
+  page_number integer, chunk_index integer, is_binding boolean, superseded_by text,
+  content text, token_count integer, metadata jsonb,
+  vector_score double precision, fts_score double precision, bm25_score double precision,
+  fused_score double precision, vector_rank integer, fts_rank integer
+)
+language plpgsql
+set search_path = public, extensions
+set statement_timeout = '5s'
+-- Every read below goes through an index (HNSW, the postings' impact order, primary keys); the
+-- cost model, which does not see that the wide columns are TOASTed, would sometimes scan instead.
+set enable_seqscan = off
+-- Its two statements keep one plan each for the session: left to choose, Postgres planned them
+-- afresh on every call (custom plans), about 1 ms of a 10 ms search at 100k chunks, and the
+-- generic plans are no slower (benchmarks/scale/).
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+declare
+  qvec        sparsevec;
+  idf_mass    double precision;
+  read_words  text[];
+  read_weight double precision[];
+  read_count  integer[];
+  read_floor  real[];
+  rescore     integer;
+  unread_bound    double precision;
+  candidate       bigint[];
+  candidate_above double precision[];
+  next_at         integer := 1;
+  batch_ids       bigint[];
+  batch_scores    double precision[];
+  scored_ids      bigint[] := '{}';
+  scored          double precision[] := '{}';
+  kth_score       double precision;
+  rescore_step    integer := match_count;
+  scope       text;
+  holding     bigint;
+  own_ids     bigint[];
+  own_dist    double precision[];
+  own_leg     regprocedure;
+  leg_name    text;
+  sorting     text;
+  vw          double precision := coalesce(vector_weight, 0.7);
+  fw          double precision := coalesce(fts_weight, 0.3);
+begin
+  if match_count is null or match_count < 1 or match_count > 1000 then
+    raise exception 'match_count must be between 1 and 1000' using errcode = '22023';
+  end if;
+  if fts_scan_limit is null or fts_scan_limit < 1 then
+    raise exception 'fts_scan_limit must be at least 1' using errcode = '22023';
+  end if;
+  if fts_rescore is not null and fts_rescore < 1 then
+    raise exception 'fts_rescore must be at least 1' using errcode = '22023';
+  end if;
+  if fusion is null or fusion not in ('weighted', 'rrf') then
+    raise exception 'fusion must be weighted or rrf' using errcode = '22023';
+  end if;
+  -- The community every read below is limited to.
+  if hybrid_search.community is not null then
+    select b.community into scope from bm25_corpus b where b.community = hybrid_search.community and b.n_docs > 0;
+    if scope is null then
+      raise exception 'community %: no such community in this knowledge base', hybrid_search.community
+        using errcode = '22023';
+    end if;
+  else
+    select min(b.community), count(*) into scope, holding from bm25_corpus b where b.n_docs > 0;
+    if holding > 1 then
+      raise exception 'community is required: this knowledge base holds % communities', holding
+        using errcode = '22023';
+    end if;
+    if scope is null then
+      return;  -- an empty knowledge base
+    end if;
+  end if;
+
+  if query_embedding is null then
+    vw := 0;
+    fw := 1;
+  end if;
+
+  perform set_config('hnsw.ef_search',
+                     least(greatest(coalesce(ef_search, 3 * match_count), match_count, 100), 1000)::text, true);
+  begin
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+  exception when others then
+    null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
+  end;
+
+  -- A community with an HNSW index of its own (033) is searched there: planned with the
+  -- community as a literal, because only then can the planner see that the partial index holds
+  -- the rows asked for (a generic plan cannot), and with sorting off, without which a filtered
+  -- search would rather read all the community's rows of that type through the btree and sort
+  -- them. At 100 communities of 10k chunks the vector leg is p95 7.5 ms at recall@40 0.996 this
+  -- way, and 94 ms at 0.955 through the global index (benchmarks/scale/communities/). That
+  -- statement is the community's vector leg function (033), whose plan is kept for the session;
+  -- without it (an index made by hand) the same statement is planned here on every call. The
+  -- rest of the function runs as before, with the global index when the community has none of
+  -- its own.
+  if query_embedding is not null then
+    leg_name := arc_community_vector_leg_name(scope);
+    select to_regprocedure(format('%I(vector, text[], boolean, boolean, integer)', leg_name))
+      into own_leg
+      from pg_index i
+     where i.indexrelid = to_regclass(quote_ident(arc_community_vector_index_name(scope))) and i.indisvalid;
+    if found then
+      if own_leg is not null then
+        execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
+                       '  from %I($1, $2, $3, $4, $5) v', leg_name)
+          into own_ids, own_dist
+          using query_embedding, document_types, binding_only, include_superseded, match_count;
+      else
+        sorting := current_setting('enable_sort');
+        perform set_config('enable_sort', 'off', true);
+        execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
+                       '  from (%s) v', arc_community_vector_leg_statement(scope))
+          into own_ids, own_dist
+          using query_embedding, document_types, binding_only, include_superseded, match_count;
+        perform set_config('enable_sort', sorting, true);
+      end if;
+      own_ids := coalesce(own_ids, '{}');
+    end if;
+  end if;
+
+  rescore := least(coalesce(fts_rescore, 400), fts_scan_limit);
+
+  -- One pass over the question's lexemes gives the BM25 query vector and what the leg reads.
+  with all_terms as (
+    select * from bm25_query_terms(query_text, scope)
+  ), terms as (
+    select t.lexeme, t.idx, t.df, t.idf * t.qtf as w from all_terms t where t.df > 0
+    union all
+    -- the documents' words for the question's (worker/retrieve/vocabulary.py): they find and score
+    -- chunks at expansion_weight, and do not count in the normaliser below
+    select e.lexeme, e.idx, e.df, e.idf * e.qtf * coalesce(expansion_weight, 0.5)
+    from bm25_query_terms(expansion_text, scope) e
+    where e.df > 0 and e.lexeme not in (select lexeme from all_terms)
+  ), by_index as (
+    select idx, sum(w) as w from terms group by idx
+  ), by_length as (
+    -- How many postings each word reads: fts_scan_limit shared out water-filling, shortest list
+    -- first, so that a short list is read whole and what it leaves goes to the longer ones.
+    select t.lexeme, t.w, l.kept as listed, l.floor,
+           row_number() over (order by l.kept, t.lexeme) as place, count(*) over () as words,
+           coalesce(sum(l.kept) over (order by l.kept, t.lexeme rows between unbounded preceding and 1 preceding),
+                    0) as before
+    -- one index lookup per word (limit 1 keeps the planner from turning it into a join, for
+    -- which the generic plan read all of bm25_terms: 8 ms at 10k chunks)
+    from terms t cross join lateral (
+      select b.kept, b.floor from bm25_terms b where b.community = scope and b.lexeme = t.lexeme limit 1
+    ) l
+  ), level as (
+    select coalesce((array_agg((fts_scan_limit - before)::double precision / (words - place + 1) order by place)
+                       filter (where listed > (fts_scan_limit - before)::double precision / (words - place + 1)))[1],
+                    'infinity') as share
+    from by_length
+  )
+  select (select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec
+            from by_index),
+         -- the normaliser counts every query lexeme, found in the corpus or not: a question
+         -- whose one matching word is "2019" is not a full match ("who won the world series
+         -- in 2019" scored fts 1.0 against governing documents when only found words counted)
+         (select sum(idf * qtf) from all_terms),
+         r.words, r.weights, r.counts, r.floors
+    into qvec, idf_mass, read_words, read_weight, read_count, read_floor
+    from (select array_agg(lexeme order by place) as words,
+                 array_agg(w order by place) as weights,
+                 array_agg(greatest(least(listed::double precision, floor(share)), 1)::integer order by place) as counts,
+                 -- a list read whole bounds the chunks it does not hold by its floor (0: it holds them all)
+                 array_agg(case when listed <= share then coalesce(floor, 0) end order by place) as floors
+          from by_length, level) r;
+
+  -- The candidates: every chunk read, with the most its BM25 score can be. A chunk missing from
+  -- a word's list holds that word at most as strongly as the last posting read there (or below
+  -- the list's floor, 012, when the whole list was read; not at all when that list is complete),
+  -- so its bound is the sum of what was read plus those ceilings for the words it was not read in.
+  with words as (
+    select q.lexeme, q.w, q.n,
+           -- the n-th weight of the list, where its reading stops (one index probe)
+           q.w * coalesce(q.list_floor, (select b.weight from bm25_postings b
+                                         where b.community = scope and b.lexeme = q.lexeme
+                                          order by b.weight desc offset q.n - 1 limit 1), 0) as ceiling
+    from unnest(read_words, read_weight, read_count, read_floor) as q(lexeme, w, n, list_floor)
+  ), reads as (
+    select q.w, q.ceiling, p.chunk_id, p.weight
+    from words q
+    cross join lateral (
+      select b.chunk_id, b.weight from bm25_postings b
+      where b.community = scope and b.lexeme = q.lexeme
+      order by b.weight desc
+      limit q.n
+    ) p
+  ), bounded as (
+    -- Scored in the order of what was read of them (partial scores), which finds the best
+    -- chunks sooner than their bounds do when not all can be scored: nDCG@10 among 1M
+    -- distractors 0.830 against 0.821 for bound order with 400 scored (benchmarks/scale/quality/).
+    select r.chunk_id, sum(r.w * r.weight) as partial, sum(r.w * r.weight - r.ceiling) as above
+    from reads r
+    group by r.chunk_id
+    order by partial desc, r.chunk_id
+    limit rescore
+  )
+  -- both arrays in the same order (Postgres 16 and later sort once for the two)
+  select coalesce((select sum(ceiling) from words), 0),
+         array_agg(chunk_id order by partial desc, chunk_id),
+         array_agg(above order by partial desc, chunk_id)
+  from bounded
+    into unread_bound, candidate, candidate_above;
+
+  -- Score them exactly (their stored weights) in that order until no bound left can reach the
+  -- match_count-th score: the leg is then exact over every chunk read, and over the whole
+  -- corpus when that score also beats unread_bound. Filters apply here, so a filtered leg stops
+  -- at its own match_count-th score.
+  while next_at <= coalesce(cardinality(candidate), 0) loop
+    -- the highest bound among those not yet scored, taken only when there is a score to beat
+    -- (a window over the candidates for every row cost more than these few looks)
+    exit when kth_score is not null
+              and unread_bound + (select max(a) from unnest(candidate_above[next_at:]) a) < kth_score;
+    select coalesce(array_agg(c.id), '{}'), coalesce(array_agg(-(c.bm25 <#> qvec)), '{}')
+      into batch_ids, batch_scores
+      from knowledge_chunks c
+     where c.id = any (candidate[next_at:next_at + rescore_step - 1])
+       and c.community = scope
+       and (document_types is null or c.document_type = any (document_types))
+       and (not binding_only or c.is_binding)
+       and (include_superseded or c.superseded_by is null);
+    scored_ids := scored_ids || batch_ids;
+    scored := scored || batch_scores;
+    if cardinality(scored) >= match_count then
+      select s into kth_score from unnest(scored) s order by s desc offset match_count - 1 limit 1;
+    end if;
+    next_at := next_at + rescore_step;
+    -- a leg that did not stop after its first match_count seldom stops later (100k chunks: 350
+    -- of 400 scored on average): one read for the rest, not more statements (0.2 ms at 100k)
+    rescore_step := rescore;
+  end loop;
+  -- what the pruning saved (set client_min_messages = debug to see it)
+  raise debug 'hybrid_search fts leg: % candidates, % scored, % passed the filters', coalesce(cardinality(candidate), 0),
+    least(next_at - 1, coalesce(cardinality(candidate), 0)), cardinality(scored);
+
+  return query
+  with vector_leg as (
+    -- the distance once: each evaluation reads the chunk's TOASTed embedding again
+    select v.id, 1 - v.distance as score, (row_number() over (order by v.distance))::integer as rank
+    from ((
+      select c.id, c.embedding <=> query_embedding as distance
+      from knowledge_chunks c
+      where query_embedding is not null
+        and own_ids is null  -- the community has no index of its own (033)
+        -- an expression, not the bare column: at 1M chunks the planner otherwise reads every
+        -- chunk of the type through the btree and sorts them (90-200 ms) instead of filtering
+        -- during the HNSW scan (iterative scans keep filling the list)
+        and (document_types is null or (c.document_type || '') = any (document_types))
+        -- the community inside the HNSW scan too (an expression for the same reason)
+        and (c.community || '') = scope
+        and (not binding_only or c.is_binding)
+        and (include_superseded or c.superseded_by is null)
+      order by c.embedding <=> query_embedding
+      limit match_count
+    ) union all
+      select o.id, o.distance from unnest(own_ids, own_dist) as o(id, distance)
+    ) v
+  ), fts_leg as (
+    select f.id, f.score, (row_number() over (order by f.score desc, f.id))::integer as rank
+    from unnest(scored_ids, scored) as f(id, score)
+    order by f.score desc, f.id
+    limit match_count
+  ), joined as (
+    select coalesce(v.id, f.id) as id, v.score as leg_vector, f.score as leg_bm25,
+           v.rank as vector_rank, f.rank as fts_rank
+    from vector_leg v
+    full outer join fts_leg f on f.id = v.id
+  ), exact as (
+    -- Both legs' scores for every candidate, also one a leg did not return: the cosine from the
+    -- row's embedding, BM25 from its stored weights (as the leg scores them). A passage one leg
+    -- ranks near the top and the other missed is then weighed on both, not given 0 for one.
+    select j.id, j.vector_rank, j.fts_rank,
+           coalesce(j.leg_vector, 1 - (c.embedding <=> query_embedding)) as vector_score,
+           coalesce(j.leg_bm25, -(c.bm25 <#> qvec), 0) as bm25_score
+    from joined j
+    join knowledge_chunks c on c.id = j.id
+  ), normalised as (
+    -- min-max within this candidate list
+    select j.*,
+           case when query_embedding is null then 0.0 else coalesce(
+             (j.vector_score - min(j.vector_score) over ()) /
+             nullif(max(j.vector_score) over () - min(j.vector_score) over (), 0), 1.0) end as vector_norm,
+           coalesce((j.bm25_score - min(j.bm25_score) over ()) /
+                    nullif(max(j.bm25_score) over () - min(j.bm25_score) over (), 0), 1.0) as fts_norm,
+           least(j.bm25_score / nullif(idf_mass, 0), 1.0) as fts_score
+    from exact j
+  )
+  select c.id, c.document_id, c.document_name, c.document_type, c.section_path,
+         c.page_number, c.chunk_index, c.is_binding, c.superseded_by,
+         c.content, c.token_count, c.metadata,
+         n.vector_score, n.fts_score, n.bm25_score,
+         case when fusion = 'rrf' then
+                coalesce(vw / (rrf_k + n.vector_rank), 0) + coalesce(fw / (rrf_k + n.fts_rank), 0)
+              else
+                (vw * n.vector_norm + fw * n.fts_norm) / nullif(vw + fw, 0)
+         end as fused_score,
+         n.vector_rank, n.fts_rank
+  from normalised n
+  join knowledge_chunks c on c.id = n.id
+  order by 16 desc, 1;
+end
+$$;
+
+-- A new signature is a new function, which PUBLIC may execute: the rights 009 gives, again, so
+-- that an upgrade (this file applied after 009) does not open it to anon.
+select arc_service_role_only('function', p.oid::regprocedure::text)
+  from pg_proc p
+ where p.pronamespace = 'public'::regnamespace and p.proname = 'hybrid_search';
