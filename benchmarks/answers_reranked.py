@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env(reranker="llm", llm_api_key=llm.api_key, llm_base_url=llm.base_url,
                                      llm_model="gpt-4o-standin")
         embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.database.data_dir.mkdir(parents=True, exist_ok=True)
         results = evaluate_answers(dataset, settings=settings, embedder=embedder,
-                                   data_dir=settings.data_dir.resolve(), progress=False)
+                                   data_dir=settings.database.data_dir.resolve(), progress=False)
     command = "python benchmarks/answers_reranked.py " + " ".join(argv if argv is not None else sys.argv[1:])
     write_answer_report(results, args.out, command=command)
     print((args.out / "results.md").read_text())

@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     settings = Settings.from_env()
-    data_dir = settings.data_dir.resolve()
+    data_dir = settings.database.data_dir.resolve()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     dataset = load_dataset(args.dataset)
     rows = []

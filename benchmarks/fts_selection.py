@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     settings = Settings.from_env()
-    data_dir = settings.data_dir.resolve()
+    data_dir = settings.database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     rows = [r for folder in args.datasets for r in measure(folder, settings, embedder, data_dir)]

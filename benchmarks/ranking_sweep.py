@@ -131,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.from_env()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
-    data_dir = settings.data_dir.resolve()
+    data_dir = settings.database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     rows = [r for folder in args.beir for r in beir_rows(folder, embedder, data_dir)]
     rows += [r for folder in args.answers for r in answer_rows(folder, settings, embedder, data_dir)]

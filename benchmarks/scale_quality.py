@@ -109,7 +109,7 @@ def main() -> None:
     ids = [r["_id"] for r in records]
     texts = [(r.get("title", "") + ". " + r["text"]).strip(". ") for r in records]
     pool = sentences_of(args.datasets / "scifact" / "corpus.jsonl")
-    data_dir = Settings.from_env().data_dir.resolve()
+    data_dir = Settings.from_env().database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     total = len(ids) + args.distractors

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, file in SOURCES.items():
             subset = one_document_dataset(dataset, file, Path(tmp) / label.split()[0])
             started = time.perf_counter()
-            results = evaluate_answers(subset, settings=settings, embedder=embedder, data_dir=settings.data_dir,
+            results = evaluate_answers(subset, settings=settings, embedder=embedder, data_dir=settings.database.data_dir,
                                        progress=False)
             seconds = round(time.perf_counter() - started, 1)
             # the ceiling: questions with an evidence phrase anywhere in the text as read

@@ -60,7 +60,8 @@ def test_slots_queue_and_refusals():
 
 def test_defaults_fit_n8n():
     settings = Settings.from_env({})
-    assert settings.rate_limit >= 200 and settings.max_concurrent >= 8 and settings.max_queue >= 8
+    limits = settings.limits
+    assert limits.rate_limit >= 200 and limits.max_concurrent >= 8 and limits.max_queue >= 8
 
 
 def default_app(sample_runtime, tmp_path, **overrides) -> object:

@@ -47,7 +47,7 @@ def test_an_ingest_over_50k_chunks_with_a_drifted_average_succeeds_and_the_weigh
         make_database, embedder, tmp_path):
     url = make_database("bm25_scale")
     settings = make_settings(tmp_path, url, ingest_token="ingest-token-0123456789abcdef", api_token="ask-token-0123456789abcdefgh")
-    db = Database(url, statement_timeout_ms=settings.statement_timeout_ms)  # the default, 5 s
+    db = Database(url, statement_timeout_ms=settings.database.statement_timeout_ms)  # the default, 5 s
     db.migrate(embedder.dim)
     bulk_load(url, 0, 50_000)
     with db.connect() as conn:

@@ -308,7 +308,7 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
 
     # write@: the ingest and delete below are refused for the other community, not for the scope
     tokens = f"write@ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"
-    assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).community_tokens == {
+    assert Settings.from_env({"ARC_COMMUNITY_TOKENS": tokens}).auth.community_tokens == {
         RIDGE_TOKEN: CommunityGrant(communities=("ridge",), write=True),
         BOTH_TOKEN: CommunityGrant(communities=("hollow", "ridge"))}
     from worker.config import ConfigError

@@ -23,7 +23,7 @@ DIFY_RESPONSE = {"records": [{"metadata": {"path": "s3://dify/knowledge.txt", "d
 
 @pytest.fixture(scope="module")
 def dify_client(sample_runtime):
-    settings = sample_runtime.settings.model_copy(update={"api_token": TOKEN, "rate_limit": 0.0})
+    settings = sample_runtime.settings.replace(**{"api_token": TOKEN, "rate_limit": 0.0})
     app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
     return app.test_client()
 

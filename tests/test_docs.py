@@ -25,7 +25,7 @@ import click
 import pytest
 
 from worker.cli import main as cli
-from worker.config import ENV_VARS
+from worker.config import ENV_VARS, configuration_table
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -83,6 +83,18 @@ def code_spans(text: str = README) -> list[str]:
 def test_every_environment_variable_is_documented():
     missing = [var for var in ENV_VARS if f"`{var}`" not in README]
     assert not missing, f"undocumented settings: {missing}"
+
+
+def test_the_configuration_table_is_the_one_the_settings_print():
+    """README's table under "## Configuration" lists exactly the settings of worker/config.py, in
+    their order, with their defaults and descriptions: paste `python -m worker.config` over it."""
+    section = README.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    expected = configuration_table().splitlines()
+    assert [row.split(" | ")[0] for row in table] == [row.split(" | ")[0] for row in expected], \
+        "the README's variables are not worker/config.py's: paste `python -m worker.config` over its table"
+    for shown, declared in zip(table, expected, strict=True):
+        assert shown == declared, "README's row differs from worker/config.py (python -m worker.config)"
 
 
 def test_every_sql_file_is_described():

@@ -221,7 +221,7 @@ def test_an_idle_session_ends(keeper_app, sample_runtime):
     keeper = keeper_app.test_client()
     sign_in(keeper)
     assert keeper.get("/documents").status_code == 200
-    idle = keeper_app.extensions["arc"].runtime.settings.session_idle_minutes
+    idle = keeper_app.extensions["arc"].runtime.settings.auth.session_idle_minutes
     with psycopg.connect(sample_runtime.db.url) as conn:  # as if the keeper left the tab a while
         conn.execute("update keeper_sessions set last_seen = now() - make_interval(secs => %s)", (idle * 60 + 60,))
     response = keeper.get("/documents")
@@ -250,10 +250,10 @@ def test_the_cookie_holds_no_usable_secret_and_the_table_no_session_id(keeper_ap
 
 def test_the_community_token_grammar_reads_old_entries_as_read_only():
     tokens = Settings.from_env({"ARC_COMMUNITY_TOKENS": f"a,b:{READER}; write@c:{WRITER}; read@d:{'r' * 30}"})
-    assert tokens.community_tokens == {READER: CommunityGrant(communities=("a", "b")),
+    assert tokens.auth.community_tokens == {READER: CommunityGrant(communities=("a", "b")),
                                        WRITER: CommunityGrant(communities=("c",), write=True),
                                        "r" * 30: CommunityGrant(communities=("d",))}
-    with_colon = Settings.from_env({"ARC_COMMUNITY_TOKENS": f"a:{READER}:with@colon"}).community_tokens
+    with_colon = Settings.from_env({"ARC_COMMUNITY_TOKENS": f"a:{READER}:with@colon"}).auth.community_tokens
     assert with_colon == {f"{READER}:with@colon": CommunityGrant(communities=("a",))}
     for bad in (f"admin@a:{READER}", f"write@:{READER}", f"@a:{READER}", "write@a:short"):
         with pytest.raises(ConfigError, match="ARC_COMMUNITY_TOKENS"):

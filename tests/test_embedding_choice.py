@@ -26,7 +26,7 @@ def test_a_reranker_key_keeps_the_local_model_of_a_local_knowledge_base(sample_r
         runtime = open_runtime(Settings.from_env(env(sample_runtime.db.url, tmp_path)))
     try:
         assert (runtime.embedder.model, runtime.embedder.dim) == ("all-MiniLM-L6-v2", 384)
-        assert runtime.settings.reranker == "llm", "the key still serves the reranker"
+        assert runtime.settings.reranking.reranker == "llm", "the key still serves the reranker"
         said = [r.getMessage() for r in caplog.records if "embeddings stay local" in r.getMessage()]
         assert len(said) == 1 and "EMBEDDING_PROVIDER=openai" in said[0] and "sk-test" not in said[0]
         answer = build_retriever(runtime).answer(RetrievalRequest(query="What is the maximum fence height?",

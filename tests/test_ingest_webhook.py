@@ -207,7 +207,7 @@ def test_tokens_are_required_and_separate(secured):
 
 
 def test_rate_limit_returns_429_with_retry_after(sample_runtime):
-    settings = sample_runtime.settings.model_copy(update={"rate_limit": 1.0})
+    settings = sample_runtime.settings.replace(**{"rate_limit": 1.0})
     client = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
     codes = [client.post("/webhook/arc-retrieval", json={"query": "fence"}) for _ in range(4)]
     assert [c.status_code for c in codes[:2]] == [200, 200]

@@ -242,7 +242,8 @@ def test_invalid_configuration_fails_with_one_line():
     with pytest.raises(ConfigError, match="SUPABASE_KEY"):
         Settings.from_env({"SUPABASE_URL": "https://x.supabase.co"})
     settings = Settings.from_env({"OPENAI_API_KEY": "sk-test"})
-    assert (settings.embedding_provider, settings.embedding_model, settings.embedding_dim) == (
+    embedding = settings.embedding
+    assert (embedding.embedding_provider, embedding.embedding_model, embedding.embedding_dim) == (
         "openai", "text-embedding-3-large", 1536)
 
 

@@ -158,7 +158,7 @@ def dify_client(sample_runtime):
     from worker.runtime import Runtime
     from worker.serve.app import create_app
 
-    settings = sample_runtime.settings.model_copy(update={"api_token": TOKEN, "rate_limit": 0.0})
+    settings = sample_runtime.settings.replace(**{"api_token": TOKEN, "rate_limit": 0.0})
     return create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
 
 

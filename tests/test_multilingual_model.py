@@ -48,9 +48,9 @@ def e5() -> E5Embedder:
 
 def test_settings_take_the_multilingual_model_by_name_alone():
     settings = Settings.from_env({"EMBEDDING_MODEL": "multilingual-e5-small", "OPENAI_API_KEY": "sk-test"})
-    assert (settings.embedding_provider, settings.embedding_dim) == ("local", 384)
-    assert settings.reranker == "llm"  # the key serves the reranker
-    assert isinstance(build_embedder(settings.model_copy(update={"embedding_threads": 1})), E5Embedder)
+    assert (settings.embedding.embedding_provider, settings.embedding.embedding_dim) == ("local", 384)
+    assert settings.reranking.reranker == "llm"  # the key serves the reranker
+    assert isinstance(build_embedder(settings.replace(**{"embedding_threads": 1})), E5Embedder)
 
 
 def test_e5_reads_passages_and_questions_with_their_own_prefixes(e5):

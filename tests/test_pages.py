@@ -27,7 +27,7 @@ HOSTILE = "# Pool rules\n\nThe pool closes at 9 pm. <script>window.pwned = 1</sc
 
 @pytest.fixture()
 def keeper(sample_runtime, tmp_path):
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              api_token=TOKEN, ingest_token=TOKEN)
     runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
     app = create_app(runtime=runtime)
@@ -43,6 +43,12 @@ def sign_in(client) -> None:
     page = client.get("/login").get_data(as_text=True)
     response = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
     assert response.status_code == 302
+
+
+def test_the_start_page_names_the_models_the_settings_chose(keeper):
+    sign_in(keeper)
+    page = re.sub(r"\s+", " ", keeper.get("/").get_data(as_text=True))
+    assert "Embeddings: all-MiniLM-L6-v2 (384 dims); reranker: none." in page, page
 
 
 def test_pages_need_the_admin_token_and_it_never_shows_in_a_url(keeper):
@@ -412,7 +418,7 @@ def test_the_questions_asked_are_those_of_the_community_chosen(two_communities):
 def test_closed_admin_routes_admit_nobody_to_the_pages(sample_runtime, tmp_path):
     """With only ARC_API_TOKEN set the admin routes are closed: no token, not even the
     marker that stands for "closed", signs anyone in."""
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              api_token=TOKEN)
     client = create_app(runtime=type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
     for guess in ("\x00closed", TOKEN, ""):
@@ -514,7 +520,7 @@ def test_score_bars_stay_within_their_box(keeper, app):
 ])
 def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_path, tokens, says, opens):
     """The README's Dify/n8n setup sets only ARC_API_TOKEN: the page says so before a failed try."""
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              **tokens)
     runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
     client = create_app(runtime=runtime).test_client()

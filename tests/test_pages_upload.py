@@ -187,7 +187,7 @@ def test_a_job_whose_worker_process_stopped_reads_as_failed(keeper, tmp_path):
 
     sign_in(keeper)
     keeper.get("/documents")
-    owner = keeper.application.extensions["arc"].runtime.settings.data_dir
+    owner = keeper.application.extensions["arc"].runtime.settings.database.data_dir
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     with keeper.session_transaction() as session:
@@ -198,7 +198,7 @@ def test_a_job_whose_worker_process_stopped_reads_as_failed(keeper, tmp_path):
 
 
 def test_a_busy_worker_refuses_an_upload_at_once(sample_runtime, tmp_path):
-    settings = make_settings(tmp_path, sample_runtime.settings.database_url or sample_runtime.db.url,
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
                              api_token=TOKEN, ingest_token=TOKEN, queue_timeout=0.2)
     app = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder))
     client = app.test_client()
@@ -207,7 +207,7 @@ def test_a_busy_worker_refuses_an_upload_at_once(sample_runtime, tmp_path):
         refused = upload(client, "late.md", b"# Late\n\nToo late.\n", document_id="late")
     assert refused.status_code == 429 and "text/html" in refused.headers["Content-Type"]
     assert "busy" in refused.get_data(as_text=True)
-    assert not list((settings.data_dir / "uploads").glob("*.json"))
+    assert not list((settings.database.data_dir / "uploads").glob("*.json"))
 
 
 def test_the_upload_form_needs_its_csrf_token(keeper):

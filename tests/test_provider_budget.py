@@ -40,7 +40,7 @@ def test_a_full_pool_refuses_at_once_and_frees_its_slots():
 
 
 def slow_provider_app(sample_runtime, standin: OpenAIStandin, *, timeout: float):
-    settings = sample_runtime.settings.model_copy(update={
+    settings = sample_runtime.settings.replace(**{
         "openai_api_key": standin.api_key, "openai_base_url": standin.base_url, "embedding_provider": "openai",
         "embedding_model": "text-embedding-3-large", "embedding_dim": 384, "embedding_timeout": timeout})
     slow = CachedEmbedder(OpenAIEmbedder(settings))  # the production client: 3 retries by default
@@ -116,7 +116,7 @@ class CountingBackend(PostgresBackend):
 
 def test_a_healthy_remote_provider_costs_one_search_and_a_silent_one_no_extra_time(sample_runtime):
     with OpenAIStandin() as standin:
-        settings = sample_runtime.settings.model_copy(update={
+        settings = sample_runtime.settings.replace(**{
             "openai_api_key": standin.api_key, "openai_base_url": standin.base_url,
             "embedding_provider": "openai", "embedding_model": "text-embedding-3-large", "embedding_dim": 384})
         backend = CountingBackend(sample_runtime.db)

@@ -86,7 +86,7 @@ def test_hybrid_function_carries_its_own_statement_timeout(sample_runtime):
 def test_slow_embedding_provider_degrades_within_the_timeout(sample_runtime):
     with OpenAIStandin() as standin:
         standin.reset(delay=5.0)
-        settings = sample_runtime.settings.model_copy(update={
+        settings = sample_runtime.settings.replace(**{
             "openai_api_key": standin.api_key, "openai_base_url": standin.base_url, "embedding_provider": "openai",
             "embedding_model": "text-embedding-3-large", "embedding_dim": 384, "embedding_timeout": 1.0})
         slow = CachedEmbedder(OpenAIEmbedder(settings))
@@ -120,13 +120,13 @@ def test_hostile_values_through_every_field(client, sample_runtime, value):
 
 
 def test_secrets_and_documents_stay_out_of_logs(sample_runtime, caplog):
-    settings = sample_runtime.settings.model_copy(update={"api_token": "super-secret-token-123"})
+    settings = sample_runtime.settings.replace(**{"api_token": "super-secret-token-123456789"})
     client = create_app(runtime=Runtime(settings, sample_runtime.db, sample_runtime.embedder)).test_client()
     with caplog.at_level(logging.DEBUG):
-        client.post(ROUTE, json={"query": "fence"}, headers={"X-ARC-Token": "super-secret-token-123"})
+        client.post(ROUTE, json={"query": "fence"}, headers={"X-ARC-Token": "super-secret-token-123456789"})
         client.post(ROUTE, json={"query": "fence"}, headers={"X-ARC-Token": "wrong-token-456"})
     text = caplog.text
-    assert "super-secret-token-123" not in text and "wrong-token-456" not in text
+    assert "super-secret-token-123456789" not in text and "wrong-token-456" not in text
     assert "Maximum fence height" not in text
 
 

@@ -265,8 +265,8 @@ def test_replicas_setting_is_checked_without_echoing_secrets():
     assert "ARC_READ_DATABASE_URLS" in str(err.value) and "secret" not in str(err.value)
     settings = Settings.from_env({"DATABASE_URL": "postgresql://h/db",
                                   "ARC_READ_DATABASE_URLS": " postgresql://a/db , postgresql://b/db ,"})
-    assert settings.read_database_urls == ("postgresql://a/db", "postgresql://b/db")
-    assert Settings.from_env({}).read_database_urls == ()
+    assert settings.database.read_database_urls == ("postgresql://a/db", "postgresql://b/db")
+    assert Settings.from_env({}).database.read_database_urls == ()
 
 
 class CountingReplicas:

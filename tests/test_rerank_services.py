@@ -244,7 +244,8 @@ def test_settings_name_what_a_service_needs(tmp_path):
         Settings.from_env({"RERANKER": "cohere", "RERANK_API_KEY": KEY, "RERANK_TIMEOUT": "0"})
     assert "RERANK_TIMEOUT" in str(refused.value) and KEY not in str(refused.value)
     hosted = Settings.from_env({"RERANKER": "voyage", "RERANK_API_KEY": KEY})
-    assert hosted.rerank_base_url.startswith("https://") and hosted.rerank_model == "rerank-2.5"
+    assert hosted.reranking.rerank_base_url.startswith("https://")
+    assert hosted.reranking.rerank_model == "rerank-2.5"
     local = Settings.from_env({"RERANKER": "infinity", "RERANK_BASE_URL": "http://127.0.0.1:7997/",
                                "RERANK_SCORE": "logit", "RERANK_TIMEOUT": "3"})
     built = build_reranker(local)

@@ -48,7 +48,7 @@ def _query_log(db_url: str) -> list[tuple[str, str]]:
 
 
 def test_every_door_asks_through_the_one_service(sample_runtime, spied, tmp_path, monkeypatch):
-    settings = sample_runtime.settings.model_copy(update={"api_token": TOKEN, "ingest_token": TOKEN,
+    settings = sample_runtime.settings.replace(**{"api_token": TOKEN, "ingest_token": TOKEN,
                                                           "rate_limit": 0.0})
     knowledge = KnowledgeService(Runtime(settings, sample_runtime.db, sample_runtime.embedder))
     app = create_app(service=knowledge)
@@ -59,7 +59,7 @@ def test_every_door_asks_through_the_one_service(sample_runtime, spied, tmp_path
     before = len(_query_log(sample_runtime.db.url))
 
     webhook = client.post(RETRIEVAL_ROUTE, json={"query": QUESTION},
-                          headers={settings.auth_header: TOKEN, "X-Request-ID": "door-webhook"})
+                          headers={settings.auth.auth_header: TOKEN, "X-Request-ID": "door-webhook"})
     assert webhook.status_code == 200, webhook.get_json()
     status = webhook.get_json()["status"]
 

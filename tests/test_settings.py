@@ -77,8 +77,64 @@ def test_embedding_threads_change_the_speed_not_the_vectors(embedder):
     from worker.embeddings import build_embedder
 
     settings = Settings.from_env({"ARC_EMBEDDING_THREADS": "1"})
-    assert settings.embedding_threads == 1
+    assert settings.embedding.embedding_threads == 1
     single = build_embedder(settings)
     assert single._session.get_session_options().intra_op_num_threads == 1
     texts = ["Fences may not exceed six feet.", "Who approves exterior paint colours?"]
     np.testing.assert_allclose(single.embed(texts), embedder.embed(texts), atol=1e-5)
+
+
+def test_every_setting_is_declared_once_in_its_group():
+    """One way to declare a setting: a field of a group, named after its variable, described."""
+    from worker.config import ENV_VARS, GROUP_OF, Settings
+
+    assert len(ENV_VARS) == len(GROUP_OF) == len(set(ENV_VARS.values())) >= 66
+    for group, info in Settings.model_fields.items():
+        for name, field in info.annotation.model_fields.items():
+            if field.validation_alias is None:
+                continue  # derived from the others, not read from the environment
+            assert name == field.validation_alias.lower().removeprefix("arc_"), (group, name)
+            assert GROUP_OF[name] == group and field.description, name
+
+
+def test_settings_are_read_into_their_groups_and_replaced_by_name(tmp_path):
+    from worker.config import ConfigError, Settings
+
+    settings = Settings.from_env({"ARC_MAX_CONCURRENT": "3", "ARC_SUCCESS_AT": "0.6"}, data_dir=tmp_path)
+    assert (settings.limits.max_concurrent, settings.status.success_at) == (3, 0.6)
+    assert settings.database.data_dir == tmp_path
+    changed = settings.replace(max_concurrent=5, api_token="t" * 24)
+    assert (changed.limits.max_concurrent, changed.auth.api_token, changed.status.success_at) == (5, "t" * 24, 0.6)
+    assert settings.limits.max_concurrent == 3, "replace makes new settings"
+    with pytest.raises(ConfigError, match="ARC_MAX_CONCURRENT: "):
+        settings.replace(max_concurrent=0)  # validated again, named by its variable
+    with pytest.raises(ConfigError, match="max_concurent: no such setting"):
+        settings.replace(max_concurent=5)
+
+
+def test_defaults_computed_from_other_settings():
+    from worker.config import LOCAL_MODEL, OPENAI_DIM, OPENAI_MODEL, Settings
+
+    plain = Settings.from_env({})
+    assert (plain.embedding.embedding_provider, plain.embedding.embedding_model) == ("local", LOCAL_MODEL)
+    assert plain.reranking.reranker == "none" and not plain.embedding.embedding_from_key
+    keyed = Settings.from_env({"OPENAI_API_KEY": "sk-test"})
+    embedding = keyed.embedding
+    assert (embedding.embedding_provider, embedding.embedding_model, embedding.embedding_dim) == (
+        "openai", OPENAI_MODEL, OPENAI_DIM)
+    assert embedding.embedding_from_key and keyed.reranking.reranker == "llm"
+    local = keyed.with_local_embeddings()
+    assert local.embedding.embedding_provider == "local" and local.reranking.reranker == "llm"
+    assert local.embedding.embedding_from_key, "still the key's choice, kept by the runtime"
+    chosen = Settings.from_env({"OPENAI_API_KEY": "sk-test", "EMBEDDING_PROVIDER": "local", "RERANKER": "none"})
+    assert not chosen.embedding.embedding_from_key and chosen.reranking.reranker == "none"
+
+
+def test_the_configuration_table_is_printed_by_the_module():
+    result = subprocess.run([sys.executable, "-m", "worker.config"], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| variable | default | meaning |"
+    assert "| `ARC_MAX_CONCURRENT` | 8 | requests running the pipeline at once, per process |" in lines
+    assert "| `ARC_DATA_DIR` | `.arc-data` | where the embedded database and the caches live |" in lines

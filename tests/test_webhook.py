@@ -85,7 +85,7 @@ def _closed_port() -> int:
 
 def test_embedding_failure_degrades_to_full_text_with_a_warning(sample_runtime):
     # A real OpenAI client pointed at a port nothing listens on: the provider is "down".
-    settings = sample_runtime.settings.model_copy(update={
+    settings = sample_runtime.settings.replace(**{
         "openai_api_key": "sk-test", "openai_base_url": f"http://127.0.0.1:{_closed_port()}/v1",
         "embedding_provider": "openai", "embedding_model": "text-embedding-3-large", "embedding_dim": 384,
         "embedding_timeout": 2.0})

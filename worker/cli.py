@@ -31,7 +31,7 @@ def _runtime(settings: Settings, *, migrate: bool = True):
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:  # the embedded database's folder
-        raise click.ClickException(data_dir_error(settings.data_dir, exc)) from None
+        raise click.ClickException(data_dir_error(settings.database.data_dir, exc)) from None
     if migrate:
         # the server starts without its database and waits for it; a command has nothing to wait for
         runtime.schema_ready = False
@@ -365,14 +365,14 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
         raise click.BadParameter(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(ALL_MODES)}",
                                  param_hint="--modes")
     settings = _settings()
-    if rerank and settings.reranker == "none":
+    if rerank and settings.reranking.reranker == "none":
         raise click.UsageError("--rerank needs a reranker: an LLM key, or "
                                "RERANKER=cohere|jina|voyage|tei|infinity")
     dataset = load_dataset(dataset_dir, qrels, limit)
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     reranker = build_reranker(settings) if rerank else None
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    results = evaluate(dataset, chosen, embedder=embedder, data_dir=settings.data_dir.resolve(),
+    settings.database.data_dir.mkdir(parents=True, exist_ok=True)
+    results = evaluate(dataset, chosen, embedder=embedder, data_dir=settings.database.data_dir.resolve(),
                        reranker=reranker, rerank=rerank)
     write_report(results, out, title=f"{dataset.name}: {len(dataset.queries)} queries, {embedder.model}",
                  command=command)
@@ -393,10 +393,10 @@ def _eval_answers(dataset_dir: Path, out: Path, command: str) -> None:
 
     exit_on_signals()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.database.data_dir.mkdir(parents=True, exist_ok=True)
     try:
         results = evaluate_answers(dataset, settings=settings, embedder=embedder,
-                                   data_dir=settings.data_dir.resolve(), progress=sys.stderr.isatty())
+                                   data_dir=settings.database.data_dir.resolve(), progress=sys.stderr.isatty())
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     write_answer_report(results, out, command=command)

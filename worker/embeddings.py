@@ -172,9 +172,10 @@ class OpenAIEmbedder:
     batch_size = 128
 
     def __init__(self, settings: Settings, client: object | None = None):
-        self.model = settings.embedding_model
-        self.dim = settings.embedding_dim
-        self._client = client or make_openai_client(settings, timeout=settings.embedding_timeout,
+        embedding = settings.embedding
+        self.model = embedding.embedding_model
+        self.dim = embedding.embedding_dim
+        self._client = client or make_openai_client(settings, timeout=embedding.embedding_timeout,
                                                     for_embeddings=True)
         self._tokens = default_counter()
 
@@ -211,19 +212,20 @@ def make_openai_client(settings: Settings, *, timeout: float, for_embeddings: bo
     """An ``openai`` client for OpenAI, Azure OpenAI or a compatible server, from settings."""
     import openai
 
-    use_azure = (settings.embedding_provider == "azure") if for_embeddings else (
-        bool(settings.azure_openai_endpoint and settings.azure_openai_api_key)
-        and not (settings.llm_api_key or settings.openai_api_key))
+    account, reranking = settings.embedding, settings.reranking  # the OpenAI or Azure keys, the LLM's own
+    use_azure = (account.embedding_provider == "azure") if for_embeddings else (
+        bool(account.azure_openai_endpoint and account.azure_openai_api_key)
+        and not (reranking.llm_api_key or account.openai_api_key))
     if use_azure:
-        return openai.AzureOpenAI(api_key=settings.azure_openai_api_key,
-                                  azure_endpoint=settings.azure_openai_endpoint,
-                                  api_version=settings.azure_openai_api_version,
+        return openai.AzureOpenAI(api_key=account.azure_openai_api_key,
+                                  azure_endpoint=account.azure_openai_endpoint,
+                                  api_version=account.azure_openai_api_version,
                                   timeout=timeout, max_retries=max_retries)
-    api_key = settings.openai_api_key
-    base_url = settings.openai_base_url
+    api_key = account.openai_api_key
+    base_url = account.openai_base_url
     if not for_embeddings:
-        api_key = settings.llm_api_key or api_key
-        base_url = settings.llm_base_url or base_url
+        api_key = reranking.llm_api_key or api_key
+        base_url = reranking.llm_base_url or base_url
     return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
 
 
@@ -275,10 +277,10 @@ class CachedEmbedder:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    if settings.embedding_provider == "local" and settings.embedding_model == MULTILINGUAL_MODEL:
-        return E5Embedder(threads=settings.embedding_threads)
-    if settings.embedding_provider == "local":
-        return LocalEmbedder(threads=settings.embedding_threads)
+    if settings.embedding.embedding_provider == "local" and settings.embedding.embedding_model == MULTILINGUAL_MODEL:
+        return E5Embedder(threads=settings.embedding.embedding_threads)
+    if settings.embedding.embedding_provider == "local":
+        return LocalEmbedder(threads=settings.embedding.embedding_threads)
     return OpenAIEmbedder(settings)
 
 

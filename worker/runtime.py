@@ -54,9 +54,10 @@ class Runtime:
 
 
 def database_url(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
-    if settings.database_url:
-        return settings.database_url, None
-    embedded = EmbeddedPostgres(settings.data_dir)
+    database = settings.database
+    if database.database_url:
+        return database.database_url, None
+    embedded = EmbeddedPostgres(database.data_dir)
     return embedded.start(), embedded
 
 
@@ -64,18 +65,19 @@ def keep_the_built_model(settings: Settings, db: Database) -> Settings:
     """A key set for the reranker never switches the embeddings of a knowledge base built with
     the local model: its vectors would no longer match any question. Only an explicit
     EMBEDDING_PROVIDER (and a re-ingest) switches; the start says which model it keeps."""
-    if not settings.embedding_from_key:
+    if not settings.embedding.embedding_from_key:
         return settings
     try:
         built = db.embedding_dim()
         recorded = db.recorded_model()
     except psycopg.OperationalError:
         return settings  # unknown yet: the schema check reports a mismatch when it answers
-    if built != LOCAL_DIM or settings.embedding_dim == LOCAL_DIM:
+    if built != LOCAL_DIM or settings.embedding.embedding_dim == LOCAL_DIM:
         return settings
     model = recorded if recorded in LOCAL_MODELS else LOCAL_MODEL
     log.warning(f"the knowledge base was built with {model} ({LOCAL_DIM} dims): embeddings stay local, "
-                f"the key serves the reranker; set EMBEDDING_PROVIDER={settings.embedding_provider} and "
+                f"the key serves the reranker; set EMBEDDING_PROVIDER={settings.embedding.embedding_provider}"
+                " and "
                 "re-ingest to switch, or EMBEDDING_PROVIDER=local to silence this")
     return settings.with_local_embeddings(model)
 
@@ -83,13 +85,14 @@ def keep_the_built_model(settings: Settings, db: Database) -> Settings:
 def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     """Start what the settings ask for. Raises SchemaMismatch on a wrong embedding size."""
     url, embedded = database_url(settings)
-    db = Database(url, pool_size=settings.pool_size, statement_timeout_ms=settings.statement_timeout_ms,
-                  write_lock_wait=settings.write_lock_wait)
+    database = settings.database
+    db = Database(url, pool_size=database.pool_size, statement_timeout_ms=database.statement_timeout_ms,
+                  write_lock_wait=database.write_lock_wait)
     settings = keep_the_built_model(settings, db)
     embedder = CachedEmbedder(build_embedder(settings))
-    timeout_ms = settings.replica_timeout_ms
-    replicas = [Database(url, pool_size=settings.pool_size, statement_timeout_ms=timeout_ms,
-                         connect_timeout=timeout_ms / 1000) for url in settings.read_database_urls]
+    timeout_ms = database.replica_timeout_ms
+    replicas = [Database(url, pool_size=database.pool_size, statement_timeout_ms=timeout_ms,
+                         connect_timeout=timeout_ms / 1000) for url in database.read_database_urls]
     runtime = Runtime(settings, db, embedder, embedded, schema_ready=not migrate, replicas=replicas)
     if migrate:
         try:

@@ -179,7 +179,7 @@ def main() -> None:
     text = "\n".join([
         "# Status calibration: its cost at ingest, none at question time", "",
         f"Command: `{command}`", "",
-        f"Embedding model {embedder.model}, embedded Postgres, {settings.calibration_questions} sentences "
+        f"Embedding model {embedder.model}, embedded Postgres, {settings.status.calibration_questions} sentences "
         "asked back plus the off-domain questions per measurement.", "",
         "## hoa-dev", "", *first, "",
         f"## {args.communities} communities", "", *many, ""])

@@ -127,7 +127,8 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
             if not questions:
                 continue
             manifest = load_manifest(folder)
-            db = Database(_new_database(server_url, community), statement_timeout_ms=settings.statement_timeout_ms)
+            db = Database(_new_database(server_url, community),
+                          statement_timeout_ms=settings.database.statement_timeout_ms)
             try:
                 db.migrate(embedder.dim)
                 ingestor = Ingestor(db, embedder)
@@ -138,7 +139,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 client, retriever = _webhook_client(settings, db, embedder)
                 # What a deployed worker does in the background after an ingest, done before
                 # the first question so that every question is answered calibrated.
-                calibration = retriever.calibrate_now() if settings.status_calibration else None
+                calibration = retriever.calibrate_now() if settings.status.status_calibration else None
                 calibrations[community] = None if calibration is None else {
                     **calibration.anchors(), "questions": calibration.questions, "kb_version": calibration.version}
                 corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in documents)
@@ -155,7 +156,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
             finally:
                 db.close()
         return AnswerResults(dataset.name, embedder.model, outcomes, budgets=budgets, calibrations=calibrations,
-                             reranker="on" if settings.reranker == "llm" else "off")
+                             reranker="on" if settings.reranking.reranker == "llm" else "off")
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -174,7 +175,7 @@ def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
 
     # The webhook exactly as configured, on this community's database; the rate limit is for
     # callers, not for an evaluation that asks 134 questions in a row.
-    runtime = Runtime(settings.model_copy(update={"rate_limit": 0}), db, embedder)
+    runtime = Runtime(settings.replace(rate_limit=0), db, embedder)
     retriever = build_retriever(runtime)
     return create_app(runtime=runtime, retriever=retriever).test_client(), retriever
 
@@ -182,7 +183,8 @@ def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
 def _ask_worker(client, settings: Settings, question: Question, **request) -> Outcome:
     from ..serve.app import RETRIEVAL_ROUTE
 
-    headers = {settings.auth_header: settings.api_token} if settings.api_token else {}
+    auth = settings.auth
+    headers = {auth.auth_header: auth.api_token} if auth.api_token else {}
     start = time.perf_counter()
     response = client.post(RETRIEVAL_ROUTE, json={"query": question.question, **request}, headers=headers)
     latency = (time.perf_counter() - start) * 1000
@@ -191,7 +193,8 @@ def _ask_worker(client, settings: Settings, question: Question, **request) -> Ou
         raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {body}")
     # whether the answer-type check would keep this context from `success` at any cut: the
     # fitted cuts below must see the status the worker would give, not the score alone
-    lacking = settings.status_answer_types and answer_type.missing(body["query"]["normalized"], body["context"])
+    lacking = (settings.status.status_answer_types
+               and answer_type.missing(body["query"]["normalized"], body["context"]))
     return Outcome(question=question, context=body["context"], sources=split_sources(body["context"]),
                    tokens=body["context_tokens"], latency_ms=latency, status=body["status"],
                    best_score=body["best_score"], confidence=_confidence(body),

@@ -139,7 +139,8 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
 def _ask(client, settings: Settings, question: Question, community: str | None) -> tuple[Outcome, list[str]]:
     from ..serve.app import RETRIEVAL_ROUTE
 
-    headers = {settings.auth_header: settings.api_token} if settings.api_token else {}
+    auth = settings.auth
+    headers = {auth.auth_header: auth.api_token} if auth.api_token else {}
     body = {"query": question.question} | ({"community": community} if community else {})
     start = time.perf_counter()
     response = client.post(RETRIEVAL_ROUTE, json=body, headers=headers)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from xml.parsers import expat
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..config import Reading
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,13 @@ class ReadLimits:
     read_seconds: float = 900.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ReadLimits:
+    def from_settings(cls, reading: Reading) -> ReadLimits:
         """The configured limits, the same for uploads and the command line."""
-        return cls(max_pages=settings.max_pages, max_ocr_pages=settings.max_ocr_pages,
-                   max_unpacked_bytes=settings.max_unpacked_bytes, max_nesting=settings.max_nesting,
-                   max_xml_elements=settings.max_xml_elements, convert_seconds=settings.convert_timeout,
-                   convert_memory_bytes=settings.convert_memory_mb * 1_000_000,
-                   read_seconds=settings.read_timeout)
+        return cls(max_pages=reading.max_pages, max_ocr_pages=reading.max_ocr_pages,
+                   max_unpacked_bytes=reading.max_unpacked_bytes, max_nesting=reading.max_nesting,
+                   max_xml_elements=reading.max_xml_elements, convert_seconds=reading.convert_timeout,
+                   convert_memory_bytes=reading.convert_memory_mb * 1_000_000,
+                   read_seconds=reading.read_timeout)
 
 
 class Cancelled(ValueError):

@@ -42,12 +42,14 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     else:
         service.metrics = metrics
     retriever = service.retriever
-    admin = admin_token(settings.api_token, settings.ingest_token, settings.ingest_with_api_token)
-    ops_tokens = dict.fromkeys(OPS_ROUTES, settings.ops_token) if settings.ops_token else {}
+    auth = settings.auth
+    admin = admin_token(auth.api_token, auth.ingest_token, auth.ingest_with_api_token)
+    ops_tokens = dict.fromkeys(OPS_ROUTES, auth.ops_token) if auth.ops_token else {}
     arc = Services(
         knowledge=service, metrics=metrics,
-        limiter=RateLimiter(settings.rate_limit), auth_guard=FailedAuthGuard(settings.auth_failures_per_minute),
-        tokens={RETRIEVAL_ROUTE: settings.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin,
+        limiter=RateLimiter(settings.limits.rate_limit),
+        auth_guard=FailedAuthGuard(auth.auth_failures_per_minute),
+        tokens={RETRIEVAL_ROUTE: auth.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin,
                 **ops_tokens})
     arc.metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses,
                                              retriever.search_cache.hits))
@@ -57,10 +59,10 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
         arc.metrics.watch(lambda: database_families(replicas.all_stats()))
 
     app = Flask("arc-retrieval")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["arc"] = arc
     app.extensions[guards.HOSTS] = HostPolicy.from_settings(settings)
-    app.wsgi_app = TrustedProxies(app.wsgi_app, settings.trusted_proxies)  # type: ignore[method-assign]
+    app.wsgi_app = TrustedProxies(app.wsgi_app, settings.serving.trusted_proxies)  # type: ignore[method-assign]
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
     for blueprint in (webhooks, documents, ops, dify):

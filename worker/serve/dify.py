@@ -111,8 +111,9 @@ def _authorise() -> Any | None:
     address = request.remote_addr or "unknown"
     header = request.headers.get("Authorization", "")
     presented = bearer(header) if header.startswith("Bearer ") else None  # Dify's own spelling only
-    verdict = authenticate(settings.api_token, presented, address=address, guard=arc.auth_guard, route=DIFY_ROUTE,
-                           community_tokens=settings.community_tokens, failures=arc.metrics.auth_failures)
+    auth = settings.auth
+    verdict = authenticate(auth.api_token, presented, address=address, guard=arc.auth_guard, route=DIFY_ROUTE,
+                           community_tokens=auth.community_tokens, failures=arc.metrics.auth_failures)
     if verdict.retry_after:
         return _refused("too many failed authentication attempts", verdict.retry_after)
     if not verdict.ok:
@@ -120,7 +121,7 @@ def _authorise() -> Any | None:
             return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
         return dify_error(403, 1002, "Authorization failed")
     setattr(g, community_scope.ALLOWED, verdict.communities)  # a key limited to communities reaches only those
-    if wait := arc.limiter.acquire(client_key(presented if settings.api_token else None, address)):
+    if wait := arc.limiter.acquire(client_key(presented if auth.api_token else None, address)):
         return _refused("too many requests", wait)
     return None
 

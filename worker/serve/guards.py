@@ -69,9 +69,10 @@ def before_request() -> Any:
                      "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)")
     settings = arc.runtime.settings
     address = request.remote_addr or "unknown"
-    presented = request.headers.get(settings.auth_header)
+    auth = settings.auth
+    presented = request.headers.get(auth.auth_header)
     verdict = authenticate(expected, presented, address=address, guard=arc.auth_guard, route=route,
-                           community_tokens=settings.community_tokens if route in COMMUNITY_ROUTES else None,
+                           community_tokens=auth.community_tokens if route in COMMUNITY_ROUTES else None,
                            failures=arc.metrics.auth_failures)
     if verdict.retry_after:
         return refused("too many failed authentication attempts; retry after the Retry-After delay",

@@ -42,7 +42,7 @@ timeout = 60            # a request is bounded by the LLM timeout (15 s) well be
 graceful_timeout = 20   # in-flight requests finish on SIGTERM
 keepalive = 5           # n8n reuses connections
 preload_app = False
-# One onnxruntime thread per process for the local model (see Settings.embedding_threads).
+# One onnxruntime thread per process for the local model (Embedding.embedding_threads, worker/config.py).
 os.environ.setdefault("ARC_EMBEDDING_THREADS", "1")
 accesslog = None
 # Which proxies' X-Forwarded-Proto is believed is ARC_TRUSTED_PROXIES's to say (the app's
@@ -73,11 +73,11 @@ def on_starting(server) -> None:
     except ConfigError as exc:  # one line, as `arc-retrieval serve` prints it, not a traceback
         raise SystemExit(str(exc)) from None
     hosts = [b.rsplit(":", 1)[0] if not b.startswith("unix:") else "localhost" for b in server.cfg.bind]
-    check_exposure(hosts, api_token=settings.api_token, auth_disabled=settings.auth_disabled)
+    check_exposure(hosts, api_token=settings.auth.api_token, auth_disabled=settings.auth.auth_disabled)
     try:
         runtime = open_runtime(settings)
     except OSError as exc:  # the embedded database's folder: one line, as the commands say it
-        raise SystemExit(data_dir_error(settings.data_dir, exc)) from None
+        raise SystemExit(data_dir_error(settings.database.data_dir, exc)) from None
     except ArcError as exc:  # an embedding size the knowledge base was not built with
         raise SystemExit(str(exc)) from None
     if not runtime.schema_ready:
@@ -143,8 +143,8 @@ def database_where(runtime) -> str:
         user = f"{parts['user']}@" if parts.get("user") else ""
         where = (f"Postgres {user}{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/"
                  f"{parts.get('dbname') or ''}")
-    if runtime.settings.supabase_url:
-        where += f", searched through {runtime.settings.supabase_url}"
+    if runtime.settings.database.supabase_url:
+        where += f", searched through {runtime.settings.database.supabase_url}"
     return where
 
 

@@ -54,11 +54,11 @@ class HostPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HostPolicy:
-        if settings.allowed_hosts:
-            listed = tuple(parts for entry in settings.allowed_hosts if entry != "*"
+        if settings.serving.allowed_hosts:
+            listed = tuple(parts for entry in settings.serving.allowed_hosts if entry != "*"
                            and (parts := split_host(entry.removesuffix(":*"))) is not None)
-            return cls(listed, "*" in settings.allowed_hosts)
-        return cls((), any_name=bool(settings.api_token))
+            return cls(listed, "*" in settings.serving.allowed_hosts)
+        return cls((), any_name=bool(settings.auth.api_token))
 
     def allows(self, host: str) -> bool:
         """Whether a request asking for ``host`` (its Host header) is answered."""

@@ -147,8 +147,8 @@ class McpFace:
         """``knowledge``: a service to share with another door (the runtime is then its)."""
         knowledge = knowledge or KnowledgeService(runtime, retriever=retriever)
         settings = knowledge.runtime.settings
-        return cls(knowledge=knowledge, limiter=RateLimiter(settings.rate_limit),
-                   auth_guard=FailedAuthGuard(settings.auth_failures_per_minute))
+        return cls(knowledge=knowledge, limiter=RateLimiter(settings.limits.rate_limit),
+                   auth_guard=FailedAuthGuard(settings.auth.auth_failures_per_minute))
 
     @property
     def runtime(self) -> Runtime:
@@ -185,7 +185,7 @@ class McpFace:
         request = ctx.request_context.request
         if request is None:
             return "stdio"
-        presented = bearer_or_header(request.headers, self.runtime.settings.auth_header)
+        presented = bearer_or_header(request.headers, self.runtime.settings.auth.auth_header)
         client = getattr(request, "client", None)
         return client_key(presented, client.host if client else None)
 
@@ -303,8 +303,8 @@ def _version() -> str:
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
-                                     allowed_hosts=_split(settings.mcp_allowed_hosts),
-                                     allowed_origins=_split(settings.mcp_allowed_origins))
+                                     allowed_hosts=_split(settings.serving.mcp_allowed_hosts),
+                                     allowed_origins=_split(settings.serving.mcp_allowed_origins))
 
 
 def _split(raw: str) -> list[str]:
@@ -337,9 +337,10 @@ class TokenGate:
             await _json(send, 200, {"status": "ok"}, [])
             return
         address = (scope.get("client") or ("unknown", 0))[0]
-        presented = bearer_or_header(Headers(scope=scope), self.settings.auth_header)
-        verdict = authenticate(self.settings.api_token, presented, address=address, guard=self.face.auth_guard,
-                               route=MCP_PATH, community_tokens=self.settings.community_tokens)
+        auth = self.settings.auth
+        presented = bearer_or_header(Headers(scope=scope), auth.auth_header)
+        verdict = authenticate(auth.api_token, presented, address=address, guard=self.face.auth_guard,
+                               route=MCP_PATH, community_tokens=auth.community_tokens)
         if verdict.retry_after:
             await _json(send, 429, {"error": "rate_limited", "message": "too many failed authentication "
                                     "attempts; retry after the Retry-After delay"},
@@ -368,9 +369,9 @@ def http_app(face: McpFace) -> ASGIApp:
     settings = face.runtime.settings
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                      transport_security=transport_security(settings),
-                                     max_request_body_size=settings.max_body_bytes)
-    bounded = StreamLimits(app, seconds=settings.mcp_stream_seconds, per_client=settings.mcp_streams_per_client,
-                           auth_header=settings.auth_header, path=MCP_PATH)
+                                     max_request_body_size=settings.limits.max_body_bytes)
+    bounded = StreamLimits(app, seconds=settings.serving.mcp_stream_seconds, per_client=settings.serving.mcp_streams_per_client,
+                           auth_header=settings.auth.auth_header, path=MCP_PATH)
     return TokenGate(bounded, face)
 
 
@@ -410,7 +411,7 @@ def run_http(face: McpFace, host: str, port: int) -> None:
 
     settings = face.runtime.settings
     try:
-        check_exposure([host], api_token=settings.api_token, auth_disabled=settings.auth_disabled)
+        check_exposure([host], api_token=settings.auth.api_token, auth_disabled=settings.auth.auth_disabled)
         uvicorn.run(http_app(face), host=host, port=port, log_level="warning", access_log=False)
     finally:
         face.runtime.close()

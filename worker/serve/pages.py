@@ -54,7 +54,7 @@ def init_app(app: Flask) -> None:
     alike) and from the admin token (so rotating the token ends every session)."""
     settings = services_of(app).runtime.settings
     admin = services_of(app).tokens.get(DOCUMENTS_ROUTE) or ""
-    secret = _session_secret(settings.data_dir / ".keeper-session-key")
+    secret = _session_secret(settings.database.data_dir / ".keeper-session-key")
     app.secret_key = hmac.new(secret.encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     app.session_interface = keeper_sessions.KeeperSessionInterface()
@@ -96,7 +96,7 @@ def _signed_in() -> bool:
         else:
             runtime = services().runtime
             runtime.ensure_schema()
-            g.signed_in = keeper_sessions.alive(runtime.db, session_id, runtime.settings.session_idle_minutes)
+            g.signed_in = keeper_sessions.alive(runtime.db, session_id, runtime.settings.auth.session_idle_minutes)
     return bool(g.signed_in)
 
 
@@ -106,7 +106,7 @@ def _admin_token_is() -> str | None:
     token, settings = _admin_token(), services().runtime.settings
     if token is None or token == CLOSED:
         return "closed" if token == CLOSED else None
-    return "ARC_INGEST_TOKEN" if settings.ingest_token else "ARC_API_TOKEN"
+    return "ARC_INGEST_TOKEN" if settings.auth.ingest_token else "ARC_API_TOKEN"
 
 
 @pages.before_request
@@ -195,7 +195,7 @@ def login() -> Any:
             runtime = arc.runtime
             runtime.ensure_schema()
             session.clear()
-            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, runtime.settings.session_idle_minutes)
+            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, runtime.settings.auth.session_idle_minutes)
             session["csrf"] = secrets.token_urlsafe(32)
             return redirect(keeper_sessions.own_path(request.args.get("next")) or url_for("pages.start"))
         if verdict.retry_after:  # as every door: the right token first, then the brake
@@ -266,7 +266,7 @@ def upload() -> Any:
     thread of this process ingests it (upload_jobs.py). Bad fields and a busy worker are
     answered here, before any job."""
     knowledge = services().knowledge
-    request.max_content_length = knowledge.runtime.settings.max_upload_bytes
+    request.max_content_length = knowledge.runtime.settings.limits.max_upload_bytes
     form = {k: v for k, v in request.form.items() if k != "csrf_token"}  # the body, read before a slot
     knowledge.runtime.ensure_schema()
     folder = Path(tempfile.mkdtemp(prefix="arc-upload-"))
@@ -298,7 +298,7 @@ def upload() -> Any:
 
 
 def _jobs() -> UploadJobs:
-    return UploadJobs.under(services().runtime.settings.data_dir)
+    return UploadJobs.under(services().runtime.settings.database.data_dir)
 
 
 @pages.get("/documents/upload/<job_id>")
@@ -422,10 +422,10 @@ def status_scale(answer: RetrievalResponse | None, settings) -> StatusScale | No
     confidence = answer.confidence or {}
     if confidence.get("calibrated") and confidence.get("floor") is not None and confidence.get("top") is not None:
         floor, top = confidence["floor"], confidence["top"]
-        cuts = (settings.no_results_at, settings.success_at)
+        cuts = (settings.status.no_results_at, settings.status.success_at)
         return StatusScale(True, confidence.get("score"), cuts,
                            tuple(round(floor + c * (top - floor), 4) for c in cuts), floor, top)
-    fixed = (settings.no_results_below, settings.low_confidence_below)
+    fixed = (settings.status.no_results_below, settings.status.low_confidence_below)
     return StatusScale(False, confidence.get("relevance"), fixed, fixed)
 
 

@@ -80,8 +80,8 @@ class BufferingThreadWorker(ThreadWorker):
         from ..config import Settings
 
         settings = Settings.from_env()
-        self.client_timeout = settings.client_timeout
-        self.body_limit = settings.max_body_bytes
+        self.client_timeout = settings.limits.client_timeout
+        self.body_limit = settings.limits.max_body_bytes
         self._reading: dict[TConn, tuple[float, bytearray]] = {}
         super().init_process()  # runs the loop
 

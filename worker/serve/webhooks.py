@@ -54,7 +54,7 @@ def retrieve() -> Any:
 @webhooks.post(INGEST_ROUTE)
 def ingest() -> Any:
     knowledge = services().knowledge
-    request.max_content_length = knowledge.runtime.settings.max_upload_bytes
+    request.max_content_length = knowledge.runtime.settings.limits.max_upload_bytes
     multipart = request.mimetype == "multipart/form-data"
 
     def store(ingestor: Ingestor) -> tuple[DocumentInput, IngestReport]:

@@ -79,10 +79,11 @@ class KnowledgeService:
         self._progress = progress
         self.query_log = QueryLog(runtime.db)
         self.metrics: AnswerMetrics = metrics or NoMetrics()
-        self.admission = Admission(settings.max_concurrent, settings.max_queue, settings.queue_timeout)
+        limits = settings.limits
+        self.admission = Admission(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
         # reading documents (parsing, conversion, OCR) has its own small bound, inside the
         # general one, so uploads can never take every slot questions need
-        self.ingest_admission = Admission(settings.max_ingests, settings.max_ingests, settings.queue_timeout)
+        self.ingest_admission = Admission(limits.max_ingests, limits.max_ingests, limits.queue_timeout)
 
     @property
     def retriever(self) -> Retriever:
