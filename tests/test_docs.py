@@ -81,13 +81,24 @@ def code_spans(text: str = README) -> list[str]:
 
 
 def test_every_environment_variable_is_documented():
-    missing = [var for var in ENV_VARS if f"`{var}`" not in README]
+    reference = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [var for var in ENV_VARS if f"`{var}`" not in reference]
     assert not missing, f"undocumented settings: {missing}"
 
 
+def test_the_configuration_reference_is_the_one_the_settings_print():
+    """docs/configuration.md is `python -m worker.config --all`, every setting group by group."""
+    from worker.config import configuration_reference
+
+    reference = (ROOT / "docs" / "configuration.md").read_text()
+    assert reference.rstrip("\n") == configuration_reference().rstrip("\n"), \
+        "docs/configuration.md differs: write `python -m worker.config --all > docs/configuration.md`"
+
+
 def test_the_configuration_table_is_the_one_the_settings_print():
-    """README's table under "## Configuration" lists exactly the settings of worker/config.py, in
-    their order, with their defaults and descriptions: paste `python -m worker.config` over it."""
+    """README's table under "## Configuration" lists exactly the settings worker/config.py shows
+    there, in their order, with their defaults and descriptions: paste `python -m worker.config`
+    over it."""
     section = README.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("|")]
     expected = configuration_table().splitlines()

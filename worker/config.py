@@ -3,8 +3,9 @@
 Every setting belongs to one group (:class:`Database`, :class:`Embedding`, :class:`Limits`...);
 :class:`Settings` is made of the groups, and a part of the worker reads its own:
 ``settings.limits.max_concurrent``, ``settings.status.success_at``. Nothing else in the package
-looks at ``os.environ``. ``python -m worker.config`` prints the README's configuration table
-from the declarations below, and ``tests/test_docs.py`` checks that the README shows exactly it.
+looks at ``os.environ``. ``python -m worker.config`` prints the README's configuration table (the
+settings of ``README_SETTINGS``) and ``python -m worker.config --all`` docs/configuration.md (every
+setting, group by group) from the declarations below; ``tests/test_docs.py`` checks both.
 
 To add a setting, declare one field in its group, and nothing more:
 
@@ -20,7 +21,8 @@ To add a setting, declare one field in its group, and nothing more:
   naming the variables; a default computed from other settings a ``model_validator(mode="before")``
   that returns the filled values (:meth:`Embedding._derive`); across groups, the same in
   :class:`Settings`;
-- then paste ``python -m worker.config`` over the README's table.
+- then write ``python -m worker.config --all > docs/configuration.md`` (and paste
+  ``python -m worker.config`` over the README's table if it is one of ``README_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -92,9 +94,20 @@ class CommunityGrant(BaseModel):
 COMMUNITY_SCOPES = ("read", "write")
 
 
+# The settings a new user reaches for first: the README's table shows these; the full reference
+# (docs/configuration.md) shows every setting, group by group.
+README_SETTINGS = frozenset({
+    "DATABASE_URL", "ARC_DATA_DIR", "SUPABASE_URL", "SUPABASE_KEY", "EMBEDDING_PROVIDER", "EMBEDDING_MODEL",
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "RERANKER", "LLM_MODEL", "RERANK_BASE_URL", "RERANK_API_KEY",
+    "RERANK_MODEL", "ARC_API_TOKEN", "ARC_INGEST_TOKEN", "ARC_COMMUNITY_TOKENS", "ARC_OPS_TOKEN",
+    "ARC_ALLOWED_HOSTS", "ARC_TRUSTED_PROXIES", "ARC_MAX_CONCURRENT", "ARC_STATUS_CALIBRATION",
+    "ARC_SUCCESS_AT", "ARC_MIN_CONTEXT_CHUNKS", "ARC_OCR", "ARC_LOG_LEVEL",
+})
+
+
 def setting(env: str, default: Any, description: str, *, shown: str | None = None, **constraints: Any) -> Any:
     """One setting: the environment variable it is read from, its default, what it does (the
-    README's "meaning"), ``shown``: the default as the README tells it when it is computed, and
+    tables' "meaning"), ``shown``: the default as the tables tell it when it is computed, and
     pydantic's constraints (``ge=``, ``le=``, ``pattern=``)."""
     return Field(default, validation_alias=env, description=description,
                  json_schema_extra={"shown": shown} if shown is not None else None, **constraints)
@@ -119,7 +132,7 @@ class Database(Group):
     read_database_urls: tuple[str, ...] = setting(
         "ARC_READ_DATABASE_URLS", (),
         "comma-separated `postgresql://` URLs of read replicas: searches go to them "
-        "([docs/performance.md](docs/performance.md))")
+        "(`docs/performance.md`)")
     replica_max_wait_ms: int = setting(
         "ARC_REPLICA_MAX_WAIT_MS", 100,
         "how long a question waits for a replica that has not replayed the latest change", ge=0, le=10_000)
@@ -221,7 +234,7 @@ class Embedding(Group):
     embedding_model: str = setting(
         "EMBEDDING_MODEL", LOCAL_MODEL,
         "model: locally `all-MiniLM-L6-v2` (English) or `multilingual-e5-small` (about 100 languages, "
-        "[docs/models.md](docs/models.md)); Azure: the deployment name",
+        "`docs/models.md`); Azure: the deployment name",
         shown=f"`{LOCAL_MODEL}` / `{OPENAI_MODEL}`")
     embedding_dim: int = setting(
         "EMBEDDING_DIM", LOCAL_DIM, "vector size; must match the table (checked at start)",
@@ -735,12 +748,36 @@ ENV_VARS: dict[str, str] = {str(field.validation_alias): name for _, name, field
 GROUP_OF: dict[str, str] = {name: group for group, name, _ in _settings_fields()}
 
 
-def configuration_table() -> str:
-    """The README's configuration table: every variable, its default and what it does."""
+def configuration_table(*, readme: bool = True) -> str:
+    """A configuration table: the README's (the settings of ``README_SETTINGS``) or, with
+    ``readme=False``, every setting."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     for _, _, field in _settings_fields():
-        lines.append(f"| `{field.validation_alias}` | {_shown_default(field)} | {field.description} |")
+        if not readme or field.validation_alias in README_SETTINGS:
+            lines.append(_row(field))
     return "\n".join(lines)
+
+
+def configuration_reference() -> str:
+    """docs/configuration.md: every setting, group by group, each group with what it is for."""
+    parts = ["# Configuration", "",
+             "Every setting is an environment variable, read once at start; an invalid value or combination",
+             "stops the worker with one line naming the variable. This page is printed by",
+             "`python -m worker.config --all` from the declarations in `worker/config.py`.", ""]
+    for group, info in Settings.model_fields.items():
+        model = info.annotation
+        assert isinstance(model, type) and issubclass(model, Group)
+        fields = [f for f in model.model_fields.values() if isinstance(f.validation_alias, str)]
+        if not fields:
+            continue
+        about = " ".join((model.__doc__ or "").split()).replace("``", "`")
+        parts += [f"## {group.capitalize()}", "", about, "", "| variable | default | meaning |", "|---|---|---|"]
+        parts += [_row(f) for f in fields] + [""]
+    return "\n".join(parts)
+
+
+def _row(field: FieldInfo) -> str:
+    return f"| `{field.validation_alias}` | {_shown_default(field)} | {field.description} |"
 
 
 def _shown_default(field: FieldInfo) -> str:
@@ -807,4 +844,4 @@ def _one_line(exc: ValidationError) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(configuration_table() + "\n")
+    sys.stdout.write((configuration_reference() if "--all" in sys.argv[1:] else configuration_table()) + "\n")
