@@ -124,7 +124,7 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
             together.append(outcome)
             foreign += sum(1 for d in documents if d not in owned[question.community])
         s_alone, s_together = summarise(alone), summarise(together)
-        agreement = sum(a.status == b.status for a, b in zip(alone, together)) / len(questions)
+        agreement = sum(a.status == b.status for a, b in zip(alone, together, strict=True)) / len(questions)
         return CommunityComparison(
             questions=len(questions), separate=s_alone, shared=s_together, status_agreement=round(agreement, 4),
             foreign_chunks=foreign,

@@ -77,7 +77,7 @@ def cached_query_embeddings(dataset: BeirDataset, embedder: CachedEmbedder, cach
     else:
         vectors = embedder.inner.embed_queries(texts)
         np.save(path, vectors)
-    found = dict(zip(texts, vectors))
+    found = dict(zip(texts, vectors, strict=True))
     embedder.prime(found)
     return found
 

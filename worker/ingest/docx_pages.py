@@ -184,7 +184,8 @@ def _section_starts(body: ElementTree.Element, w: _Names) -> dict[int, str]:
     if (last := body.find(w.sectPr)) is not None:
         properties.append(last)
     starts: dict[int, str] = {}
-    for paragraph, following in zip(enders, properties[1:]):
+    # without the body's own sectPr, the last ender has no following one and is left out
+    for paragraph, following in zip(enders, properties[1:], strict=False):
         kind = following.find(w.type)
         starts[id(paragraph)] = "nextPage" if kind is None else kind.get(w.val, "nextPage")
     return starts

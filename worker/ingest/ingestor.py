@@ -27,10 +27,10 @@ from ..sections import amends
 from ..store import bm25, communities, model_record, sqlfiles
 from ..store.database import Database
 from ..tokens import TokenCounter, default_counter
+from .bounds import DEFAULT_LIMITS, Budget, ReadLimits
 from .chunking import Chunk, chunk_blocks
 from .manifest import Manifest, load_manifest
-from .ocr import Ocr
-from .bounds import Budget, ReadLimits
+from .ocr import DEFAULT_OCR, Ocr
 from .readers import ParsedDocument, read_beir_corpus, read_path
 
 log = logging.getLogger("arc.ingest")
@@ -107,7 +107,7 @@ def slugify(text: str) -> str:
 
 class Ingestor:
     def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None,
-                 ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits()):
+                 ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS):
         self.db = db
         self.limits = limits
         self.embedder = embedder

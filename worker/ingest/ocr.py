@@ -160,7 +160,8 @@ class Ocr:
         with ThreadPoolExecutor(max_workers=workers) as pool, \
                 progress(len(numbers), f"OCR {path.name}", "page", terminal=self.progress,
                          logger=logging.getLogger("arc.ocr"), every=PROGRESS_LOG_SECONDS) as bar:
-            for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers)):
+            # not strict: given no numbers, render_pages would go on to render every page
+            for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers), strict=False):
                 if budget is not None:
                     budget.check()
                 pending.append(pool.submit(read, job))
@@ -168,6 +169,9 @@ class Ocr:
                     yield _counted(pending.popleft().result(), bar)
             while pending:
                 yield _counted(pending.popleft().result(), bar)
+
+
+DEFAULT_OCR = Ocr()  # for callers that pass no OCR settings (a frozen value, shared safely)
 
 
 def _counted(page: PageText, bar) -> PageText:

@@ -99,12 +99,18 @@ class StatusCuts:
     answer_types: bool = True
 
 
+DEFAULT_CUTS = StatusCuts()
+
+
 @dataclass(frozen=True)
 class FixedThresholds:
     """Used only while a knowledge base has no calibration (empty, or being calibrated)."""
 
     no_results_below: float = 0.3
     low_confidence_below: float = 0.5
+
+
+DEFAULT_THRESHOLDS = FixedThresholds()
 
 
 @dataclass(frozen=True)

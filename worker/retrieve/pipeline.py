@@ -29,15 +29,13 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type, language
+from . import answer_type, language, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
-from . import minimum
-from . import rerank_services
 from . import status as status_stage
-from .calibration import Calibrations
 from .amendments import bring_amendments
 from .authority import Adjustments
+from .calibration import Calibrations
 from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
@@ -97,11 +95,11 @@ class Timer:
 
 class Retriever:
     def __init__(self, *, embedder: CachedEmbedder, backend: SearchBackend, reranker: Reranker | None,
-                 thresholds: Thresholds = Thresholds(), policy: ContextPolicy = ContextPolicy(),
+                 thresholds: Thresholds = confidence_stage.DEFAULT_THRESHOLDS, policy: ContextPolicy = ContextPolicy(),
                  embedding_timeout: float = 10.0,
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
                  search_cache: SearchCache | None = None, authority: Adjustments | None = None,
-                 cuts: confidence_stage.StatusCuts = confidence_stage.StatusCuts(), calibrate: bool = False,
+                 cuts: confidence_stage.StatusCuts = confidence_stage.DEFAULT_CUTS, calibrate: bool = False,
                  calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS,
                  near_miss_reach: float = confidence_stage.NEAR_MISS_REACH):
         self.embedder = embedder

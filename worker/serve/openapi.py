@@ -21,7 +21,6 @@ from ..models import (
     RetrievalResponse,
     TextFormat,
 )
-
 from .dify import DIFY_ROUTE, DifyError, DifyRequest, DifyResponse
 
 REF = "#/components/schemas/{model}"

@@ -27,8 +27,8 @@ from typing import Any
 
 import psycopg
 from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template, request, session, url_for
-from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
 
 from ..config import DOCUMENT_TYPES
 from ..errors import DatabaseUnavailable, InvalidInput

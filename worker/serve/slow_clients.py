@@ -14,6 +14,7 @@ the worker pipelines): such a connection is closed at its deadline.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import re
 import selectors
@@ -133,10 +134,8 @@ class BufferingThreadWorker(ThreadWorker):
     def _drop(self, conn: TConn) -> None:
         self._reading.pop(conn, None)
         raw = conn.sock.raw if isinstance(conn.sock, BufferedSocket) else conn.sock
-        try:
+        with contextlib.suppress(OSError, KeyError, ValueError):
             self.poller.unregister(raw)
-        except (OSError, KeyError, ValueError):
-            pass
         self.nr_conns -= 1
         conn.close()
 
