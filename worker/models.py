@@ -282,7 +282,8 @@ class DocumentSummary(BaseModel):
     superseded_by: str | None
     amended_by: list[str] = Field(default_factory=list, description="Documents that amended sections of it.")
     chunks: int
-    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs, and Word files that record their page breaks); null for text.")
+    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs, and Word files that record "
+                                                "their page breaks); null for text.")
     ingested_at: datetime
     source_file: str | None
 

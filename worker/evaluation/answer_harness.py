@@ -299,7 +299,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
         lines += ["", "## The success cut, leave one community out", "",
                   "The cut on the status signal (`confidence.score`; the best relevance when uncalibrated) "
                   "that gives the most right statuses on the other communities "
-                  "(each point of negatives `success` above 0.05 costing two), applied to this one, against the configured cut (the same for all). A cut that only "
+                  "(each point of negatives `success` above 0.05 costing two), applied to this one, "
+                  "against the configured cut (the same for all). A cut that only "
                   "works where it was fitted shows here.", "",
                   "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
                   "status right at the configured cut |", "|---|---|---|---|---|---|"]
@@ -307,7 +308,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
             lines.append(f"| {row['community']} | {row['cut']:.2f} | {row['status_right']:.2f} | {row['hedged']:.2f} | "
                          f"{row['negatives_success']:.2f} | {row['status_right_configured']:.2f} |")
     lines += ["", "## arc-retrieval by question kind", "",
-              "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` | mean tokens |",
+              "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` "
+              "| mean tokens |",
               "|---|---|---|---|---|---|---|---|"]
     arc = results.outcomes[ARC]
     for kind, row in data["breakdown"][ARC]["kind"].items():

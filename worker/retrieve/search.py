@@ -22,6 +22,7 @@ from ..store import sqlfiles
 from ..store.calibrations import PostgresCalibrations, RpcCalibrations
 from ..store.database import Database
 from ..store.replicas import ReadReplicas
+from ..store.rows import one_row
 
 CHUNK_FIELDS = ("id", "document_id", "document_name", "document_type", "section_path", "page_number",
                 "chunk_index", "is_binding", "superseded_by", "content", "token_count")
@@ -123,7 +124,7 @@ class PostgresBackend:
             # a replica serves a search once it has replayed the whole knowledge base's version
             return self.replicas.primary_version()
         with self.db.connection() as conn:
-            return conn.execute(*_version_query(community)).fetchone()[0]
+            return one_row(conn.execute(*_version_query(community)))[0]
 
     def communities(self) -> list[str]:
         with self.db.connection() as conn:

@@ -195,7 +195,8 @@ def login() -> Any:
             runtime = arc.runtime
             runtime.ensure_schema()
             session.clear()
-            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, runtime.settings.auth.session_idle_minutes)
+            idle_minutes = runtime.settings.auth.session_idle_minutes
+            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, idle_minutes)
             session["csrf"] = secrets.token_urlsafe(32)
             return redirect(keeper_sessions.own_path(request.args.get("next")) or url_for("pages.start"))
         if verdict.retry_after:  # as every door: the right token first, then the brake
