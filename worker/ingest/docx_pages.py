@@ -179,8 +179,12 @@ def _styles_breaking_before(archive: zipfile.ZipFile, w: _Names) -> dict[str | N
 def _section_starts(body: ElementTree.Element, w: _Names) -> dict[int, str]:
     """For each paragraph that ends a section (its ``w:sectPr``), how the next section starts: the
     next ``w:sectPr`` in the body (the body's own last) says, as its ``w:type``; nextPage by default."""
-    enders = [p for p in body.iter(w.p) if p.find(f"{w.pPr}/{w.sectPr}") is not None]
-    properties = [p.find(f"{w.pPr}/{w.sectPr}") for p in enders]
+    enders: list[ElementTree.Element] = []
+    properties: list[ElementTree.Element] = []
+    for paragraph in body.iter(w.p):
+        if (own := paragraph.find(f"{w.pPr}/{w.sectPr}")) is not None:
+            enders.append(paragraph)
+            properties.append(own)
     if (last := body.find(w.sectPr)) is not None:
         properties.append(last)
     starts: dict[int, str] = {}

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config import PROGRESS_LOG_SECONDS
 from ..logs import progress
@@ -145,7 +146,7 @@ class Ocr:
 
         engine = Tesseract(self.language)
 
-        def read(job: tuple[int, object]) -> PageText:
+        def read(job: tuple[int, Any]) -> PageText:  # a page's number and PIL image
             number, image = job
             started = time.perf_counter()
             if budget is not None:

@@ -60,7 +60,7 @@ class BufferedSocket:
         return getattr(self.raw, name)
 
 
-def request_complete(buffer: bytes, body_limit: int) -> bool:
+def request_complete(buffer: bytes | bytearray, body_limit: int) -> bool:
     """Whether a thread can serve what has arrived without waiting on the client: the header,
     and the body when it is small enough to be held here."""
     end = buffer.find(_HEADER_END)

@@ -132,7 +132,7 @@ class Database:
                 with conn.transaction():
                     # Serialise concurrent starters (several gunicorn workers, CLI and server).
                     conn.execute(sqlfiles.query("lock_migrations"))
-                    done = dict(conn.execute(sqlfiles.query("applied_migrations")).fetchall())
+                    done: dict[str, str] = dict(conn.execute(sqlfiles.query("applied_migrations")).fetchall())
                     checksum = migration.checksum(dim)
                     if migration.name in done and (not migration.repeatable or done[migration.name] == checksum):
                         continue
