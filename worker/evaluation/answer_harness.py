@@ -72,7 +72,8 @@ class VectorCache:
     def save(self) -> None:
         if self._dirty:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(self.path, **self._vectors)
+            # numpy's stub reads the keywords as its own allow_pickle: bool; these are arrays by key
+            np.savez(self.path, **self._vectors)  # type: ignore[arg-type]
             self._dirty = False
 
 

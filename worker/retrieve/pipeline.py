@@ -141,7 +141,7 @@ class Retriever:
             known = self.backend.communities()
             community = communities.resolve(request.community, known)
             processed = preprocess(request.query)
-            hard_filter = list(request.document_types) if request.document_types else None
+            hard_filter: list[str] | None = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
             steer = [] if hard_filter else processed.detected_document_types
             # language.py: a question in another language leans on the vector leg, or is said unread
@@ -176,12 +176,13 @@ class Retriever:
                                            weights=request.weights, named=named,
                                            name_boost=self.policy.name_boost)
 
-        reranked, usage = False, {}
+        reranked = False
+        usage: dict[str, int] = {}
         with timer.stage("rerank"):
             use_llm = request.rerank if request.rerank is not None else self.reranker is not None
             if use_llm and self.reranker is None:
                 warnings.append("reranking requested but no LLM is configured; first-stage order kept")
-            elif use_llm and candidates:
+            elif use_llm and candidates and self.reranker is not None:  # (None: warned above)
                 outcome = self.reranker.rerank(processed.normalized, candidates, request.top_k)
                 candidates, reranked, usage = outcome.chunks, outcome.reranked, outcome.usage
                 warnings.extend(outcome.warnings)
@@ -255,7 +256,7 @@ class Retriever:
                 max_chunks = max(max_chunks, first)
         return context_stage.assemble(
             ranked, counter=self.counter, token_budget=request.token_budget,
-            min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
+            min_relevance=self.policy.min_relevance if request.min_relevance is None else request.min_relevance,
             min_chunks=0 if explicit else first,
             floor=0.0, max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out

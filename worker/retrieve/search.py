@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import psycopg
@@ -199,7 +199,8 @@ class SupabaseBackend:
         try:
             # the zero-argument function is the whole knowledge base's counter
             args = {} if community is None else {"community": community}
-            return int(self.client.rpc("knowledge_base_version", args).execute().data)
+            # a reply that is no number raises TypeError or ValueError, caught below
+            return int(self.client.rpc("knowledge_base_version", args).execute().data)  # type: ignore[arg-type]
         except (APIError, TypeError, ValueError) as exc:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
 
@@ -210,7 +211,8 @@ class SupabaseBackend:
         from postgrest.exceptions import APIError
 
         try:
-            return self.client.rpc(function, args).execute().data or []
+            # postgrest types a reply as any JSON; these functions return rows
+            return cast(list[dict[str, Any]], self.client.rpc(function, args).execute().data or [])
         except APIError as exc:
             raise DatabaseUnavailable(f"supabase rpc {function} failed: {exc.message or exc.code}") from exc
         except Exception as exc:  # httpx transport errors: the service is unreachable
@@ -264,7 +266,7 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _chunk(row: dict[str, Any]) -> ChunkResult:
-    data = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
+    data: dict[str, Any] = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
                                     "fused_score", "vector_rank", "fts_rank")}
     data["fused_score"] = data["fused_score"] or 0.0
     metadata = row.get("metadata") or {}

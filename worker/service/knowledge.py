@@ -121,7 +121,8 @@ class KnowledgeService:
         self.runtime.ensure_schema()
         return communities.resolve(named, communities.list_communities(self.runtime.db))
 
-    def communities(self) -> list[str]:
+    def communities(self) -> dict[str, int]:
+        """Each community holding chunks, with its chunk count."""
         return communities.list_communities(self.runtime.db)
 
     def list_documents(self, community: str) -> list[DocumentSummary]:

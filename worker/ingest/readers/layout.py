@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ...textnorm import SOFT_HYPHEN, normalise_text
@@ -29,7 +29,7 @@ def parse_text(text: str, first_page: int | None = None) -> ParsedDocument:
     return parse_pages([(i + (first_page or 1) if numbered else None, p) for i, p in enumerate(pages)])
 
 
-def parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
+def parse_pages(pages: Sequence[tuple[int | None, str]]) -> ParsedDocument:
     """Lines of text pages (a PDF's text layer, OCR, plain text) into blocks.
 
     Page furniture (running headers and footers, page numbers) is dropped. A paragraph ends at a
