@@ -52,7 +52,7 @@ from worker.store.embedded import EmbeddedPostgres  # noqa: E402
 
 BUDGETS = (None, 500, 1000, 2000)
 SECTION_RADIUS = 8
-SENTENCE_VARIANTS = ((10, 0.3), (10, 0.5), (10, 0.7), (12, 0.5))
+SENTENCE_VARIANTS = ((10, 0.3), (10, 0.5))
 SIGNAL_TOP = 10
 
 
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "hoa-dev")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--communities", default="", help="comma-separated subset (default: all)")
+    parser.add_argument("--no-section", action="store_true", help="leave the section variant out")
     args = parser.parse_args(argv)
 
     dataset = load_answer_dataset(args.dataset)
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 _, retriever = _webhook_client(settings, db, embedder)
                 if settings.status_calibration:
                     retriever.calibrate_now()
-                rows += replay(retriever, community, questions)
+                rows += replay(retriever, community, questions, section_variant=not args.no_section)
             finally:
                 db.close()
     finally:
@@ -158,21 +159,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def replay(retriever, community: str, questions) -> list[dict]:
+def replay(retriever, community: str, questions, section_variant: bool = True) -> list[dict]:
     base_policy = retriever.policy
     section = SectionAssembly(retriever.backend)
     context_stage.assemble = section
     captured: dict[str, float] = {}
     original = retriever._by_sentence
 
-    def by_sentence(embedding, candidates):
+    def by_sentence(embedding, candidates, boosts):
         best = sentence_stage.best_sentences(embedding, candidates[:SIGNAL_TOP], retriever.sentence_vectors)
         captured["best_sentence"] = max(best.values(), default=0.0)
-        return original(embedding, candidates)
+        return original(embedding, candidates, boosts)
 
     retriever._by_sentence = by_sentence
     rows = []
-    variants = [("base", 0, 0.0)] + [(f"sent-{t}-{s}", t, s) for t, s in SENTENCE_VARIANTS] + [("section", 0, 0.0)]
+    variants = [("base", 0, 0.0)] + [(f"sent-{t}-{s}", t, s) for t, s in SENTENCE_VARIANTS] + ([("section", 0, 0.0)] if section_variant else [])
     try:
         for q in questions:
             row = {"id": q.id, "community": community, "kind": q.kind, "results": {}}
@@ -219,7 +220,7 @@ def answer_candidates(retriever, request):
     seen = {}
     original = retriever._by_sentence
 
-    def grab(embedding, candidates):
+    def grab(embedding, candidates, boosts):
         seen["c"] = candidates[:SIGNAL_TOP]
         return candidates
 

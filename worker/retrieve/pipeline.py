@@ -43,7 +43,7 @@ from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
 from .rerank import Reranker
-from .scoring import first_stage_order
+from .scoring import boost, first_stage_order
 from .search import SearchBackend, SearchCache, SearchParams
 from .vocabulary import compound_candidates, compound_expansions, expand
 
@@ -186,7 +186,9 @@ class Retriever:
         if embedding is not None and candidates and self.policy.sentence_top > 1 and self.policy.sentence_share > 0 \
                 and not (use_llm and self.reranker is not None):
             with timer.stage("sentences"):
-                candidates = self._by_sentence(embedding, candidates)
+                candidates = self._by_sentence(embedding, candidates, {
+                    c.id: boost(c, authority=self.authority, steer=steer, steer_boost=self.policy.steer_boost,
+                                named=named, name_boost=self.policy.name_boost) for c in candidates})
 
         reranked, usage = False, {}
         with timer.stage("rerank"):
@@ -323,7 +325,8 @@ class Retriever:
         candidates = compound_candidates(question)
         return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 
-    def _by_sentence(self, embedding: np.ndarray, candidates: list[ChunkResult]) -> list[ChunkResult]:
+    def _by_sentence(self, embedding: np.ndarray, candidates: list[ChunkResult],
+                     boosts: dict[int, float]) -> list[ChunkResult]:
         """The first candidates re-ordered by their best sentence; the first-stage order when the
         embedder fails (the stage refines an order, it never costs an answer)."""
         top = self.policy.sentence_top
@@ -332,7 +335,7 @@ class Retriever:
         except Exception as exc:
             log.warning("sentence scoring failed; first-stage order kept", extra={"reason": type(exc).__name__})
             return candidates
-        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share)
+        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)

@@ -95,14 +95,18 @@ def best_sentences(question: np.ndarray, chunks: Sequence[ChunkResult],
     return best
 
 
-def reorder(ranked: list[ChunkResult], best: dict[int, float], *, top: int, share: float) -> list[ChunkResult]:
+def reorder(ranked: list[ChunkResult], best: dict[int, float], *, top: int, share: float,
+            boosts: dict[int, float] | None = None) -> list[ChunkResult]:
     """``ranked`` with its first ``top`` chunks ordered by the blend of ``final_score`` and their
-    best sentence; those chunks take the scores of the places they land on, the rest stays."""
+    best sentence (x the source's factor in ``boosts``, as the ranking weighs the chunk); those
+    chunks take the scores of the places they land on, the rest stays."""
     head = ranked[:top]
     if share <= 0 or len(head) < 2:
         return ranked
+    boosts = boosts or {}
     scores = sorted((c.final_score for c in head), reverse=True)
-    order = sorted(head, key=lambda c: -((1 - share) * c.final_score + share * best.get(c.id, 0.0)))
+    order = sorted(head, key=lambda c: -((1 - share) * c.final_score
+                                         + share * best.get(c.id, 0.0) * boosts.get(c.id, 1.0)))
     for chunk, score in zip(order, scores):
         chunk.final_score = score
     return order + ranked[top:]
