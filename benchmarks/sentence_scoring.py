@@ -38,7 +38,6 @@ sys.path.insert(0, str(ROOT))
 
 from worker.config import Settings  # noqa: E402
 from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
-from worker.evaluation import anchors  # noqa: E402,F401
 from worker.evaluation.answer_harness import VectorCache, _new_database, _webhook_client  # noqa: E402
 from worker.evaluation.answers import evidence_found, load_answer_dataset, split_sources  # noqa: E402
 from worker.evaluation.metrics import percentile  # noqa: E402
@@ -74,8 +73,9 @@ class SectionAssembly:
     def __call__(self, ranked, *, counter, token_budget, min_relevance, max_chunks=8, min_chunks=0,
                  floor=None, neighbours=None):
         if not self.on:
-            return self._original(ranked, counter=counter, token_budget=token_budget, min_relevance=min_relevance,
-                                  max_chunks=max_chunks, min_chunks=min_chunks, floor=floor, neighbours=neighbours)
+            return self._original(ranked, counter=counter, token_budget=token_budget,
+                                  min_relevance=min_relevance, max_chunks=max_chunks, min_chunks=min_chunks,
+                                  floor=floor, neighbours=neighbours)
         budget = context_stage._Budget(counter, token_budget)
         chosen, seen, matched = [], set(), 0
         floor = min_relevance if floor is None else min(floor, min_relevance)
@@ -111,7 +111,8 @@ class SectionAssembly:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "hoa-dev")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--communities", default="", help="comma-separated subset (default: all)")
@@ -173,7 +174,8 @@ def replay(retriever, community: str, questions, section_variant: bool = True) -
 
     retriever._by_sentence = by_sentence
     rows = []
-    variants = [("base", 0, 0.0)] + [(f"sent-{t}-{s}", t, s) for t, s in SENTENCE_VARIANTS] + ([("section", 0, 0.0)] if section_variant else [])
+    variants = [("base", 0, 0.0)] + [(f"sent-{t}-{s}", t, s) for t, s in SENTENCE_VARIANTS]
+    variants += [("section", 0, 0.0)] if section_variant else []
     try:
         for q in questions:
             row = {"id": q.id, "community": community, "kind": q.kind, "results": {}}
@@ -192,7 +194,8 @@ def replay(retriever, community: str, questions, section_variant: bool = True) -
                     ms = (time.perf_counter() - start) * 1000
                     sources = split_sources(answer.context)
                     found = q.kind == "answerable" and evidence_found(q.evidence, answer.context)
-                    first = q.kind == "answerable" and bool(sources) and evidence_found(q.evidence, sources[0])
+                    first = (q.kind == "answerable" and bool(sources)
+                             and evidence_found(q.evidence, sources[0]))
                     row["results"][f"{name}@{b or 'default'}"] = {
                         "evidence": found, "source1": first, "tokens": answer.context_tokens,
                         "status": answer.status, "ms": round(ms, 1),
@@ -251,13 +254,14 @@ def summarise(rows: list[dict]) -> dict:
                 table[key]["sentences_p50_ms"] = round(percentile(stage, 50), 1)
                 table[key]["sentences_p95_ms"] = round(percentile(stage, 95), 1)
 
-        def signal(f):
+        def signal(f, answerable=answerable, negatives=negatives):
             return auroc([f(r) for r in answerable], [f(r) for r in negatives])
 
         cold = [r["cold_sentences_ms"] for r in mine if "cold_sentences_ms" in r]
         table["cold_sentence_stage"] = {"p50_ms": round(percentile(cold, 50), 1),
                                         "p95_ms": round(percentile(cold, 95), 1),
-                                        "sentences_mean": round(float(np.mean([r["cold_sentences"] for r in mine])))}
+                                        "sentences_mean": round(float(np.mean(
+                                            [r["cold_sentences"] for r in mine])))}
         table["auroc"] = {
             "best_relevance": signal(lambda r: r["best_relevance"] or 0.0),
             "best_sentence": signal(lambda r: r["best_sentence"] or 0.0),

@@ -33,10 +33,12 @@ def test_long_tables_are_capped():
 
 
 def test_the_answering_sentence_lifts_its_chunk(embedder):
-    filler = " ".join(f"Section {i} of the declaration concerns the common area landscaping budget." for i in range(8))
-    diluted = chunk(1, filler + " The annual meeting of the homeowners is held every March at the clubhouse.", 0.50)
-    topical = chunk(2, "Meetings of the board of directors are open to members and are held as the board decides.",
-                    0.52)
+    filler = " ".join(f"Section {i} of the declaration concerns the common area landscaping budget."
+                      for i in range(8))
+    answer = " The annual meeting of the homeowners is held every March at the clubhouse."
+    diluted = chunk(1, filler + answer, 0.50)
+    topical = chunk(2, "Meetings of the board of directors are open to members and are held as the board "
+                       "decides.", 0.52)
     ranked = [topical, diluted]
     vectors = sentences.SentenceVectors(embedder.embed)
     question = embedder.embed_query("when is the annual homeowners meeting held")
@@ -58,3 +60,25 @@ def test_reorder_leaves_the_rest_and_a_zero_share_alone():
     order = sentences.reorder(list(ranked), best, top=3, share=1.0)
     assert [c.id for c in order] == [1, 2, 0, 3, 4]
     assert [c.final_score for c in order] == [1.0, 0.9, 0.8, 0.7, 0.6]
+
+
+def test_the_default_path_runs_no_sentence_stage_and_a_policy_turns_it_on(sample_runtime):
+    from dataclasses import replace
+
+    from worker.models import RetrievalRequest
+    from worker.service.build import build_retriever
+
+    retriever = build_retriever(sample_runtime)
+    try:
+        request = RetrievalRequest(query="how tall can a fence be in the back yard")
+        default = retriever.answer(request)
+        assert "sentences" not in default.timings_ms
+        assert retriever.sentence_vectors.embedded == 0
+        retriever.policy = replace(retriever.policy, sentence_top=10, sentence_share=0.3)
+        on = retriever.answer(request)
+        assert "sentences" in on.timings_ms and retriever.sentence_vectors.embedded > 0
+        # the status reads the first-stage relevance, which the stage does not touch
+        assert on.confidence["relevance"] == default.confidence["relevance"]
+        assert on.status == default.status
+    finally:
+        retriever.close()

@@ -77,8 +77,8 @@ class ContextPolicy:
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
     leg_top: int = 3                # each leg's best few follow those first chunks (context.leg_tops_first)
     fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
-    sentence_top: int = 0           # the first few candidates re-ordered by their best sentence (sentences.py)
-    sentence_share: float = 0.0     # ... that sentence's share of the blend with final_score
+    sentence_top: int = 0           # the first candidates re-ordered by their best sentence (sentences.py);
+    sentence_share: float = 0.0     # its share of the blend (0: off; measured in docs/answers.md)
 
 
 class Timer:
@@ -183,8 +183,9 @@ class Retriever:
                                            name_boost=self.policy.name_boost)
 
         use_llm = request.rerank if request.rerank is not None else self.reranker is not None
-        if embedding is not None and candidates and self.policy.sentence_top > 1 and self.policy.sentence_share > 0 \
-                and not (use_llm and self.reranker is not None):
+        by_sentence = self.policy.sentence_top > 1 and self.policy.sentence_share > 0
+        llm_orders = use_llm and self.reranker is not None
+        if by_sentence and embedding is not None and candidates and not llm_orders:
             with timer.stage("sentences"):
                 candidates = self._by_sentence(embedding, candidates, {
                     c.id: boost(c, authority=self.authority, steer=steer, steer_boost=self.policy.steer_boost,
@@ -333,9 +334,11 @@ class Retriever:
         try:
             best = sentence_stage.best_sentences(embedding, candidates[:top], self.sentence_vectors)
         except Exception as exc:
-            log.warning("sentence scoring failed; first-stage order kept", extra={"reason": type(exc).__name__})
+            log.warning("sentence scoring failed; first-stage order kept",
+                        extra={"reason": type(exc).__name__})
             return candidates
-        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
+        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share,
+                                      boosts=boosts)
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)

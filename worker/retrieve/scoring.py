@@ -55,8 +55,9 @@ def boost(chunk: ChunkResult, *, authority: Adjustments | None, steer: Collectio
           named: Collection[str] = (), name_boost: float = 1.0) -> float:
     """The factor the ranking gives ``chunk``'s source: its authority, x ``steer_boost`` for a
     document type the question names, x ``name_boost`` for a document the question names."""
-    return ((authority or Adjustments()).factor(chunk) * (steer_boost if chunk.document_type in steer else 1.0)
-            * (name_boost if chunk.document_id in named else 1.0))
+    factor = (authority or Adjustments()).factor(chunk)
+    return factor * (steer_boost if chunk.document_type in steer else 1.0) \
+        * (name_boost if chunk.document_id in named else 1.0)
 
 
 def relevance(chunk: ChunkResult, have_embedding: bool, weights: Weights | None = None) -> float:
