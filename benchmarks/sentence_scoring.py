@@ -117,7 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--communities", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--no-section", action="store_true", help="leave the section variant out")
+    parser.add_argument("--at-least-chunk", action="store_true",
+                        help="a chunk's sentence term is at least its own cosine (the sentence only adds)")
     args = parser.parse_args(argv)
+    if args.at_least_chunk:
+        plain = sentence_stage.best_sentences
+
+        def at_least_chunk(question, chunks, vectors):
+            best = plain(question, chunks, vectors)
+            return {c.id: max(best.get(c.id, 0.0), c.vector_score or 0.0) for c in chunks}
+
+        sentence_stage.best_sentences = at_least_chunk
 
     dataset = load_answer_dataset(args.dataset)
     settings = Settings.from_env()
