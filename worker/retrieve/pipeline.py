@@ -34,6 +34,7 @@ from . import confidence as confidence_stage
 from . import context as context_stage
 from . import minimum
 from . import rerank_services
+from . import sentences as sentence_stage
 from . import status as status_stage
 from .calibration import Calibrations
 from .amendments import bring_amendments
@@ -42,7 +43,7 @@ from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
 from .rerank import Reranker
-from .scoring import first_stage_order
+from .scoring import boost, first_stage_order
 from .search import SearchBackend, SearchCache, SearchParams
 from .vocabulary import compound_candidates, compound_expansions, expand
 
@@ -76,6 +77,8 @@ class ContextPolicy:
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
     leg_top: int = 3                # each leg's best few follow those first chunks (context.leg_tops_first)
     fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
+    sentence_top: int = 0           # the first candidates re-ordered by their best sentence (sentences.py);
+    sentence_share: float = 0.0     # its share of the blend (0: off; measured in docs/answers.md)
 
 
 class Timer:
@@ -114,6 +117,7 @@ class Retriever:
         self.default_fusion = default_fusion
         self.counter = counter or default_counter()
         self.search_cache = search_cache if search_cache is not None else SearchCache()
+        self.sentence_vectors = sentence_stage.SentenceVectors(embedder.embed)
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self.cuts = cuts
@@ -178,9 +182,17 @@ class Retriever:
                                            weights=request.weights, named=named,
                                            name_boost=self.policy.name_boost)
 
+        use_llm = request.rerank if request.rerank is not None else self.reranker is not None
+        by_sentence = self.policy.sentence_top > 1 and self.policy.sentence_share > 0
+        llm_orders = use_llm and self.reranker is not None
+        if by_sentence and embedding is not None and candidates and not llm_orders:
+            with timer.stage("sentences"):
+                candidates = self._by_sentence(embedding, candidates, {
+                    c.id: boost(c, authority=self.authority, steer=steer, steer_boost=self.policy.steer_boost,
+                                named=named, name_boost=self.policy.name_boost) for c in candidates})
+
         reranked, usage = False, {}
         with timer.stage("rerank"):
-            use_llm = request.rerank if request.rerank is not None else self.reranker is not None
             if use_llm and self.reranker is None:
                 warnings.append("reranking requested but no LLM is configured; first-stage order kept")
             elif use_llm and candidates:
@@ -313,6 +325,20 @@ class Retriever:
         """The community's own spelling of the question's compounds (vocabulary.py)."""
         candidates = compound_candidates(question)
         return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
+
+    def _by_sentence(self, embedding: np.ndarray, candidates: list[ChunkResult],
+                     boosts: dict[int, float]) -> list[ChunkResult]:
+        """The first candidates re-ordered by their best sentence; the first-stage order when the
+        embedder fails (the stage refines an order, it never costs an answer)."""
+        top = self.policy.sentence_top
+        try:
+            best = sentence_stage.best_sentences(embedding, candidates[:top], self.sentence_vectors)
+        except Exception as exc:
+            log.warning("sentence scoring failed; first-stage order kept",
+                        extra={"reason": type(exc).__name__})
+            return candidates
+        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share,
+                                      boosts=boosts)
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
