@@ -363,7 +363,9 @@ def _example_files(folder: Path) -> None:
     (folder / "guidelines.pdf").write_bytes(make_pdf([guideline_lines]))
     (folder / "fence-guide.pdf").write_bytes(make_pdf([["Fence guide", "Wood or vinyl fences only.",
                                                          "Chain link is not allowed in front yards."]]))
-    (folder / "guidelines-2025.md").write_text((SAMPLE / "design-guidelines-2024.md").read_text())
+    # the next edition: the same guidelines, revised (the same text again would be refused as a duplicate)
+    (folder / "guidelines-2025.md").write_text((SAMPLE / "design-guidelines-2024.md").read_text()
+                                               .replace("2024", "2025"))
     (folder / "letter.txt").write_text((SAMPLE / "decision-2023-014-fence.md").read_text().replace("#", ""))
     (folder / "second-amendment.pdf").write_bytes(make_pdf([[
         "Second Amendment to the Declaration of Cedar Hollow",

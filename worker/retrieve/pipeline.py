@@ -32,6 +32,7 @@ from ..tokens import TokenCounter, default_counter
 from . import answer_type, language, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
+from . import sentences as sentence_stage
 from . import status as status_stage
 from .amendments import bring_amendments
 from .authority import Adjustments
@@ -40,7 +41,7 @@ from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
 from .rerank import Reranker
-from .scoring import first_stage_order
+from .scoring import boost, first_stage_order
 from .search import SearchBackend, SearchCache, SearchParams
 from .vocabulary import compound_candidates, compound_expansions, expand
 
@@ -74,6 +75,8 @@ class ContextPolicy:
     name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
     leg_top: int = 3                # each leg's best few follow those first chunks (context.leg_tops_first)
     fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
+    sentence_top: int = 0           # the first candidates re-ordered by their best sentence (sentences.py);
+    sentence_share: float = 0.0     # its share of the blend (0: off; measured in docs/answers.md)
 
 
 class Timer:
@@ -112,6 +115,7 @@ class Retriever:
         self.default_fusion = default_fusion
         self.counter = counter or default_counter()
         self.search_cache = search_cache if search_cache is not None else SearchCache()
+        self.sentence_vectors = sentence_stage.SentenceVectors(embedder.embed)
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self.cuts = cuts
@@ -176,10 +180,18 @@ class Retriever:
                                            weights=request.weights, named=named,
                                            name_boost=self.policy.name_boost)
 
+        use_llm = request.rerank if request.rerank is not None else self.reranker is not None
+        by_sentence = self.policy.sentence_top > 1 and self.policy.sentence_share > 0
+        llm_orders = use_llm and self.reranker is not None
+        if by_sentence and embedding is not None and candidates and not llm_orders:
+            with timer.stage("sentences"):
+                candidates = self._by_sentence(embedding, candidates, {
+                    c.id: boost(c, authority=self.authority, steer=steer, steer_boost=self.policy.steer_boost,
+                                named=named, name_boost=self.policy.name_boost) for c in candidates})
+
         reranked = False
         usage: dict[str, int] = {}
         with timer.stage("rerank"):
-            use_llm = request.rerank if request.rerank is not None else self.reranker is not None
             if use_llm and self.reranker is None:
                 warnings.append("reranking requested but no LLM is configured; first-stage order kept")
             elif use_llm and candidates and self.reranker is not None:  # (None: warned above)
@@ -312,6 +324,20 @@ class Retriever:
         """The community's own spelling of the question's compounds (vocabulary.py)."""
         candidates = compound_candidates(question)
         return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
+
+    def _by_sentence(self, embedding: np.ndarray, candidates: list[ChunkResult],
+                     boosts: dict[int, float]) -> list[ChunkResult]:
+        """The first candidates re-ordered by their best sentence; the first-stage order when the
+        embedder fails (the stage refines an order, it never costs an answer)."""
+        top = self.policy.sentence_top
+        try:
+            best = sentence_stage.best_sentences(embedding, candidates[:top], self.sentence_vectors)
+        except Exception as exc:
+            log.warning("sentence scoring failed; first-stage order kept",
+                        extra={"reason": type(exc).__name__})
+            return candidates
+        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share,
+                                      boosts=boosts)
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)

@@ -39,9 +39,8 @@ def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, st
     """
     if not candidates:
         return candidates
-    authority = authority or Adjustments()
-    boosts = {c.id: authority.factor(c) * (steer_boost if c.document_type in steer else 1.0)
-              * (name_boost if c.document_id in named else 1.0) for c in candidates}
+    boosts = {c.id: boost(c, authority=authority, steer=steer, steer_boost=steer_boost, named=named,
+                          name_boost=name_boost) for c in candidates}
     for chunk in candidates:
         chunk.relevance = relevance(chunk, have_embedding, weights)
     confidence = max(c.relevance for c in candidates)
@@ -51,6 +50,15 @@ def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, st
         chunk.final_score = round(RANK_RELEVANCE_SHARE * chunk.relevance + (1 - RANK_RELEVANCE_SHARE) * relative, 6)
     # Ties keep the SQL order.
     return sorted(candidates, key=lambda c: -c.final_score)
+
+
+def boost(chunk: ChunkResult, *, authority: Adjustments | None, steer: Collection[str], steer_boost: float,
+          named: Collection[str] = (), name_boost: float = 1.0) -> float:
+    """The factor the ranking gives ``chunk``'s source: its authority, x ``steer_boost`` for a
+    document type the question names, x ``name_boost`` for a document the question names."""
+    factor = (authority or Adjustments()).factor(chunk)
+    return factor * (steer_boost if chunk.document_type in steer else 1.0) \
+        * (name_boost if chunk.document_id in named else 1.0)
 
 
 def relevance(chunk: ChunkResult, have_embedding: bool, weights: Weights | None = None) -> float:

@@ -191,7 +191,7 @@ def _wait_for_the_database(arc, every: float = 2.0) -> None:
         except Exception:  # any error: a schema mismatch is reported by every request; stop waiting
             return
     _announce_once(ready_line(_ready[2], arc.runtime) if _ready else None)
-    arc.retriever.calibrate_in_background()
+    arc.knowledge.prepare_calibrations()
 
 
 def _services(worker):
