@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-n8n postgres15 ocr podman browser clean
+.PHONY: install run lint test test-fast test-n8n postgres15 ocr podman browser clean
 
 install: $(STAMP)
 
@@ -23,7 +23,11 @@ $(STAMP): pyproject.toml scripts/portable-pgvector.sh
 run: install ocr
 	$(ARC) serve --load-sample
 
-test: install postgres15 ocr podman browser
+# ruff (lint and format) and mypy on worker/, as configured in pyproject.toml
+lint: install
+	$(VENV)/bin/ruff check worker && $(VENV)/bin/ruff format --check worker && $(VENV)/bin/mypy
+
+test: install lint postgres15 ocr podman browser
 	$(PY) -m pytest -q
 
 # Tesseract, which reads scanned PDF pages (root: CI; otherwise a note and scans are refused)
@@ -49,4 +53,4 @@ test-n8n: install
 	$(PY) -m pytest -q -m n8n tests/test_n8n.py tests/test_n8n_node.py
 
 clean:
-	rm -rf $(VENV) .arc-data .pytest_cache
+	rm -rf $(VENV) .arc-data .pytest_cache .mypy_cache .ruff_cache

@@ -132,7 +132,8 @@ def db_sql(dim: int) -> None:
               help="Required for files, as on the ingest webhook: the type steers and filters answers, so it is "
                    "never guessed (a folder's manifest.json gives each document's).")
 @click.option("--binding/--not-binding", default=True, show_default=True)
-@click.option("--supersedes", metavar="DOCUMENT_ID", help="Mark this older, stored document as superseded by the new one.")
+@click.option("--supersedes", metavar="DOCUMENT_ID",
+              help="Mark this older, stored document as superseded by the new one.")
 @click.option("--superseded-by", metavar="DOCUMENT_ID",
               help="Mark the new document as superseded by this newer, stored one (an older document ingested late).")
 @click.option("--name", help="Document name (default: its first heading or file name).")
@@ -141,7 +142,8 @@ def db_sql(dim: int) -> None:
               help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).")
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 @click.option("--replace", is_flag=True,
-              help="Replace a stored document of the same id that came from another file (the same file always updates).")
+              help="Replace a stored document of the same id that came from another file "
+                   "(the same file always updates).")
 @click.option("--allow-duplicate", is_flag=True,
               help="Store a document even when the same text is stored already under another id.")
 @click.option("--community", metavar="NAME", default=None,

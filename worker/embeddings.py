@@ -171,7 +171,7 @@ class OpenAIEmbedder:
     max_tokens = 8191
     batch_size = 128
 
-    def __init__(self, settings: Settings, client: object | None = None):
+    def __init__(self, settings: Settings, client: Any = None):
         embedding = settings.embedding
         self.model = embedding.embedding_model
         self.dim = embedding.embedding_dim
@@ -196,7 +196,7 @@ class OpenAIEmbedder:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self._tokens.truncate(t, self.max_tokens) or " " for t in texts[start:start + self.batch_size]]
-            kwargs = {"model": self.model, "input": batch}
+            kwargs: dict[str, Any] = {"model": self.model, "input": batch}
             if self.model.startswith("text-embedding-3"):
                 kwargs["dimensions"] = self.dim  # older models and most local servers reject it
             response = client.embeddings.create(**kwargs)
@@ -217,6 +217,8 @@ def make_openai_client(settings: Settings, *, timeout: float, for_embeddings: bo
         bool(account.azure_openai_endpoint and account.azure_openai_api_key)
         and not (reranking.llm_api_key or account.openai_api_key))
     if use_azure:
+        # an endpoint is there: checked here, or by the settings for EMBEDDING_PROVIDER=azure
+        assert account.azure_openai_endpoint is not None
         return openai.AzureOpenAI(api_key=account.azure_openai_api_key,
                                   azure_endpoint=account.azure_openai_endpoint,
                                   api_version=account.azure_openai_api_version,

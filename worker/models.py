@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic.json_schema import JsonDict
 
 from .config import DOCUMENT_TYPES, DocumentType
 from .sections import section_key
@@ -29,7 +30,7 @@ def _community_field() -> Any:
 
 
 MIN_WEIGHT = 0.001  # a finer share means nothing, and 5e-324 underflowed in the SQL (a 500)
-_WEIGHT_SCHEMA = {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_WEIGHT}}
+_WEIGHT_SCHEMA: JsonDict = {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_WEIGHT}}
 
 
 class Weights(BaseModel):
@@ -253,7 +254,10 @@ class IngestRequest(IngestFields):
         return _no_nul(value)
 
 
-def _no_nul(value: str | None) -> str | None:
+_Text = TypeVar("_Text", bound=str | None)
+
+
+def _no_nul(value: _Text) -> _Text:
     if value is not None and "\x00" in value:
         raise ValueError("must not contain NUL characters")
     return value
@@ -282,7 +286,8 @@ class DocumentSummary(BaseModel):
     superseded_by: str | None
     amended_by: list[str] = Field(default_factory=list, description="Documents that amended sections of it.")
     chunks: int
-    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs, and Word files that record their page breaks); null for text.")
+    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs, and Word files that record "
+                                                "their page breaks); null for text.")
     ingested_at: datetime
     source_file: str | None
 

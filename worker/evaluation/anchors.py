@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,8 @@ JOIN = "\n\n"
 class AnchorIndex:
     chunks: list[str]
     vectors: np.ndarray
-    bm25: object | None  # None when the files gave no text (a scan, to n8n's loader)
-    stemmer: object
+    bm25: Any  # a bm25s.BM25; None when the files gave no text (a scan, to n8n's loader)
+    stemmer: Any  # a Stemmer.Stemmer
 
     def dense_scores(self, query_vector: np.ndarray) -> np.ndarray:
         if not self.chunks:

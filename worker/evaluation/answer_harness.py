@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -61,17 +62,18 @@ class VectorCache:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         keys = [hashlib.sha256(t.encode()).hexdigest()[:24] for t in texts]
-        missing = sorted({k: t for k, t in zip(keys, texts) if k not in self._vectors}.items())
+        missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in self._vectors}.items())
         if missing:
             vectors = self.embedder.embed([t for _, t in missing])
-            self._vectors.update({k: v for (k, _), v in zip(missing, vectors)})
+            self._vectors.update({k: v for (k, _), v in zip(missing, vectors, strict=True)})
             self._dirty = True
         return np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, self.embedder.dim), np.float32)
 
     def save(self) -> None:
         if self._dirty:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(self.path, **self._vectors)
+            # numpy's stub reads the keywords as its own allow_pickle: bool; these are arrays by key
+            np.savez(self.path, **self._vectors)  # type: ignore[arg-type]
             self._dirty = False
 
 
@@ -149,8 +151,7 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                                               and evidence_found(question.evidence, corpus))
                     outcomes[ARC].append(outcome)
                     budget.measure(budgets, question, outcomes[ARC][-1], index=index, embedder=embedder,
-                                   counter=counter, ask=lambda b, q=question: _ask_worker(client, settings, q,
-                                                                                          token_budget=b))
+                                   counter=counter, ask=partial(_ask_budget, client, settings, question))
                     outcomes[N8N].append(_anchor(question, index, embedder, counter, hybrid=False))
                     outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
             finally:
@@ -178,6 +179,11 @@ def _webhook_client(settings: Settings, db: Database, embedder: CachedEmbedder):
     runtime = Runtime(settings.replace(rate_limit=0), db, embedder)
     retriever = build_retriever(runtime)
     return create_app(runtime=runtime, retriever=retriever).test_client(), retriever
+
+
+def _ask_budget(client, settings: Settings, question: Question, tokens: int) -> Outcome:
+    """The worker's answer within a token budget of ``tokens``."""
+    return _ask_worker(client, settings, question, token_budget=tokens)
 
 
 def _ask_worker(client, settings: Settings, question: Question, **request) -> Outcome:
@@ -294,7 +300,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
         lines += ["", "## The success cut, leave one community out", "",
                   "The cut on the status signal (`confidence.score`; the best relevance when uncalibrated) "
                   "that gives the most right statuses on the other communities "
-                  "(each point of negatives `success` above 0.05 costing two), applied to this one, against the configured cut (the same for all). A cut that only "
+                  "(each point of negatives `success` above 0.05 costing two), applied to this one, "
+                  "against the configured cut (the same for all). A cut that only "
                   "works where it was fitted shows here.", "",
                   "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
                   "status right at the configured cut |", "|---|---|---|---|---|---|"]
@@ -302,7 +309,8 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
             lines.append(f"| {row['community']} | {row['cut']:.2f} | {row['status_right']:.2f} | {row['hedged']:.2f} | "
                          f"{row['negatives_success']:.2f} | {row['status_right_configured']:.2f} |")
     lines += ["", "## arc-retrieval by question kind", "",
-              "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` | mean tokens |",
+              "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` "
+              "| mean tokens |",
               "|---|---|---|---|---|---|---|---|"]
     arc = results.outcomes[ARC]
     for kind, row in data["breakdown"][ARC]["kind"].items():
@@ -391,7 +399,7 @@ def threshold_sweep(outcomes: list[Outcome], start: float = 0.2, stop: float = 0
     answerable = [o.best_score or 0.0 for o in outcomes if o.question.kind == "answerable"]
     negatives = [o.best_score or 0.0 for o in outcomes if o.question.negative]
     rows = []
-    for i in range(int(round((stop - start) / step)) + 1):
+    for i in range(round((stop - start) / step) + 1):
         t = round(start + i * step, 3)
         rows.append({"threshold": t,
                      "negatives_at_or_above": sum(s >= t for s in negatives) / max(len(negatives), 1),

@@ -110,7 +110,7 @@ def split_sources(context: str) -> list[str]:
     starts = [m.start() for m in _SOURCE_HEADER.finditer(context)]
     if not starts:
         return [context]
-    return [context[a:b] for a, b in zip(starts, [*starts[1:], len(context)])]
+    return [context[a:b] for a, b in zip(starts, [*starts[1:], len(context)], strict=True)]
 
 
 def evidence_found(evidence: Iterable[str], text: str) -> bool:

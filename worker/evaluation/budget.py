@@ -90,7 +90,8 @@ def report_lines(data: dict) -> list[str]:
     rows = [*equal.items(), ("all", {"arc-retrieval": data["systems"]["arc-retrieval"], **pooled})]
     for community, row in rows:
         cells = [f"{_f(row[s]['evidence_in_context'])} / {_f(row[s]['evidence_in_source1'])}" for s in systems]
-        lines.append(f"| {community} | " + " | ".join(cells) + f" | {row['arc-retrieval']['mean_context_tokens']:.0f} |")
+        tokens = row["arc-retrieval"]["mean_context_tokens"]
+        lines.append(f"| {community} | " + " | ".join(cells) + f" | {tokens:.0f} |")
     curve = data["budget_curve"]
     budgets = [p["budget"] for p in next(iter(curve.values()))]
     lines += ["", "## Evidence against token budget", "",

@@ -120,11 +120,11 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
             if n % 100 == 0:
                 print(f"{n}/{len(questions)} questions", file=sys.stderr, flush=True)
             alone.append(_ask(separate[question.community], settings, question, None)[0])
-            outcome, documents = _ask(shared_client, settings, question, question.community)
+            outcome, sources = _ask(shared_client, settings, question, question.community)
             together.append(outcome)
-            foreign += sum(1 for d in documents if d not in owned[question.community])
+            foreign += sum(1 for d in sources if d not in owned[question.community])
         s_alone, s_together = summarise(alone), summarise(together)
-        agreement = sum(a.status == b.status for a, b in zip(alone, together)) / len(questions)
+        agreement = sum(a.status == b.status for a, b in zip(alone, together, strict=True)) / len(questions)
         return CommunityComparison(
             questions=len(questions), separate=s_alone, shared=s_together, status_agreement=round(agreement, 4),
             foreign_chunks=foreign,

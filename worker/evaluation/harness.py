@@ -77,7 +77,7 @@ def cached_query_embeddings(dataset: BeirDataset, embedder: CachedEmbedder, cach
     else:
         vectors = embedder.inner.embed_queries(texts)
         np.save(path, vectors)
-    found = dict(zip(texts, vectors))
+    found = dict(zip(texts, vectors, strict=True))
     embedder.prime(found)
     return found
 
@@ -110,7 +110,8 @@ def run_bm25s(dataset: BeirDataset, ids: list[str], texts: list[str]) -> ModeRes
     stemmer = Stemmer.Stemmer("english")
     retriever = bm25s.BM25(k1=0.9, b=0.4)
     retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
-    rankings, latencies = {}, []
+    rankings: dict[str, list[str]] = {}
+    latencies: list[float] = []
     for qid, text in tqdm(sorted(dataset.queries.items()), desc="bm25s", unit="q"):
         start = time.perf_counter()
         tokens = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False)

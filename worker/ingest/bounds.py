@@ -44,6 +44,9 @@ class ReadLimits:
                    read_seconds=reading.read_timeout)
 
 
+DEFAULT_LIMITS = ReadLimits()  # for callers that pass no limits (a frozen value, shared safely)
+
+
 class Cancelled(ValueError):
     """The caller went away, or reading ran past its time: stop, store nothing."""
 
@@ -172,12 +175,13 @@ def check_docx(path: Any, limits: ReadLimits) -> None:
                     continue
                 depth = 0
 
+                # The handlers read `member` (B023): they run only within its own iteration.
                 def start(_name: str, _attrs: Any) -> None:
                     nonlocal depth, elements
                     depth += 1
                     elements += 1
                     if depth > limits.max_nesting:
-                        raise ValueError(f"{member.filename} nests elements over {limits.max_nesting} "
+                        raise ValueError(f"{member.filename} nests elements over {limits.max_nesting} "  # noqa: B023
                                          "deep (ARC_MAX_NESTING)")
                     if elements > limits.max_xml_elements:
                         raise ValueError(f"over {limits.max_xml_elements:,} XML elements (ARC_MAX_XML_ELEMENTS): "
@@ -188,7 +192,7 @@ def check_docx(path: Any, limits: ReadLimits) -> None:
                     depth -= 1
 
                 def doctype(*_args: Any) -> None:
-                    raise ValueError(f"{member.filename} declares a DTD, which Word files never do")
+                    raise ValueError(f"{member.filename} declares a DTD, which Word files never do")  # noqa: B023
 
                 parser = expat.ParserCreate()
                 parser.StartElementHandler = start

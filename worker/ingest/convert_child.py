@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     except RecursionError:
         print("nested too deeply to convert (ARC_MAX_NESTING)", file=sys.stderr)
         return _UNREADABLE
-    except Exception as exc:  # noqa: BLE001 - a damaged file fails in many ways inside mammoth
+    except Exception as exc:  # any error: a damaged file fails in many ways inside mammoth
         print(f"not a readable {'HTML page' if path.suffix == '.html' else 'Word (.docx) file'} "
               f"({type(exc).__name__})", file=sys.stderr)
         return _UNREADABLE

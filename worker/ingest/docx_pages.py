@@ -179,12 +179,17 @@ def _styles_breaking_before(archive: zipfile.ZipFile, w: _Names) -> dict[str | N
 def _section_starts(body: ElementTree.Element, w: _Names) -> dict[int, str]:
     """For each paragraph that ends a section (its ``w:sectPr``), how the next section starts: the
     next ``w:sectPr`` in the body (the body's own last) says, as its ``w:type``; nextPage by default."""
-    enders = [p for p in body.iter(w.p) if p.find(f"{w.pPr}/{w.sectPr}") is not None]
-    properties = [p.find(f"{w.pPr}/{w.sectPr}") for p in enders]
+    enders: list[ElementTree.Element] = []
+    properties: list[ElementTree.Element] = []
+    for paragraph in body.iter(w.p):
+        if (own := paragraph.find(f"{w.pPr}/{w.sectPr}")) is not None:
+            enders.append(paragraph)
+            properties.append(own)
     if (last := body.find(w.sectPr)) is not None:
         properties.append(last)
     starts: dict[int, str] = {}
-    for paragraph, following in zip(enders, properties[1:]):
+    # without the body's own sectPr, the last ender has no following one and is left out
+    for paragraph, following in zip(enders, properties[1:], strict=False):
         kind = following.find(w.type)
         starts[id(paragraph)] = "nextPage" if kind is None else kind.get(w.val, "nextPage")
     return starts

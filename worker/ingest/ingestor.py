@@ -27,10 +27,10 @@ from ..sections import amends
 from ..store import bm25, communities, model_record, sqlfiles
 from ..store.database import Database
 from ..tokens import TokenCounter, default_counter
+from .bounds import DEFAULT_LIMITS, Budget, ReadLimits
 from .chunking import Chunk, chunk_blocks
 from .manifest import Manifest, load_manifest
-from .ocr import Ocr
-from .bounds import Budget, ReadLimits
+from .ocr import DEFAULT_OCR, Ocr
 from .readers import ParsedDocument, read_beir_corpus, read_path
 
 log = logging.getLogger("arc.ingest")
@@ -96,7 +96,8 @@ class IngestReport:
         """What the load replaced, said the same way on every ingest path."""
         if not self.replaced:
             return "replaced nothing"
-        shown = ", ".join(self.replaced[:20]) + (f" and {len(self.replaced) - 20} more" if len(self.replaced) > 20 else "")
+        more = len(self.replaced) - 20
+        shown = ", ".join(self.replaced[:20]) + (f" and {more} more" if more > 0 else "")
         return f"replaced {len(self.replaced)} stored document(s) ({self.replaced_chunks} chunks): {shown}"
 
 
@@ -107,7 +108,7 @@ def slugify(text: str) -> str:
 
 class Ingestor:
     def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None,
-                 ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits()):
+                 ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS):
         self.db = db
         self.limits = limits
         self.embedder = embedder
@@ -124,8 +125,9 @@ class Ingestor:
 
     def prepare_text(self, parsed: ParsedDocument, *, document_id: str | None, name: str | None,
                      document_type: str, is_binding: bool = True, supersedes: str | None = None,
-                     superseded_by: str | None = None, amends: tuple[Amendment, ...] = (), fallback_name: str = "document",
-                     metadata: dict | None = None, allow_duplicate: bool = True) -> DocumentInput:
+                     superseded_by: str | None = None, amends: tuple[Amendment, ...] = (),
+                     fallback_name: str = "document", metadata: dict | None = None,
+                     allow_duplicate: bool = True) -> DocumentInput:
         name = name or parsed.title or fallback_name
         return DocumentInput(document_id=document_id or slugify(name), name=name,
                              document_type=document_type, chunks=self.chunk(parsed),
@@ -194,8 +196,8 @@ class Ingestor:
                 bar.update(n)
         bar.close()
         bm25.refresh(self.db, community=community)  # bounded, and never fails the load
-        log.info(f"ingested {what}", extra={"documents": len(documents), "chunks": len(texts),
-                                            "replaced": [d.document_id for d in documents if d.document_id in stored][:20]})
+        renewed = [d.document_id for d in documents if d.document_id in stored][:20]
+        log.info(f"ingested {what}", extra={"documents": len(documents), "chunks": len(texts), "replaced": renewed})
         return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
                             sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
                             marks.chunks, tuple(marks.notes),
@@ -267,7 +269,8 @@ class Ingestor:
             model_record.claim(conn, self.embedder.model, self.embedder.dim)  # never two models' vectors
             superseded: dict[str, str | None] = {}
             for doc in documents:
-                superseded[doc.document_id] = doc.superseded_by or _superseding_document(conn, doc.document_id, community)
+                superseded[doc.document_id] = (doc.superseded_by
+                                               or _superseding_document(conn, doc.document_id, community))
                 replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id,
                                                                            "community": community}).rowcount
             conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
@@ -287,12 +290,14 @@ class Ingestor:
             for doc in documents:
                 if doc.supersedes:
                     conn.execute(sqlfiles.query("mark_superseded"),
-                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id, "community": community})
+                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id,
+                                  "community": community})
             for doc in documents:  # both ways: what this document amends, what amends it
                 for amendment in doc.amends:
                     _mark_amended(conn, amendment, doc.document_id, doc.name, marks, community)
                 for amending_id, amending_name, recorded in conn.execute(
-                        sqlfiles.query("amendments_of"), {"document_id": doc.document_id, "community": community}).fetchall():
+                        sqlfiles.query("amendments_of"),
+                        {"document_id": doc.document_id, "community": community}).fetchall():
                     for entry in recorded:
                         if entry.get("document_id") == doc.document_id:
                             _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks, community)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config import PROGRESS_LOG_SECONDS
 from ..logs import progress
@@ -145,7 +146,7 @@ class Ocr:
 
         engine = Tesseract(self.language)
 
-        def read(job: tuple[int, object]) -> PageText:
+        def read(job: tuple[int, Any]) -> PageText:  # a page's number and PIL image
             number, image = job
             started = time.perf_counter()
             if budget is not None:
@@ -160,7 +161,8 @@ class Ocr:
         with ThreadPoolExecutor(max_workers=workers) as pool, \
                 progress(len(numbers), f"OCR {path.name}", "page", terminal=self.progress,
                          logger=logging.getLogger("arc.ocr"), every=PROGRESS_LOG_SECONDS) as bar:
-            for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers)):
+            # not strict: given no numbers, render_pages would go on to render every page
+            for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers), strict=False):
                 if budget is not None:
                     budget.check()
                 pending.append(pool.submit(read, job))
@@ -168,6 +170,9 @@ class Ocr:
                     yield _counted(pending.popleft().result(), bar)
             while pending:
                 yield _counted(pending.popleft().result(), bar)
+
+
+DEFAULT_OCR = Ocr()  # for callers that pass no OCR settings (a frozen value, shared safely)
 
 
 def _counted(page: PageText, bar) -> PageText:

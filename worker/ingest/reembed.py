@@ -45,25 +45,24 @@ def reembed(db: Database, embedder: Embedder, *, progress: bool = False, batch: 
         rows = conn.execute(sqlfiles.query("chunks_to_embed")).fetchall()
     ids = [row[0] for row in rows]
     vectors = _embed(embedder, [_text(*row[1:]) for row in rows], progress, batch)
-    with db.connect() as conn:
-        with conn.transaction():
-            db.lock_writes(conn)
-            # Chunks ingested while the others were being embedded (by a worker still on the old
-            # model) are embedded here, under the lock.
-            late = sorted({row[0] for row in conn.execute(sqlfiles.query("chunk_ids"))} - set(ids))
-            if late:
-                extra = [r for r in conn.execute(sqlfiles.query("chunks_to_embed")) if r[0] in set(late)]
-                ids += [r[0] for r in extra]
-                vectors = np.vstack([vectors, _embed(embedder, [_text(*r[1:]) for r in extra], False, batch)])
-            for start in range(0, len(ids), WRITE_BATCH):
-                conn.execute(
-                    sqlfiles.query("set_embeddings"),
-                    {
-                        "ids": ids[start : start + WRITE_BATCH],
-                        "embeddings": [_literal(v) for v in vectors[start : start + WRITE_BATCH]],
-                    },
-                )
-            model_record.record(conn, embedder.model, embedder.dim)
+    with db.connect() as conn, conn.transaction():
+        db.lock_writes(conn)
+        # Chunks ingested while the others were being embedded (by a worker still on the old
+        # model) are embedded here, under the lock.
+        late = sorted({row[0] for row in conn.execute(sqlfiles.query("chunk_ids"))} - set(ids))
+        if late:
+            extra = [r for r in conn.execute(sqlfiles.query("chunks_to_embed")) if r[0] in set(late)]
+            ids += [r[0] for r in extra]
+            vectors = np.vstack([vectors, _embed(embedder, [_text(*r[1:]) for r in extra], False, batch)])
+        for start in range(0, len(ids), WRITE_BATCH):
+            conn.execute(
+                sqlfiles.query("set_embeddings"),
+                {
+                    "ids": ids[start : start + WRITE_BATCH],
+                    "embeddings": [_literal(v) for v in vectors[start : start + WRITE_BATCH]],
+                },
+            )
+        model_record.record(conn, embedder.model, embedder.dim)
     report = ReembedReport(
         len(ids), embedder.model, found.model if found else None, round(time.perf_counter() - started, 1)
     )

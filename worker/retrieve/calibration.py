@@ -282,7 +282,7 @@ class Calibrations:
         words = sorted({w for c in compounds for w in c.lookups()})
         frequency = self.backend.word_frequencies(words, community)
         best = []
-        for text, p, vector, candidates in zip(texts, processed, vectors, compounds):
+        for text, p, vector, candidates in zip(texts, processed, vectors, compounds, strict=True):
             if self._stopping.is_set():
                 raise CalibrationStopped
             expansion = expand(p.normalized) + compound_expansions(candidates, frequency)

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from ..models import Status
+
 # The two cuts on the calibrated confidence (README "Status"). Fitted on hoa-dev's three
 # communities leave-one-out (fit on two, shown on the third: cuts 0.48-0.58 for success); 0.5
 # is the round value in that range. No answerable hoa-dev question sits below 0.25.
@@ -99,6 +101,9 @@ class StatusCuts:
     answer_types: bool = True
 
 
+DEFAULT_CUTS = StatusCuts()
+
+
 @dataclass(frozen=True)
 class FixedThresholds:
     """Used only while a knowledge base has no calibration (empty, or being calibrated)."""
@@ -107,9 +112,12 @@ class FixedThresholds:
     low_confidence_below: float = 0.5
 
 
+DEFAULT_THRESHOLDS = FixedThresholds()
+
+
 @dataclass(frozen=True)
 class Confidence:
-    status: str
+    status: Status
     score: float | None          # the calibrated confidence, 0..1; None when uncalibrated
     relevance: float | None      # the best first-stage relevance it was computed from
     calibrated: bool
@@ -136,13 +144,13 @@ def decide(relevance: float | None, calibration: Calibration | None, cuts: Statu
     if relevance is None:
         return Confidence("no_results", None, None, calibration is not None)
     if calibration is None:
-        status = ("no_results" if relevance < fixed.no_results_below else
+        status: Status = ("no_results" if relevance < fixed.no_results_below else
                   "low_confidence" if relevance < fixed.low_confidence_below else "success")
         return Confidence(status, None, relevance, False)
     score = calibration.confidence(relevance)
-    status = ("no_results" if score < cuts.no_results_below else
+    fitted: Status = ("no_results" if score < cuts.no_results_below else
               "low_confidence" if score < cuts.success_at else "success")
-    return Confidence(status, score, relevance, True, calibration)
+    return Confidence(fitted, score, relevance, True, calibration)
 
 
 def off_domain_questions() -> list[str]:

@@ -63,7 +63,8 @@ def _cached_header_tokens(counter: TokenCounter, header: str) -> int:
 def _header_tokens(counter: TokenCounter, header: str) -> int:
     # Headers repeat from request to request (the same chunks come back): count each once.
     try:
-        return _cached_header_tokens(counter, header)
+        # a counter need not be hashable (TokenCounter does not say so): one that is not raises
+        return _cached_header_tokens(counter, header)  # type: ignore[arg-type]
     except TypeError:  # an unhashable counter
         return counter.count("[SOURCE 99]\n" + header + "\n")
 

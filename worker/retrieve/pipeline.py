@@ -29,16 +29,14 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type, language
+from . import answer_type, language, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
-from . import minimum
-from . import rerank_services
 from . import sentences as sentence_stage
 from . import status as status_stage
-from .calibration import Calibrations
 from .amendments import bring_amendments
 from .authority import Adjustments
+from .calibration import Calibrations
 from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
@@ -100,11 +98,11 @@ class Timer:
 
 class Retriever:
     def __init__(self, *, embedder: CachedEmbedder, backend: SearchBackend, reranker: Reranker | None,
-                 thresholds: Thresholds = Thresholds(), policy: ContextPolicy = ContextPolicy(),
+                 thresholds: Thresholds = confidence_stage.DEFAULT_THRESHOLDS, policy: ContextPolicy = ContextPolicy(),
                  embedding_timeout: float = 10.0,
                  default_fusion: str = "weighted", counter: TokenCounter | None = None,
                  search_cache: SearchCache | None = None, authority: Adjustments | None = None,
-                 cuts: confidence_stage.StatusCuts = confidence_stage.StatusCuts(), calibrate: bool = False,
+                 cuts: confidence_stage.StatusCuts = confidence_stage.DEFAULT_CUTS, calibrate: bool = False,
                  calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS,
                  near_miss_reach: float = confidence_stage.NEAR_MISS_REACH):
         self.embedder = embedder
@@ -147,7 +145,7 @@ class Retriever:
             known = self.backend.communities()
             community = communities.resolve(request.community, known)
             processed = preprocess(request.query)
-            hard_filter = list(request.document_types) if request.document_types else None
+            hard_filter: list[str] | None = list(request.document_types) if request.document_types else None
             # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
             steer = [] if hard_filter else processed.detected_document_types
             # language.py: a question in another language leans on the vector leg, or is said unread
@@ -191,11 +189,12 @@ class Retriever:
                     c.id: boost(c, authority=self.authority, steer=steer, steer_boost=self.policy.steer_boost,
                                 named=named, name_boost=self.policy.name_boost) for c in candidates})
 
-        reranked, usage = False, {}
+        reranked = False
+        usage: dict[str, int] = {}
         with timer.stage("rerank"):
             if use_llm and self.reranker is None:
                 warnings.append("reranking requested but no LLM is configured; first-stage order kept")
-            elif use_llm and candidates:
+            elif use_llm and candidates and self.reranker is not None:  # (None: warned above)
                 outcome = self.reranker.rerank(processed.normalized, candidates, request.top_k)
                 candidates, reranked, usage = outcome.chunks, outcome.reranked, outcome.usage
                 warnings.extend(outcome.warnings)
@@ -269,7 +268,7 @@ class Retriever:
                 max_chunks = max(max_chunks, first)
         return context_stage.assemble(
             ranked, counter=self.counter, token_budget=request.token_budget,
-            min_relevance=request.min_relevance if explicit else self.policy.min_relevance,
+            min_relevance=self.policy.min_relevance if request.min_relevance is None else request.min_relevance,
             min_chunks=0 if explicit else first,
             floor=0.0, max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out

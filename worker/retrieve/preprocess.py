@@ -135,8 +135,10 @@ def keywords(text: str) -> list[str]:
         word = word.strip("'-")
         if word and word.lower() not in STOPWORDS and (len(word) > 1 or word.isdigit()):
             found.append(word)
-    seen: set[str] = set()
-    return [k for k in found if not (k.lower() in seen or seen.add(k.lower()))]
+    unique: dict[str, str] = {}  # the first spelling of each word, in order
+    for k in found:
+        unique.setdefault(k.lower(), k)
+    return list(unique.values())
 
 
 def classify(text: str, words: list[str]) -> QueryType:

@@ -90,7 +90,7 @@ def parse_scores(text: str, candidate_ids: set[int]) -> dict[int, Score]:
     midway (every complete object counts), ids as strings or numbers, unknown ids (dropped),
     duplicates (the first wins), and scores out of range or as strings (clamped).
     """
-    items: list[Any] = []
+    items: Any = []  # parsed JSON, used when it is a list
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start >= 0:
         try:

@@ -31,10 +31,11 @@ def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, st
 
     ``final_score`` = a quarter of the chunk's calibrated ``relevance`` + three quarters of its
     fused score x the source's authority factor x ``steer_boost`` (for a document type the question
-    names) x ``name_boost`` (for a document the question names, ``named``), scaled so that the winner of that product scores the best relevance among the
-    candidates. Both parts are absolute, so one threshold means the same for every question; the
-    fused part keeps the order that ranks best on the benchmarks, the relevance part and the
-    authority the one that puts the answer first on governing documents.
+    names) x ``name_boost`` (for a document the question names, ``named``), scaled so that the
+    winner of that product scores the best relevance among the candidates. Both parts are absolute,
+    so one threshold means the same for every question; the fused part keeps the order that ranks
+    best on the benchmarks, the relevance part and the authority the one that puts the answer first
+    on governing documents.
     """
     if not candidates:
         return candidates

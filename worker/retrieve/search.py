@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import psycopg
@@ -22,6 +22,7 @@ from ..store import sqlfiles
 from ..store.calibrations import PostgresCalibrations, RpcCalibrations
 from ..store.database import Database
 from ..store.replicas import ReadReplicas
+from ..store.rows import one_row
 
 CHUNK_FIELDS = ("id", "document_id", "document_name", "document_type", "section_path", "page_number",
                 "chunk_index", "is_binding", "superseded_by", "content", "token_count")
@@ -123,7 +124,7 @@ class PostgresBackend:
             # a replica serves a search once it has replayed the whole knowledge base's version
             return self.replicas.primary_version()
         with self.db.connection() as conn:
-            return conn.execute(*_version_query(community)).fetchone()[0]
+            return one_row(conn.execute(*_version_query(community)))[0]
 
     def communities(self) -> list[str]:
         with self.db.connection() as conn:
@@ -198,7 +199,8 @@ class SupabaseBackend:
         try:
             # the zero-argument function is the whole knowledge base's counter
             args = {} if community is None else {"community": community}
-            return int(self.client.rpc("knowledge_base_version", args).execute().data)
+            # a reply that is no number raises TypeError or ValueError, caught below
+            return int(self.client.rpc("knowledge_base_version", args).execute().data)  # type: ignore[arg-type]
         except (APIError, TypeError, ValueError) as exc:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
 
@@ -209,7 +211,8 @@ class SupabaseBackend:
         from postgrest.exceptions import APIError
 
         try:
-            return self.client.rpc(function, args).execute().data or []
+            # postgrest types a reply as any JSON; these functions return rows
+            return cast(list[dict[str, Any]], self.client.rpc(function, args).execute().data or [])
         except APIError as exc:
             raise DatabaseUnavailable(f"supabase rpc {function} failed: {exc.message or exc.code}") from exc
         except Exception as exc:  # httpx transport errors: the service is unreachable
@@ -263,7 +266,7 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _chunk(row: dict[str, Any]) -> ChunkResult:
-    data = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
+    data: dict[str, Any] = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
                                     "fused_score", "vector_rank", "fts_rank")}
     data["fused_score"] = data["fused_score"] or 0.0
     metadata = row.get("metadata") or {}

@@ -69,7 +69,7 @@ class SentenceVectors:
             fresh = self._embed(missing)
             self.embedded += len(missing)
             with self._lock:
-                for s, v in zip(missing, fresh):
+                for s, v in zip(missing, fresh, strict=True):
                     self._vectors[s] = np.asarray(v, dtype=np.float32)
                     known[s] = self._vectors[s]
                 while len(self._vectors) > self.maxsize:
@@ -107,6 +107,6 @@ def reorder(ranked: list[ChunkResult], best: dict[int, float], *, top: int, shar
     scores = sorted((c.final_score for c in head), reverse=True)
     order = sorted(head, key=lambda c: -((1 - share) * c.final_score
                                          + share * best.get(c.id, 0.0) * boosts.get(c.id, 1.0)))
-    for chunk, score in zip(order, scores):
+    for chunk, score in zip(order, scores, strict=True):
         chunk.final_score = score
     return order + ranked[top:]

@@ -9,6 +9,7 @@ association's); the embedding leg reads the question as typed.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -85,7 +86,7 @@ def compound_candidates(question: str) -> CompoundCandidates:
     words = tuple(w.lower() for w in _LETTERS.findall(question))
     splits = {w: tuple((w[:i], w[i:]) for i in range(PART_MIN, len(w) - PART_MIN + 1))
               for w in set(words) if len(w) >= SPLIT_MIN}
-    joins = tuple((a, b) for a, b in zip(words, words[1:]) if len(a) >= PART_MIN and len(b) >= PART_MIN)
+    joins = tuple((a, b) for a, b in itertools.pairwise(words) if len(a) >= PART_MIN and len(b) >= PART_MIN)
     return CompoundCandidates(words, splits, joins)
 
 

@@ -72,4 +72,4 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     return app
 
 
-__all__ = ["create_app", "RetrievalResponse", "RETRIEVAL_ROUTE", "INGEST_ROUTE"]
+__all__ = ["INGEST_ROUTE", "RETRIEVAL_ROUTE", "RetrievalResponse", "create_app"]

@@ -21,12 +21,12 @@ import math
 import operator
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from flask import Blueprint, g, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import DOCUMENT_TYPES
+from ..config import DOCUMENT_TYPES, DocumentType
 from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
 from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
 from . import community_scope
@@ -172,7 +172,8 @@ def retrieval() -> Any:
     top_k = MAX_TOP_K if filtered else min(req.retrieval_setting.top_k, MAX_TOP_K)
     try:
         search = RetrievalRequest(query=req.query, top_k=top_k, community=community,
-                                  document_types=None if kind == ALL_KNOWLEDGE else [kind])
+                                  # _knowledge checked that kind is one of KNOWLEDGE_IDS
+                                  document_types=None if kind == ALL_KNOWLEDGE else [cast(DocumentType, kind)])
     except ValidationError as exc:
         return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
     try:

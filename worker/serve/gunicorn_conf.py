@@ -8,6 +8,7 @@ database (when DATABASE_URL is unset), applies migrations once, and stops the da
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -106,10 +107,8 @@ def on_starting(server) -> None:
 def on_exit(server) -> None:
     if _ready is not None:
         for remove, path in ((os.remove, _ready[0]), (os.rmdir, os.path.dirname(_ready[0]))):
-            try:
+            with contextlib.suppress(OSError):
                 remove(path)
-            except OSError:
-                pass
     if _embedded is not None:
         _embedded.stop()
 
@@ -189,7 +188,7 @@ def _wait_for_the_database(arc, every: float = 2.0) -> None:
             break
         except DatabaseUnavailable:
             time.sleep(every)
-        except Exception:  # noqa: BLE001 - a schema mismatch is reported by every request; stop waiting
+        except Exception:  # any error: a schema mismatch is reported by every request; stop waiting
             return
     _announce_once(ready_line(_ready[2], arc.runtime) if _ready else None)
     arc.knowledge.prepare_calibrations()
@@ -239,7 +238,7 @@ def worker_exit(server, worker) -> None:
         if arc:
             arc.knowledge.close()
             arc.runtime.db.close(timeout=1.0)
-    except Exception:  # noqa: BLE001 - nothing may keep the process from leaving
+    except Exception:  # any error: nothing may keep the process from leaving
         pass
     _exit_now(code)
 
@@ -253,10 +252,9 @@ def _exit_now(code: int) -> None:
     import sys
 
     for stop in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
-        try:
+        # ValueError: not the main thread (the watchdog): the handlers are already set
+        with contextlib.suppress(ValueError):
             signal.signal(stop, signal.SIG_IGN)
-        except ValueError:  # not the main thread (the watchdog): the handlers are already set
-            pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -156,7 +156,8 @@ class McpFace:
 
     # -- what each tool runs (in a worker thread: the pipeline blocks) ------------------------
 
-    def search(self, arguments: dict[str, Any], client: str, allowed: tuple[str, ...] | None = None) -> RetrievalResponse:
+    def search(self, arguments: dict[str, Any], client: str,
+               allowed: tuple[str, ...] | None = None) -> RetrievalResponse:
         """``allowed``: the communities the caller's token reaches (None: every one)."""
         self._admit(client)  # before validation, as the webhook's guard: invalid calls count too
         try:
@@ -370,7 +371,8 @@ def http_app(face: McpFace) -> ASGIApp:
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                      transport_security=transport_security(settings),
                                      max_request_body_size=settings.limits.max_body_bytes)
-    bounded = StreamLimits(app, seconds=settings.serving.mcp_stream_seconds, per_client=settings.serving.mcp_streams_per_client,
+    bounded = StreamLimits(app, seconds=settings.serving.mcp_stream_seconds,
+                           per_client=settings.serving.mcp_streams_per_client,
                            auth_header=settings.auth.auth_header, path=MCP_PATH)
     return TokenGate(bounded, face)
 

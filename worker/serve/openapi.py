@@ -21,7 +21,6 @@ from ..models import (
     RetrievalResponse,
     TextFormat,
 )
-
 from .dify import DIFY_ROUTE, DifyError, DifyRequest, DifyResponse
 
 REF = "#/components/schemas/{model}"
@@ -91,7 +90,8 @@ def openapi_document() -> dict[str, Any]:
                         "415": error("Not JSON"),
                         "422": error("A field is invalid; `field` names it"),
                         "429": error("Rate limited; see Retry-After"),
-                        "503": error("Database unavailable, or the embedding/LLM provider calls are full; see Retry-After"),
+                        "503": error("Database unavailable, or the embedding/LLM provider calls are full; "
+                                     "see Retry-After"),
                     },
                 }
             },
@@ -134,7 +134,8 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "One document and its chunks, in order (ingest token)",
                     "responses": {"200": ok("The document", "DocumentDetail"),
                                   "401": error("Missing or wrong token"), "404": error("No such document"),
-                                  "422": error("document_id is malformed"), "429": error("Rate limited; see Retry-After"),
+                                  "422": error("document_id is malformed"),
+                                  "429": error("Rate limited; see Retry-After"),
                                   "503": error("Database unavailable; see Retry-After")},
                 },
                 "delete": {
@@ -142,7 +143,8 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Delete a document, its chunks and statistics, atomically (ingest token)",
                     "responses": {"200": ok("Deleted", "DeleteResponse"),
                                   "401": error("Missing or wrong token"), "404": error("No such document"),
-                                  "422": error("document_id is malformed"), "429": error("Rate limited; see Retry-After"),
+                                  "422": error("document_id is malformed"),
+                                  "429": error("Rate limited; see Retry-After"),
                                   "503": error("Database unavailable, or another load holds the knowledge base "
                                                "past ARC_WRITE_LOCK_WAIT; see Retry-After")},
                 },
@@ -177,7 +179,8 @@ def openapi_document() -> dict[str, Any]:
                 "200": {"description": "The Prometheus text format",
                         "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "responses": {
-                "200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+                "200": {"description": "OpenAPI 3.1",
+                        "content": {"application/json": {"schema": {"type": "object"}}}}}}},
         },
         "components": {"schemas": components},
     }

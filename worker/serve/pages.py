@@ -27,8 +27,8 @@ from typing import Any
 
 import psycopg
 from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template, request, session, url_for
-from werkzeug.exceptions import HTTPException
 from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
 
 from ..config import DOCUMENT_TYPES
 from ..errors import DatabaseUnavailable, InvalidInput
@@ -195,7 +195,8 @@ def login() -> Any:
             runtime = arc.runtime
             runtime.ensure_schema()
             session.clear()
-            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, runtime.settings.auth.session_idle_minutes)
+            idle_minutes = runtime.settings.auth.session_idle_minutes
+            session[keeper_sessions.SESSION_ID] = keeper_sessions.start(runtime.db, idle_minutes)
             session["csrf"] = secrets.token_urlsafe(32)
             return redirect(keeper_sessions.own_path(request.args.get("next")) or url_for("pages.start"))
         if verdict.retry_after:  # as every door: the right token first, then the brake

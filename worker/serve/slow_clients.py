@@ -14,6 +14,7 @@ the worker pipelines): such a connection is closed at its deadline.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import re
 import selectors
@@ -59,7 +60,7 @@ class BufferedSocket:
         return getattr(self.raw, name)
 
 
-def request_complete(buffer: bytes, body_limit: int) -> bool:
+def request_complete(buffer: bytes | bytearray, body_limit: int) -> bool:
     """Whether a thread can serve what has arrived without waiting on the client: the header,
     and the body when it is small enough to be held here."""
     end = buffer.find(_HEADER_END)
@@ -133,10 +134,8 @@ class BufferingThreadWorker(ThreadWorker):
     def _drop(self, conn: TConn) -> None:
         self._reading.pop(conn, None)
         raw = conn.sock.raw if isinstance(conn.sock, BufferedSocket) else conn.sock
-        try:
+        with contextlib.suppress(OSError, KeyError, ValueError):
             self.poller.unregister(raw)
-        except (OSError, KeyError, ValueError):
-            pass
         self.nr_conns -= 1
         conn.close()
 

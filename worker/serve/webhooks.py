@@ -28,7 +28,7 @@ from ..models import (
     TextFormat,
     unwrap,
 )
-from ..service.knowledge import DocumentInput, IngestReport, Ingestor
+from ..service.knowledge import DocumentInput, Ingestor, IngestReport
 from . import community_scope
 from .responses import validation_error
 from .services import services

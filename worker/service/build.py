@@ -12,7 +12,7 @@ from ..retrieve.confidence import StatusCuts
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
 from ..retrieve.rerank import LLMReranker, Reranker
 from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
-from ..retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
+from ..retrieve.search import PostgresBackend, SearchBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime
 from ..store.replicas import ReadReplicas
 
@@ -38,7 +38,9 @@ def build_reranker(settings: Settings) -> Reranker | None:
 def build_retriever(runtime: Runtime) -> Retriever:
     settings = runtime.settings
     database, status = settings.database, settings.status
+    backend: SearchBackend
     if database.supabase_url:
+        assert database.supabase_key is not None  # the settings require both or neither
         backend = SupabaseBackend(database.supabase_url, database.supabase_key)
     else:
         backend = PostgresBackend(runtime.db, read_replicas(runtime))

@@ -32,6 +32,7 @@ from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
 from ..store import communities, knowledge_base, sqlfiles
 from ..store.querylog import QueryLog
+from ..store.rows import one_row
 from .admission import Admission
 from .answer_log import record_answer
 from .build import build_ingestor, build_retriever
@@ -120,7 +121,8 @@ class KnowledgeService:
         self.runtime.ensure_schema()
         return communities.resolve(named, communities.list_communities(self.runtime.db))
 
-    def communities(self) -> list[str]:
+    def communities(self) -> dict[str, int]:
+        """Each community holding chunks, with its chunk count."""
         return communities.list_communities(self.runtime.db)
 
     def list_documents(self, community: str) -> list[DocumentSummary]:
@@ -186,7 +188,7 @@ class KnowledgeService:
     def load_sample_if_empty(self) -> None:
         """The sample corpus, when the knowledge base holds nothing (``--load-sample``)."""
         with self.runtime.db.connect() as conn:
-            empty = conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]
+            empty = one_row(conn.execute(sqlfiles.query("knowledge_base_empty")))[0]
         if empty:
             self.ingest_sample()
 

@@ -17,6 +17,7 @@ import psycopg
 
 from . import sqlfiles
 from .database import Database
+from .rows import one_row
 
 log = logging.getLogger("arc.bm25")
 
@@ -43,15 +44,17 @@ def refresh(db: Database, *, seconds: float | None = STEP_SECONDS, step_rows: in
     deadline = None if seconds is None else time.monotonic() + seconds
     try:
         with db.connect() as conn:
-            opened = bool(conn.execute(sqlfiles.query("bm25_refresh"), {"force": force, "community": community}).fetchone()[0])
+            named = {"force": force, "community": community}
+            opened = bool(one_row(conn.execute(sqlfiles.query("bm25_refresh"), named))[0])
             conn.commit()
             while deadline is None or time.monotonic() < deadline:
-                done = conn.execute(sqlfiles.query("bm25_refresh_step"), {"max_rows": step_rows, "community": community}).fetchone()[0]
+                step = {"max_rows": step_rows, "community": community}
+                done = one_row(conn.execute(sqlfiles.query("bm25_refresh_step"), step))[0]
                 conn.commit()
                 rewritten += done
                 if done == 0:
                     break
-            stale = conn.execute(sqlfiles.query("bm25_stale_chunks"), {"community": community}).fetchone()[0]
+            stale = one_row(conn.execute(sqlfiles.query("bm25_stale_chunks"), {"community": community}))[0]
             conn.commit()
     except psycopg.Error as exc:
         log.warning("bm25 refresh paused", extra={"error": type(exc).__name__, "rewritten": rewritten})

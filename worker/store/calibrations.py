@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from ..errors import DatabaseUnavailable
 from . import sqlfiles
 from .database import Database
+from .rows import one_row
 
 
 @dataclass(frozen=True)
@@ -99,9 +100,9 @@ class PostgresCalibrations:
 
     def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
         with self.db.connection() as conn:
-            return bool(conn.execute(sqlfiles.query("claim_status_calibration"),
+            return bool(one_row(conn.execute(sqlfiles.query("claim_status_calibration"),
                                      {"community": community, "embedding_model": model, "kb_version": version,
-                                      "lease_seconds": lease_seconds}).fetchone()[0])
+                                      "lease_seconds": lease_seconds}))[0])
 
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         with self.db.connection() as conn:

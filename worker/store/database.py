@@ -6,6 +6,7 @@ before forking without sharing sockets with its workers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -45,10 +46,8 @@ class Database:
 
     def _configure(self, conn: psycopg.Connection) -> None:
         conn.execute(f"set statement_timeout = {int(self.statement_timeout_ms)}")
-        try:
+        with contextlib.suppress(psycopg.ProgrammingError):  # no vector extension yet (before migrations)
             register_vector(conn)
-        except psycopg.ProgrammingError:
-            pass  # the vector extension is not installed yet (before migrations)
         conn.commit()
 
     @property
@@ -133,7 +132,7 @@ class Database:
                 with conn.transaction():
                     # Serialise concurrent starters (several gunicorn workers, CLI and server).
                     conn.execute(sqlfiles.query("lock_migrations"))
-                    done = dict(conn.execute(sqlfiles.query("applied_migrations")).fetchall())
+                    done: dict[str, str] = dict(conn.execute(sqlfiles.query("applied_migrations")).fetchall())
                     checksum = migration.checksum(dim)
                     if migration.name in done and (not migration.repeatable or done[migration.name] == checksum):
                         continue

@@ -14,8 +14,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from pgserver import PostgresServer
 
 log = logging.getLogger("arc.embedded")
 
@@ -26,7 +30,7 @@ class EmbeddedPostgres:
         ``data_dir`` that is removed afterwards should name a lasting one."""
         self.pgdata = (Path(data_dir) / "pgdata").resolve()
         self.runtime_dir = Path(runtime_dir or data_dir).resolve()
-        self._server = None
+        self._server: PostgresServer | None = None
 
     def start(self) -> str:
         """Start (or join) the server and return its connection URL."""
@@ -36,13 +40,14 @@ class EmbeddedPostgres:
 
         _forget_dead_handles(self.pgdata)
         try:
-            self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
+            server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
         except BaseException:
             # A signal while the server starts (SIGTERM -> SystemExit) comes before pgserver
             # records this process as a user, so its exit handler would leave the server running.
             _stop_if_unused(self.pgdata)
             raise
-        url = self._server.get_uri()
+        self._server = server
+        url = server.get_uri()
         log.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})
         return url
 

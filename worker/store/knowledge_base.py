@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..models import DEFAULT_COMMUNITY, DocumentChunk, DocumentSummary
 from . import sqlfiles
 from .database import Database
+from .rows import one_row
 
 
 class UnknownDocument(LookupError):
@@ -18,7 +19,8 @@ def list_documents(db: Database, community: str = DEFAULT_COMMUNITY) -> list[Doc
     return [_summary(row) for row in rows]
 
 
-def document_chunks(db: Database, document_id: str, community: str = DEFAULT_COMMUNITY) -> tuple[DocumentSummary, list[DocumentChunk]]:
+def document_chunks(db: Database, document_id: str,
+                    community: str = DEFAULT_COMMUNITY) -> tuple[DocumentSummary, list[DocumentChunk]]:
     named = {"document_id": document_id, "community": community}
     with db.connect() as conn:
         summary = conn.execute(sqlfiles.query("list_documents"), named).fetchone()
@@ -57,7 +59,7 @@ def is_empty(db: Database) -> bool | None:
     """Whether no chunk is stored; None when the database does not answer (it says so elsewhere)."""
     try:
         with db.connection() as conn:
-            return bool(conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0])
+            return bool(one_row(conn.execute(sqlfiles.query("knowledge_base_empty")))[0])
     except Exception:  # unreachable or not migrated yet: not this check's to report
         return None
 

@@ -15,6 +15,7 @@ import psycopg
 
 from ..errors import SchemaMismatch
 from . import sqlfiles
+from .rows import one_row
 
 # Knowledge bases filled before the model was recorded: a 384-dim one was made by the only
 # 384-dim model the worker had, the local MiniLM.
@@ -29,8 +30,8 @@ class RecordedModel:
 
 def recorded(conn: psycopg.Connection) -> RecordedModel | None:
     """The model the chunks were embedded with; None when there are no chunks to speak of."""
-    chunks, record_table = conn.execute(sqlfiles.query("model_record_tables")).fetchone()
-    if not chunks or conn.execute(sqlfiles.query("knowledge_base_empty")).fetchone()[0]:
+    chunks, record_table = one_row(conn.execute(sqlfiles.query("model_record_tables")))
+    if not chunks or one_row(conn.execute(sqlfiles.query("knowledge_base_empty")))[0]:
         return None
     row = conn.execute(sqlfiles.query("recorded_embedding_model")).fetchone() if record_table else None
     if row is not None:

@@ -24,6 +24,7 @@ import psycopg
 from ..errors import DatabaseUnavailable
 from . import sqlfiles
 from .database import Database
+from .rows import one_row
 
 log = logging.getLogger("arc.replicas")
 
@@ -64,7 +65,7 @@ class ReadReplicas:
 
     def primary_version(self) -> int:
         with self.primary.connection() as conn:
-            version = conn.execute(sqlfiles.query("knowledge_base_version")).fetchone()[0]
+            version = one_row(conn.execute(sqlfiles.query("knowledge_base_version")))[0]
         self.saw(version)
         return version
 
@@ -116,7 +117,7 @@ class ReadReplicas:
     def _caught_up(self, conn: psycopg.Connection, min_version: int, stats: ReplicaStats) -> bool:
         deadline = time.monotonic() + self.max_wait
         while True:
-            version, lag = conn.execute(sqlfiles.query("replica_position")).fetchone()
+            version, lag = one_row(conn.execute(sqlfiles.query("replica_position")))
             stats.lag_seconds = float(lag or 0.0)
             if version >= min_version:
                 return True

@@ -20,10 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from ...models import TextFormat
-from ..bounds import Budget, ReadLimits
+from ..bounds import DEFAULT_LIMITS, Budget, ReadLimits
 from ..convert import docx_markdown_bounded, html_markdown_bounded
 from ..links import without_unsafe_links
-from ..ocr import Ocr
+from ..ocr import DEFAULT_OCR, Ocr
 from .beir import CorpusRecord, read_beir_corpus
 from .document import ParsedDocument
 from .layout import DocumentWords, parse_pages, parse_text, rejoin
@@ -40,7 +40,7 @@ TEXT_SUFFIXES: dict[str, TextFormat] = {".md": "markdown", ".markdown": "markdow
                                         ".html": "html", ".htm": "html"}
 
 
-def read_path(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
+def read_path(path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS,
               budget: Budget | None = None) -> ParsedDocument:
     """A file as its reader reads it, without unsafe links (worker/ingest/links.py)."""
     return _safe_links(_read_path(path, ocr, limits, budget))
@@ -58,7 +58,7 @@ def _read_path(path: Path, ocr: Ocr, limits: ReadLimits, budget: Budget | None) 
                      "or a BEIR corpus.jsonl")
 
 
-def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = ReadLimits(),
+def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = DEFAULT_LIMITS,
                     budget: Budget | None = None) -> ParsedDocument:
     """Text in a format a caller names (a file's suffix, the ingest webhook's `format`), without
     unsafe links."""

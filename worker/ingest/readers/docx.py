@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bounds import ReadLimits, check_docx
+from ..bounds import DEFAULT_LIMITS, ReadLimits, check_docx
 from .html import html_to_markdown
 
 
-def docx_to_markdown(path: Path, limits: ReadLimits = ReadLimits()) -> str:
+def docx_to_markdown(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> str:
     """A Word document through mammoth's semantic HTML (its headings, lists and tables), then as
     HTML above; the Title style is the document's title, and ``<!-- page N -->`` markers say
     where its pages begin (:mod:`worker.ingest.docx_pages`)."""

@@ -30,11 +30,11 @@ def html_to_markdown(html: str, max_nesting: int = ReadLimits.max_nesting, what:
     for tag in soup(["title", "script", "style", "noscript", "template", "nav", "header", "footer"]):
         tag.decompose()
     for link in soup("a", href=True):
-        if unsafe_url(link["href"]):
+        if unsafe_url(str(link["href"])):  # href is single-valued: a str
             del link["href"]
     for image in soup("img"):
-        if not image.get("src") or unsafe_url(image["src"]):
-            image.replace_with(image.get("alt") or "")
+        if not (source := image.get("src")) or unsafe_url(str(source)):
+            image.replace_with(str(image.get("alt") or ""))
     body = MarkdownConverter(heading_style="ATX", bullets="-", table_infer_header=True).convert_soup(soup)
     # A page's text that reads like Markdown's page marker stays text: only a Word file's own
     # breaks (restored after this, docx_pages) say where a page begins.

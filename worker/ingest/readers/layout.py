@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ...textnorm import SOFT_HYPHEN, normalise_text
 from ..chunking import ITEM, Block
 from ..lexicon import english_words
-from ...textnorm import SOFT_HYPHEN, normalise_text
 from .document import TABLE_ROW, ParsedDocument, enter_section
 
 _HEADING_WORDS = "(chapter|article|part|exhibit|appendix|schedule)"
@@ -29,7 +29,7 @@ def parse_text(text: str, first_page: int | None = None) -> ParsedDocument:
     return parse_pages([(i + (first_page or 1) if numbered else None, p) for i, p in enumerate(pages)])
 
 
-def parse_pages(pages: list[tuple[int | None, str]]) -> ParsedDocument:
+def parse_pages(pages: Sequence[tuple[int | None, str]]) -> ParsedDocument:
     """Lines of text pages (a PDF's text layer, OCR, plain text) into blocks.
 
     Page furniture (running headers and footers, page numbers) is dropped. A paragraph ends at a
@@ -232,13 +232,6 @@ def _page_furniture(pages: list[tuple[int | None, list[str], set[int]]]) -> set[
             seen[key] = seen.get(key, 0) + 1
     needed = max(2, math.ceil(0.3 * len(pages)))
     return {key for key, count in seen.items() if count >= needed}
-
-
-def enter_section(stack: list[tuple[int, str]], level: int, name: str) -> None:
-    """Open a section: headings at its level or deeper are closed first."""
-    while stack and stack[-1][0] >= level:
-        stack.pop()
-    stack.append((level, name))
 
 
 def _section_level(number: str, stack: list[tuple[int, str]]) -> int:

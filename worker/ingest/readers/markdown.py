@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..chunking import ITEM, Block
 from ...textnorm import normalise_text
+from ..chunking import ITEM, Block
 from .document import TABLE_ROW, ParsedDocument, enter_section
 
 _HTML_BREAK = re.compile(r"<br\s*/?>", re.I)

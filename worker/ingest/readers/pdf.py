@@ -9,8 +9,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..bounds import Budget, ReadLimits
-from ..ocr import Ocr
+from ..bounds import DEFAULT_LIMITS, Budget, ReadLimits
+from ..ocr import DEFAULT_OCR, Ocr
 from .document import ParsedDocument
 from .layout import parse_pages
 
@@ -21,7 +21,7 @@ log = logging.getLogger("arc.readers")
 _MIN_PAGE_LETTERS = 20
 
 
-def parse_pdf(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
+def parse_pdf(path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS,
               budget: Budget | None = None) -> ParsedDocument:
     """The text layer of each page; pages that are images (scans) are read by OCR. At most
     ``limits.max_pages`` pages and ``limits.max_ocr_pages`` scanned ones (a 1.6 MB PDF of 10,000
@@ -40,7 +40,7 @@ def parse_pdf(path: Path, ocr: Ocr = Ocr(), limits: ReadLimits = ReadLimits(),
         for n, page in enumerate(reader.pages, start=1):
             budget.check()
             pages.append((n, page.extract_text() or ""))
-        scanned = [n for (n, text), page in zip(pages, reader.pages)
+        scanned = [n for (n, text), page in zip(pages, reader.pages, strict=True)
                    if sum(c.isalpha() for c in text) < _MIN_PAGE_LETTERS and _has_image(page)]
         if len(scanned) > limits.max_ocr_pages:
             raise ValueError(f"{len(scanned):,} pages need OCR (at most {limits.max_ocr_pages:,}, "
