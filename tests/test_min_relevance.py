@@ -50,7 +50,7 @@ def test_with_room_every_source_of_the_context_is_listed(client, query):
 def test_the_openapi_description_gives_the_readme_default(client):
     described = client.get("/openapi.json").get_json()
     text = str(described)
-    from worker.config import Settings
+    from worker.config import Context
 
-    default = Settings.model_fields["min_context_chunks"].default
+    default = Context.model_fields["min_context_chunks"].default
     assert "first five" not in text and f"ARC_MIN_CONTEXT_CHUNKS ({default})" in text
