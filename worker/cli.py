@@ -117,8 +117,13 @@ def db_maintain(force: bool) -> None:
 
 
 @db.command("sql")
-@click.option("--dim", type=click.IntRange(1, 2000), default=1536, show_default=True,
-              help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).")
+@click.option(
+    "--dim",
+    type=click.IntRange(1, 2000),
+    default=1536,
+    show_default=True,
+    help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).",
+)
 def db_sql(dim: int) -> None:
     """Print every migration in order, ready to paste into Supabase's SQL editor."""
     from .store.sqlfiles import all_migrations_sql
@@ -128,29 +133,62 @@ def db_sql(dim: int) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
-@click.option("--document-type", type=click.Choice(DOCUMENT_TYPES), default=None,
-              help="Required for files, as on the ingest webhook: the type steers and filters answers, so it is "
-                   "never guessed (a folder's manifest.json gives each document's).")
+@click.option(
+    "--document-type",
+    type=click.Choice(DOCUMENT_TYPES),
+    default=None,
+    help="Required for files, as on the ingest webhook: the type steers and filters answers, so it is "
+    "never guessed (a folder's manifest.json gives each document's).",
+)
 @click.option("--binding/--not-binding", default=True, show_default=True)
-@click.option("--supersedes", metavar="DOCUMENT_ID",
-              help="Mark this older, stored document as superseded by the new one.")
-@click.option("--superseded-by", metavar="DOCUMENT_ID",
-              help="Mark the new document as superseded by this newer, stored one (an older document ingested late).")
+@click.option(
+    "--supersedes", metavar="DOCUMENT_ID", help="Mark this older, stored document as superseded by the new one."
+)
+@click.option(
+    "--superseded-by",
+    metavar="DOCUMENT_ID",
+    help="Mark the new document as superseded by this newer, stored one (an older document ingested late).",
+)
 @click.option("--name", help="Document name (default: its first heading or file name).")
 @click.option("--document-id", help="The id to store it under (default: from the file name); the same id replaces.")
-@click.option("--amends", "amends", multiple=True, metavar="DOCUMENT_ID:SECTION[;SECTION...]",
-              help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).")
+@click.option(
+    "--amends",
+    "amends",
+    multiple=True,
+    metavar="DOCUMENT_ID:SECTION[;SECTION...]",
+    help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).",
+)
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
-@click.option("--replace", is_flag=True,
-              help="Replace a stored document of the same id that came from another file "
-                   "(the same file always updates).")
-@click.option("--allow-duplicate", is_flag=True,
-              help="Store a document even when the same text is stored already under another id.")
-@click.option("--community", metavar="NAME", default=None,
-              help="The community (association) the documents belong to; needed once the knowledge base holds several.")
-def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, supersedes: str | None,
-           superseded_by: str | None, name: str | None, document_id: str | None, amends: tuple[str, ...], sample: bool,
-           replace: bool, allow_duplicate: bool, community: str | None) -> None:
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a stored document of the same id that came from another file (the same file always updates).",
+)
+@click.option(
+    "--allow-duplicate",
+    is_flag=True,
+    help="Store a document even when the same text is stored already under another id.",
+)
+@click.option(
+    "--community",
+    metavar="NAME",
+    default=None,
+    help="The community (association) the documents belong to; needed once the knowledge base holds several.",
+)
+def ingest(
+    paths: tuple[Path, ...],
+    document_type: str | None,
+    binding: bool,
+    supersedes: str | None,
+    superseded_by: str | None,
+    name: str | None,
+    document_id: str | None,
+    amends: tuple[str, ...],
+    sample: bool,
+    replace: bool,
+    allow_duplicate: bool,
+    community: str | None,
+) -> None:
     """Ingest documents: Markdown (.md, .markdown), text (.txt), PDF (.pdf; scanned pages read by
     OCR), Word (.docx), HTML (.html, .htm), or a BEIR corpus.jsonl; or a folder with a manifest.json
     (every document it lists, with its id, type and binding). Re-ingesting a file updates its
@@ -175,20 +213,33 @@ def ingest(paths: tuple[Path, ...], document_type: str | None, binding: bool, su
         if sample:
             report = knowledge.ingest_sample(progress=progress, community=community)
         elif folders:
-            report = knowledge.ingest_manifest(folders[0], progress=progress, replace=replace,
-                                               community=community, allow_duplicate=allow_duplicate)
+            report = knowledge.ingest_manifest(
+                folders[0], progress=progress, replace=replace, community=community, allow_duplicate=allow_duplicate
+            )
         else:
-            report = knowledge.ingest_files(paths, document_type=document_type, is_binding=binding,
-                                            supersedes=supersedes, superseded_by=superseded_by, name=name,
-                                            document_id=document_id, progress=progress, replace=replace,
-                                            allow_duplicate=allow_duplicate,
-                                            amends=tuple(parse_amends(a) for a in amends),
-                                            community=community)
+            report = knowledge.ingest_files(
+                paths,
+                document_type=document_type,
+                is_binding=binding,
+                supersedes=supersedes,
+                superseded_by=superseded_by,
+                name=name,
+                document_id=document_id,
+                progress=progress,
+                replace=replace,
+                allow_duplicate=allow_duplicate,
+                amends=tuple(parse_amends(a) for a in amends),
+                community=community,
+            )
         if report.ocr_pages:
-            click.echo(f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
-                       f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)")
-        click.echo(f"ingested {report.documents} document(s), {report.chunks} chunk(s) into community "
-                   f"{report.community}; {report.replaced_line()}")
+            click.echo(
+                f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
+                f"({report.ocr_seconds / report.ocr_pages:.1f} s per page)"
+            )
+        click.echo(
+            f"ingested {report.documents} document(s), {report.chunks} chunk(s) into community "
+            f"{report.community}; {report.replaced_line()}"
+        )
         if len(report.document_ids) <= 50:
             for assigned in report.document_ids:
                 click.echo(f"  document id: {assigned}")
@@ -215,8 +266,9 @@ def reembed() -> None:
         runtime.db.migrate(runtime.embedder.dim)
         report = reembed_all(runtime.db, runtime.embedder, progress=sys.stderr.isatty())
         before = report.previous or "none"
-        click.echo(f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {before}) "
-                   f"in {report.seconds:.0f} s")
+        click.echo(
+            f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {before}) in {report.seconds:.0f} s"
+        )
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -228,8 +280,9 @@ def documents() -> None:
     """The knowledge base's documents: list, show, delete."""
 
 
-_COMMUNITY_OPTION = click.option("--community", metavar="NAME", default=None,
-                                 help="The community whose documents (needed once there are several).")
+_COMMUNITY_OPTION = click.option(
+    "--community", metavar="NAME", default=None, help="The community whose documents (needed once there are several)."
+)
 
 
 def _knowledge(runtime):
@@ -266,10 +319,23 @@ def documents_list(community: str | None) -> None:
         return
     click.echo("document_id\ttype\tbinding\tsuperseded_by\tamended_by\tchunks\tpages\tingested_at\tsource_file\tname")
     for d in found:
-        click.echo("\t".join(str(v) for v in (
-            d.document_id, d.document_type, "yes" if d.is_binding else "no", d.superseded_by or "-",
-            ",".join(d.amended_by) or "-", d.chunks,
-            d.pages or "-", d.ingested_at.isoformat(timespec="seconds"), d.source_file or "-", d.name)))
+        click.echo(
+            "\t".join(
+                str(v)
+                for v in (
+                    d.document_id,
+                    d.document_type,
+                    "yes" if d.is_binding else "no",
+                    d.superseded_by or "-",
+                    ",".join(d.amended_by) or "-",
+                    d.chunks,
+                    d.pages or "-",
+                    d.ingested_at.isoformat(timespec="seconds"),
+                    d.source_file or "-",
+                    d.name,
+                )
+            )
+        )
 
 
 @documents.command("show")
@@ -322,8 +388,9 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         # a developer's question: answered as the webhook's, not recorded as a resident's
-        answer = _knowledge(runtime).ask(RetrievalRequest(query=query, rerank=rerank, community=community),
-                                         record=False)
+        answer = _knowledge(runtime).ask(
+            RetrievalRequest(query=query, rerank=rerank, community=community), record=False
+        )
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
@@ -333,10 +400,17 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
 
 @main.command("eval")
 @click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Judgements TSV (default: the first qrels/*.tsv).")
-@click.option("--modes", default="bm25s,dense,vector,fts,hybrid-weighted,hybrid-rrf,default", show_default=True,
-              help="Comma-separated: bm25s, dense, vector, fts, hybrid-weighted, hybrid-rrf, default.")
+@click.option(
+    "--qrels",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Judgements TSV (default: the first qrels/*.tsv).",
+)
+@click.option(
+    "--modes",
+    default="bm25s,dense,vector,fts,hybrid-weighted,hybrid-rrf,default",
+    show_default=True,
+    help="Comma-separated: bm25s, dense, vector, fts, hybrid-weighted, hybrid-rrf, default.",
+)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--rerank", is_flag=True, help="Rerank with the configured reranker (LLM or rerank service).")
 @click.option("--limit", type=int, help="Only the first N judged queries (quick runs).")
@@ -364,20 +438,27 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in ALL_MODES]
     if unknown:
-        raise click.BadParameter(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(ALL_MODES)}",
-                                 param_hint="--modes")
+        raise click.BadParameter(
+            f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(ALL_MODES)}", param_hint="--modes"
+        )
     settings = _settings()
     if rerank and settings.reranking.reranker == "none":
-        raise click.UsageError("--rerank needs a reranker: an LLM key, or "
-                               "RERANKER=cohere|jina|voyage|tei|infinity")
+        raise click.UsageError("--rerank needs a reranker: an LLM key, or RERANKER=cohere|jina|voyage|tei|infinity")
     dataset = load_dataset(dataset_dir, qrels, limit)
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     reranker = build_reranker(settings) if rerank else None
     settings.database.data_dir.mkdir(parents=True, exist_ok=True)
-    results = evaluate(dataset, chosen, embedder=embedder, data_dir=settings.database.data_dir.resolve(),
-                       reranker=reranker, rerank=rerank)
-    write_report(results, out, title=f"{dataset.name}: {len(dataset.queries)} queries, {embedder.model}",
-                 command=command)
+    results = evaluate(
+        dataset,
+        chosen,
+        embedder=embedder,
+        data_dir=settings.database.data_dir.resolve(),
+        reranker=reranker,
+        rerank=rerank,
+    )
+    write_report(
+        results, out, title=f"{dataset.name}: {len(dataset.queries)} queries, {embedder.model}", command=command
+    )
     click.echo((out / "results.md").read_text())
 
 
@@ -397,8 +478,13 @@ def _eval_answers(dataset_dir: Path, out: Path, command: str) -> None:
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     settings.database.data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        results = evaluate_answers(dataset, settings=settings, embedder=embedder,
-                                   data_dir=settings.database.data_dir.resolve(), progress=sys.stderr.isatty())
+        results = evaluate_answers(
+            dataset,
+            settings=settings,
+            embedder=embedder,
+            data_dir=settings.database.data_dir.resolve(),
+            progress=sys.stderr.isatty(),
+        )
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     write_answer_report(results, out, command=command)

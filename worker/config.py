@@ -77,8 +77,10 @@ class ConfigError(Exception):
 
 def data_dir_error(data_dir: object, exc: OSError) -> str:
     """One line for a data folder the embedded database cannot use, and what to do."""
-    return (f"ARC_DATA_DIR {data_dir}: {exc.strerror or exc}; set ARC_DATA_DIR to a folder this user "
-            "can write (the embedded database lives there), or DATABASE_URL to a Postgres of your own")
+    return (
+        f"ARC_DATA_DIR {data_dir}: {exc.strerror or exc}; set ARC_DATA_DIR to a folder this user "
+        "can write (the embedded database lives there), or DATABASE_URL to a Postgres of your own"
+    )
 
 
 class CommunityGrant(BaseModel):
@@ -96,21 +98,48 @@ COMMUNITY_SCOPES = ("read", "write")
 
 # The settings a new user reaches for first: the README's table shows these; the full reference
 # (docs/configuration.md) shows every setting, group by group.
-README_SETTINGS = frozenset({
-    "DATABASE_URL", "ARC_DATA_DIR", "SUPABASE_URL", "SUPABASE_KEY", "EMBEDDING_PROVIDER", "EMBEDDING_MODEL",
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "RERANKER", "LLM_MODEL", "RERANK_BASE_URL", "RERANK_API_KEY",
-    "RERANK_MODEL", "ARC_API_TOKEN", "ARC_INGEST_TOKEN", "ARC_COMMUNITY_TOKENS", "ARC_OPS_TOKEN",
-    "ARC_ALLOWED_HOSTS", "ARC_TRUSTED_PROXIES", "ARC_MAX_CONCURRENT", "ARC_STATUS_CALIBRATION",
-    "ARC_SUCCESS_AT", "ARC_MIN_CONTEXT_CHUNKS", "ARC_OCR", "ARC_LOG_LEVEL",
-})
+README_SETTINGS = frozenset(
+    {
+        "DATABASE_URL",
+        "ARC_DATA_DIR",
+        "SUPABASE_URL",
+        "SUPABASE_KEY",
+        "EMBEDDING_PROVIDER",
+        "EMBEDDING_MODEL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "RERANKER",
+        "LLM_MODEL",
+        "RERANK_BASE_URL",
+        "RERANK_API_KEY",
+        "RERANK_MODEL",
+        "ARC_API_TOKEN",
+        "ARC_INGEST_TOKEN",
+        "ARC_COMMUNITY_TOKENS",
+        "ARC_OPS_TOKEN",
+        "ARC_ALLOWED_HOSTS",
+        "ARC_TRUSTED_PROXIES",
+        "ARC_MAX_CONCURRENT",
+        "ARC_STATUS_CALIBRATION",
+        "ARC_SUCCESS_AT",
+        "ARC_MIN_CONTEXT_CHUNKS",
+        "ARC_OCR",
+        "ARC_LOG_LEVEL",
+    }
+)
 
 
 def setting(env: str, default: Any, description: str, *, shown: str | None = None, **constraints: Any) -> Any:
     """One setting: the environment variable it is read from, its default, what it does (the
     tables' "meaning"), ``shown``: the default as the tables tell it when it is computed, and
     pydantic's constraints (``ge=``, ``le=``, ``pattern=``)."""
-    return Field(default, validation_alias=env, description=description,
-                 json_schema_extra={"shown": shown} if shown is not None else None, **constraints)
+    return Field(
+        default,
+        validation_alias=env,
+        description=description,
+        json_schema_extra={"shown": shown} if shown is not None else None,
+        **constraints,
+    )
 
 
 class Group(BaseModel):
@@ -124,39 +153,55 @@ class Database(Group):
     """Where the knowledge base lives and how the worker talks to it."""
 
     database_url: str | None = setting(
-        "DATABASE_URL", None,
+        "DATABASE_URL",
+        None,
         "Postgres with pgvector (Supabase: the direct or session pooler connection string)",
-        shown="unset: embedded")
+        shown="unset: embedded",
+    )
     # Read replicas of DATABASE_URL: searches and neighbour fetches spread over them; everything
     # that writes stays on DATABASE_URL (worker/store/replicas.py).
     read_database_urls: tuple[str, ...] = setting(
-        "ARC_READ_DATABASE_URLS", (),
-        "comma-separated `postgresql://` URLs of read replicas: searches go to them "
-        "(`docs/performance.md`)")
+        "ARC_READ_DATABASE_URLS",
+        (),
+        "comma-separated `postgresql://` URLs of read replicas: searches go to them (`docs/performance.md`)",
+    )
     replica_max_wait_ms: int = setting(
-        "ARC_REPLICA_MAX_WAIT_MS", 100,
-        "how long a question waits for a replica that has not replayed the latest change", ge=0, le=10_000)
+        "ARC_REPLICA_MAX_WAIT_MS",
+        100,
+        "how long a question waits for a replica that has not replayed the latest change",
+        ge=0,
+        le=10_000,
+    )
     replica_timeout_ms: int = setting(
-        "ARC_REPLICA_TIMEOUT_MS", 1000,
-        "a replica's budget to connect and search before the question moves on", ge=100, le=60_000)
+        "ARC_REPLICA_TIMEOUT_MS",
+        1000,
+        "a replica's budget to connect and search before the question moves on",
+        ge=100,
+        le=60_000,
+    )
     replica_retry_seconds: float = setting(
-        "ARC_REPLICA_RETRY_SECONDS", 30.0, "how long a failed replica is skipped", gt=0, le=3600)
-    data_dir: Path = setting(
-        "ARC_DATA_DIR", Path(".arc-data"), "where the embedded database and the caches live")
+        "ARC_REPLICA_RETRY_SECONDS", 30.0, "how long a failed replica is skipped", gt=0, le=3600
+    )
+    data_dir: Path = setting("ARC_DATA_DIR", Path(".arc-data"), "where the embedded database and the caches live")
     supabase_url: str | None = setting(
-        "SUPABASE_URL", None,
-        "search through Supabase's RPC (PostgREST); needs `SUPABASE_KEY` and `DATABASE_URL` (ingestion)")
+        "SUPABASE_URL",
+        None,
+        "search through Supabase's RPC (PostgREST); needs `SUPABASE_KEY` and `DATABASE_URL` (ingestion)",
+    )
     supabase_key: str | None = setting(
-        "SUPABASE_KEY", None,
-        "a **secret key** (`sb_secret_...`) or the legacy `service_role` key "
-        "(publishable or `anon` keys are refused)")
-    statement_timeout_ms: int = setting(
-        "ARC_STATEMENT_TIMEOUT_MS", 5000, "per-connection statement timeout", ge=100)
+        "SUPABASE_KEY",
+        None,
+        "a **secret key** (`sb_secret_...`) or the legacy `service_role` key (publishable or `anon` keys are refused)",
+    )
+    statement_timeout_ms: int = setting("ARC_STATEMENT_TIMEOUT_MS", 5000, "per-connection statement timeout", ge=100)
     # The statement timeout does not cut this wait.
     write_lock_wait: float = setting(
-        "ARC_WRITE_LOCK_WAIT", 30.0,
+        "ARC_WRITE_LOCK_WAIT",
+        30.0,
         "seconds an ingest or delete waits for another one's write before 503 `knowledge_base_busy`",
-        gt=0, le=3600)
+        gt=0,
+        le=3600,
+    )
     pool_size: int = setting("ARC_POOL_SIZE", 4, "connections per worker process", ge=1, le=100)
 
     @field_validator("database_url")
@@ -172,8 +217,7 @@ class Database(Group):
                 if value.startswith(("postgres://", "postgresql://")):
                     _ = urlsplit(value).port  # a port that is no number raises here
             except Exception:  # psycopg's message repeats the URL, password included
-                raise ValueError("not a Postgres connection string "
-                                 "(postgresql://user:password@host:5432/db)") from None
+                raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
         return value
 
     @field_validator("read_database_urls", mode="before")
@@ -204,8 +248,10 @@ class Database(Group):
     def _service_key(cls, value: str | None) -> str | None:
         role = _supabase_key_role(value) if value else None
         if role is not None and role != "service_role":
-            raise ValueError(f"this is the {role} key; the worker needs the project's service_role key "
-                             "(Project Settings > API), the only role that may search")
+            raise ValueError(
+                f"this is the {role} key; the worker needs the project's service_role key "
+                "(Project Settings > API), the only role that may search"
+            )
         return value
 
     @model_validator(mode="after")
@@ -218,8 +264,10 @@ class Database(Group):
         if self.read_database_urls and not self.database_url:
             raise ValueError("ARC_READ_DATABASE_URLS are replicas of DATABASE_URL, which is not set")
         if self.read_database_urls and self.supabase_url:
-            raise ValueError("ARC_READ_DATABASE_URLS work with the Postgres backend: unset SUPABASE_URL "
-                             "(searches then go to the replicas over Postgres connections)")
+            raise ValueError(
+                "ARC_READ_DATABASE_URLS work with the Postgres backend: unset SUPABASE_URL "
+                "(searches then go to the replicas over Postgres connections)"
+            )
         return self
 
 
@@ -229,32 +277,47 @@ class Embedding(Group):
 
     # Unset: derived from the keys in _derive, as are the model and its size.
     embedding_provider: Literal["local", "openai", "azure"] = setting(
-        "EMBEDDING_PROVIDER", "local", "`local`, `openai` or `azure`",
-        shown="`openai` if a key is set and the knowledge base is new or built with it, else `local`")
+        "EMBEDDING_PROVIDER",
+        "local",
+        "`local`, `openai` or `azure`",
+        shown="`openai` if a key is set and the knowledge base is new or built with it, else `local`",
+    )
     embedding_model: str = setting(
-        "EMBEDDING_MODEL", LOCAL_MODEL,
+        "EMBEDDING_MODEL",
+        LOCAL_MODEL,
         "model: locally `all-MiniLM-L6-v2` (English) or `multilingual-e5-small` (about 100 languages, "
         "`docs/models.md`); Azure: the deployment name",
-        shown=f"`{LOCAL_MODEL}` / `{OPENAI_MODEL}`")
+        shown=f"`{LOCAL_MODEL}` / `{OPENAI_MODEL}`",
+    )
     embedding_dim: int = setting(
-        "EMBEDDING_DIM", LOCAL_DIM, "vector size; must match the table (checked at start)",
-        shown=f"{LOCAL_DIM} / {OPENAI_DIM}")
+        "EMBEDDING_DIM",
+        LOCAL_DIM,
+        "vector size; must match the table (checked at start)",
+        shown=f"{LOCAL_DIM} / {OPENAI_DIM}",
+    )
     embedding_timeout: float = setting(
-        "EMBEDDING_TIMEOUT", 10.0, "seconds before a question falls back to full text only", gt=0, le=300)
+        "EMBEDDING_TIMEOUT", 10.0, "seconds before a question falls back to full text only", gt=0, le=300
+    )
     # The server sets 1 per process (worker/serve/gunicorn_conf.py): its queries are a few
     # tokens, its processes and request threads are the parallelism, and a per-core pool in every
     # process oversubscribed the CPU and kept SIGINT under load from stopping cleanly
     # (tests/test_shutdown.py).
     embedding_threads: int = setting(
-        "ARC_EMBEDDING_THREADS", 0, "threads of the local model per process (0: one per core)",
-        shown="1 in the server, else 0", ge=0, le=256)
+        "ARC_EMBEDDING_THREADS",
+        0,
+        "threads of the local model per process (0: one per core)",
+        shown="1 in the server, else 0",
+        ge=0,
+        le=256,
+    )
     openai_api_key: str | None = setting(
-        "OPENAI_API_KEY", None, "OpenAI key (embeddings and, unless `LLM_API_KEY`, the reranker)")
+        "OPENAI_API_KEY", None, "OpenAI key (embeddings and, unless `LLM_API_KEY`, the reranker)"
+    )
     openai_base_url: str | None = setting(
-        "OPENAI_BASE_URL", None, "any OpenAI-compatible server (Ollama, vLLM, LM Studio)", shown="OpenAI")
+        "OPENAI_BASE_URL", None, "any OpenAI-compatible server (Ollama, vLLM, LM Studio)", shown="OpenAI"
+    )
     azure_openai_api_key: str | None = setting("AZURE_OPENAI_API_KEY", None, "Azure OpenAI key")
-    azure_openai_endpoint: str | None = setting(
-        "AZURE_OPENAI_ENDPOINT", None, "`https://<resource>.openai.azure.com`")
+    azure_openai_endpoint: str | None = setting("AZURE_OPENAI_ENDPOINT", None, "`https://<resource>.openai.azure.com`")
     azure_openai_api_version: str = setting("AZURE_OPENAI_API_VERSION", "2024-10-21", "Azure API version")
     # Derived, not read from the environment: the provider came from a key alone (no
     # EMBEDDING_PROVIDER/MODEL/DIM), so the runtime keeps the local model a knowledge base was
@@ -279,13 +342,15 @@ class Embedding(Group):
             else:
                 provider = "local"
             values["embedding_from_key"] = provider != "local" and not (
-                values.get("embedding_model") or values.get("embedding_dim"))
+                values.get("embedding_model") or values.get("embedding_dim")
+            )
         values["embedding_provider"] = provider
         local = provider == "local"
         model = values.get("embedding_model") or (LOCAL_MODEL if local else OPENAI_MODEL)
         values["embedding_model"] = model
         values["embedding_dim"] = values.get("embedding_dim") or (
-            LOCAL_MODELS.get(model, LOCAL_DIM) if local else OPENAI_DIM)
+            LOCAL_MODELS.get(model, LOCAL_DIM) if local else OPENAI_DIM
+        )
         return values
 
     @field_validator("openai_base_url", "azure_openai_endpoint")
@@ -321,37 +386,51 @@ class Reranking(Group):
 
     # Unset: `llm` when an LLM key is set (derived in Settings._derive, across groups).
     reranker: Literal["llm", "none", "cohere", "jina", "voyage", "tei", "infinity"] = setting(
-        "RERANKER", "none",
+        "RERANKER",
+        "none",
         "`llm`, `none`, or a rerank service: `cohere`, `jina`, `voyage`, `tei`, `infinity`",
-        shown="`llm` if an LLM key is set, else `none`")
+        shown="`llm` if an LLM key is set, else `none`",
+    )
     llm_model: str = setting("LLM_MODEL", "gpt-4o", "chat model for reranking (Azure: deployment name)")
     llm_timeout: float = setting(
-        "LLM_TIMEOUT", 15.0, "seconds; past it the first-stage order is kept with a warning", gt=0, le=300)
-    llm_api_key: str | None = setting(
-        "LLM_API_KEY", None, "a separate key for the reranker", shown="`OPENAI_API_KEY`")
+        "LLM_TIMEOUT", 15.0, "seconds; past it the first-stage order is kept with a warning", gt=0, le=300
+    )
+    llm_api_key: str | None = setting("LLM_API_KEY", None, "a separate key for the reranker", shown="`OPENAI_API_KEY`")
     llm_base_url: str | None = setting(
-        "LLM_BASE_URL", None, "a separate server for the reranker", shown="`OPENAI_BASE_URL`")
+        "LLM_BASE_URL", None, "a separate server for the reranker", shown="`OPENAI_BASE_URL`"
+    )
     # A rerank service (RERANKER=cohere|jina|voyage|tei|infinity): where it is, its key and model,
     # how long a question waits for it, how its score reads (a 0..1 probability, or a raw logit
     # the worker passes through a sigmoid) and the cuts on the best score that set the status.
     rerank_base_url: str | None = setting(
-        "RERANK_BASE_URL", None, "the rerank service's address; required for `tei` and `infinity`",
-        shown="the service's own (Cohere, Jina, Voyage)")
+        "RERANK_BASE_URL",
+        None,
+        "the rerank service's address; required for `tei` and `infinity`",
+        shown="the service's own (Cohere, Jina, Voyage)",
+    )
     rerank_api_key: str | None = setting(
-        "RERANK_API_KEY", None, "sent as `Authorization: Bearer`; required for Cohere, Jina, Voyage")
+        "RERANK_API_KEY", None, "sent as `Authorization: Bearer`; required for Cohere, Jina, Voyage"
+    )
     rerank_model: str | None = setting(
-        "RERANK_MODEL", None, "the service's model (none is sent to TEI; optional for Infinity)",
-        shown="`rerank-v3.5` / `jina-reranker-v2-base-multilingual` / `rerank-2.5`")
+        "RERANK_MODEL",
+        None,
+        "the service's model (none is sent to TEI; optional for Infinity)",
+        shown="`rerank-v3.5` / `jina-reranker-v2-base-multilingual` / `rerank-2.5`",
+    )
     rerank_timeout: float = setting(
-        "RERANK_TIMEOUT", 5.0, "seconds; past it the first-stage order is kept with a warning", gt=0, le=300)
+        "RERANK_TIMEOUT", 5.0, "seconds; past it the first-stage order is kept with a warning", gt=0, le=300
+    )
     rerank_score: Literal["probability", "logit"] = setting(
-        "RERANK_SCORE", "probability",
-        "the service's score is a 0..1 `probability`, or a raw `logit` the worker puts through a sigmoid")
+        "RERANK_SCORE",
+        "probability",
+        "the service's score is a 0..1 `probability`, or a raw `logit` the worker puts through a sigmoid",
+    )
     rerank_success_score: float = setting(
-        "RERANK_SUCCESS_SCORE", 0.5, "with a rerank service, `success` needs its best score at least this",
-        ge=0, le=1)
+        "RERANK_SUCCESS_SCORE", 0.5, "with a rerank service, `success` needs its best score at least this", ge=0, le=1
+    )
     rerank_no_results_score: float = setting(
-        "RERANK_NO_RESULTS_SCORE", 0.05, "... and below this the answer is `no_results`", ge=0, le=1)
+        "RERANK_NO_RESULTS_SCORE", 0.05, "... and below this the answer is `no_results`", ge=0, le=1
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -377,8 +456,9 @@ class Reranking(Group):
         if self.reranker in HOSTED_RERANKERS and not self.rerank_api_key:
             raise ValueError(f"RERANKER={self.reranker} needs RERANK_API_KEY")
         if self.reranker in RERANK_SERVICES and not self.rerank_base_url:
-            raise ValueError(f"RERANKER={self.reranker} needs RERANK_BASE_URL (the server's address, "
-                             "e.g. http://127.0.0.1:8080)")
+            raise ValueError(
+                f"RERANKER={self.reranker} needs RERANK_BASE_URL (the server's address, e.g. http://127.0.0.1:8080)"
+            )
         if self.rerank_no_results_score > self.rerank_success_score:
             raise ValueError("need RERANK_NO_RESULTS_SCORE <= RERANK_SUCCESS_SCORE")
         return self
@@ -387,46 +467,58 @@ class Reranking(Group):
 class Auth(Group):
     """Who may use which door (worker/serve/security.py)."""
 
-    api_token: str | None = setting(
-        "ARC_API_TOKEN", None, "shared secret for the retrieval webhook, MCP and Dify")
+    api_token: str | None = setting("ARC_API_TOKEN", None, "shared secret for the retrieval webhook, MCP and Dify")
     ingest_token: str | None = setting(
-        "ARC_INGEST_TOKEN", None,
-        "shared secret for ingestion, the documents API and the keeper's pages")
+        "ARC_INGEST_TOKEN", None, "shared secret for ingestion, the documents API and the keeper's pages"
+    )
     # "heronwood,timbers:SECRET1;write@wyndham-forest:SECRET2": each reads (questions, listings)
     # through every door for its communities only; only one marked "write@" may also ingest and
     # delete there.
     community_tokens: dict[str, CommunityGrant] = setting(
-        "ARC_COMMUNITY_TOKENS", {},
+        "ARC_COMMUNITY_TOKENS",
+        {},
         "tokens limited to communities, `[write@]COMMUNITY[,COMMUNITY...]:TOKEN;...`: each reads for its "
-        "communities only (403 for another); only an entry marked `write@` may also ingest and delete")
-    auth_header: str = setting(
-        "ARC_AUTH_HEADER", "X-ARC-Token", "header carrying the token (n8n Header Auth)")
+        "communities only (403 for another); only an entry marked `write@` may also ingest and delete",
+    )
+    auth_header: str = setting("ARC_AUTH_HEADER", "X-ARC-Token", "header carrying the token (n8n Header Auth)")
     auth_disabled: bool = setting(
-        "ARC_AUTH_DISABLED", False,
+        "ARC_AUTH_DISABLED",
+        False,
         "allow listening beyond loopback without a token (behind a proxy that authenticates; list the "
-        "names it sends in `ARC_ALLOWED_HOSTS`)")
+        "names it sends in `ARC_ALLOWED_HOSTS`)",
+    )
     ingest_with_api_token: bool = setting(
-        "ARC_INGEST_WITH_API_TOKEN", False,
+        "ARC_INGEST_WITH_API_TOKEN",
+        False,
         "let `ARC_API_TOKEN` also ingest and delete when `ARC_INGEST_TOKEN` is unset "
-        "(otherwise those routes answer 403)")
+        "(otherwise those routes answer 403)",
+    )
     ops_token: str | None = setting(
-        "ARC_OPS_TOKEN", None,
-        "when set, `/metrics` and `/openapi.json` ask for it (`/healthz`, `/readyz` stay open)")
+        "ARC_OPS_TOKEN", None, "when set, `/metrics` and `/openapi.json` ask for it (`/healthz`, `/readyz` stay open)"
+    )
     auth_failures_per_minute: float = setting(
-        "ARC_AUTH_FAILURES_PER_MINUTE", 10.0,
-        "failed authentications an address may make a minute before 429 (0: off)", ge=0)
+        "ARC_AUTH_FAILURES_PER_MINUTE",
+        10.0,
+        "failed authentications an address may make a minute before 429 (0: off)",
+        ge=0,
+    )
     # Kept in the database (sql/035_keeper_sessions.sql), so sign-out ends it in every process.
     session_idle_minutes: float = setting(
-        "ARC_SESSION_IDLE_MINUTES", 30.0,
-        "a keeper's session on the pages ends after this many idle minutes (and at sign-out, in every "
-        "process)", gt=0, le=7 * 24 * 60)
+        "ARC_SESSION_IDLE_MINUTES",
+        30.0,
+        "a keeper's session on the pages ends after this many idle minutes (and at sign-out, in every process)",
+        gt=0,
+        le=7 * 24 * 60,
+    )
 
     @field_validator("community_tokens", mode="before")
     @classmethod
     def _community_tokens(cls, value: object) -> object:
         if isinstance(value, Mapping):  # {token: (communities...)} as before: read only
-            return {token: grant if isinstance(grant, CommunityGrant)
-                    else CommunityGrant(communities=tuple(grant)) for token, grant in value.items()}
+            return {
+                token: grant if isinstance(grant, CommunityGrant) else CommunityGrant(communities=tuple(grant))
+                for token, grant in value.items()
+            }
         if not isinstance(value, str):
             return value
         scoped: dict[str, CommunityGrant] = {}
@@ -446,17 +538,20 @@ class Auth(Group):
     @classmethod
     def _header_name(cls, value: str) -> str:
         if not _HEADER_NAME.fullmatch(value):
-            raise ValueError(f"{value!r} is not an HTTP header name "
-                             "(letters, digits and - only, e.g. X-ARC-Token)")
+            raise ValueError(f"{value!r} is not an HTTP header name (letters, digits and - only, e.g. X-ARC-Token)")
         return value
 
     @model_validator(mode="after")
     def _strong_tokens(self) -> Auth:
-        for var, token in (("ARC_API_TOKEN", self.api_token), ("ARC_INGEST_TOKEN", self.ingest_token),
-                           ("ARC_OPS_TOKEN", self.ops_token)):
+        for var, token in (
+            ("ARC_API_TOKEN", self.api_token),
+            ("ARC_INGEST_TOKEN", self.ingest_token),
+            ("ARC_OPS_TOKEN", self.ops_token),
+        ):
             if token is not None and len(token) < MIN_TOKEN_LENGTH:
-                raise ValueError(f"{var} is {len(token)} characters; use at least {MIN_TOKEN_LENGTH} "
-                                 "(e.g. openssl rand -hex 32)")
+                raise ValueError(
+                    f"{var} is {len(token)} characters; use at least {MIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)"
+                )
         return self
 
 
@@ -467,26 +562,31 @@ class Limits(Group):
     # (benchmarks/load/), so it never refuses traffic the worker can take; admission control is
     # what bounds the load.
     rate_limit: float = setting(
-        "ARC_RATE_LIMIT", 250.0, "requests per second per client and process (burst twice that; 0: off)",
-        ge=0)
+        "ARC_RATE_LIMIT", 250.0, "requests per second per client and process (burst twice that; 0: off)", ge=0
+    )
     max_concurrent: int = setting(
-        "ARC_MAX_CONCURRENT", 8, "requests running the pipeline at once, per process", ge=1, le=1000)
+        "ARC_MAX_CONCURRENT", 8, "requests running the pipeline at once, per process", ge=1, le=1000
+    )
     max_queue: int = setting(
-        "ARC_MAX_QUEUE", 16,
-        "requests waiting for a slot, per process; beyond it: 429 with `Retry-After: 1`", ge=0, le=10000)
+        "ARC_MAX_QUEUE",
+        16,
+        "requests waiting for a slot, per process; beyond it: 429 with `Retry-After: 1`",
+        ge=0,
+        le=10000,
+    )
     queue_timeout: float = setting(
-        "ARC_QUEUE_TIMEOUT", 10.0, "seconds a request waits for a slot before 429", gt=0, le=300)
-    max_body_bytes: int = setting(
-        "ARC_MAX_BODY_BYTES", 1_000_000, "request body limit (413 above it)", ge=1024)
+        "ARC_QUEUE_TIMEOUT", 10.0, "seconds a request waits for a slot before 429", gt=0, le=300
+    )
+    max_body_bytes: int = setting("ARC_MAX_BODY_BYTES", 1_000_000, "request body limit (413 above it)", ge=1024)
     # A PDF of scanned pages runs to tens of MB.
-    max_upload_bytes: int = setting(
-        "ARC_MAX_UPLOAD_BYTES", 50_000_000, "the ingest webhook's body limit", ge=1024)
+    max_upload_bytes: int = setting("ARC_MAX_UPLOAD_BYTES", 50_000_000, "the ingest webhook's body limit", ge=1024)
     # Until the header is in, a connection holds no thread (worker/serve/slow_clients.py).
     client_timeout: float = setting(
-        "ARC_CLIENT_TIMEOUT", 10.0, "seconds a client has to send a request's header and body", gt=0, le=300)
+        "ARC_CLIENT_TIMEOUT", 10.0, "seconds a client has to send a request's header and body", gt=0, le=300
+    )
     max_ingests: int = setting(
-        "ARC_MAX_INGESTS", 1, "documents read at once per process; one more may wait, beyond: 429",
-        ge=1, le=100)
+        "ARC_MAX_INGESTS", 1, "documents read at once per process; one more may wait, beyond: 429", ge=1, le=100
+    )
 
 
 class Status(Group):
@@ -496,27 +596,38 @@ class Status(Group):
     # Cuts on the confidence 0 (what unrelated questions score on a knowledge base) .. 1 (what
     # its own sentences score there).
     status_calibration: bool = setting(
-        "ARC_STATUS_CALIBRATION", True,
-        "calibrate the status on each knowledge base; `false`: the fixed cuts below")
+        "ARC_STATUS_CALIBRATION", True, "calibrate the status on each knowledge base; `false`: the fixed cuts below"
+    )
     status_answer_types: bool = setting(
-        "ARC_STATUS_ANSWER_TYPES", True,
-        "`success` only when the context holds the kind of answer asked for (an amount for \"how much\")")
+        "ARC_STATUS_ANSWER_TYPES",
+        True,
+        "`success` only when the context holds the kind of answer asked for (an amount for \"how much\")",
+    )
     success_at: float = setting(
-        "ARC_SUCCESS_AT", 0.5, "calibrated confidence from which the status is `success`", ge=0, le=2)
+        "ARC_SUCCESS_AT", 0.5, "calibrated confidence from which the status is `success`", ge=0, le=2
+    )
     no_results_at: float = setting(
-        "ARC_NO_RESULTS_AT", 0.2, "calibrated confidence below which the status is `no_results`", ge=-1, le=2)
+        "ARC_NO_RESULTS_AT", 0.2, "calibrated confidence below which the status is `no_results`", ge=-1, le=2
+    )
     near_miss_reach: float = setting(
-        "ARC_NEAR_MISS_REACH", 1.6,
+        "ARC_NEAR_MISS_REACH",
+        1.6,
         "the calibrated scale's top is at most this many times the near miss's distance from the floor "
-        "(0: the match alone)", ge=0, le=10)
+        "(0: the match alone)",
+        ge=0,
+        le=10,
+    )
     calibration_questions: int = setting(
-        "ARC_CALIBRATION_QUESTIONS", 120, "sentences of the knowledge base asked back per calibration",
-        ge=10, le=2000)
+        "ARC_CALIBRATION_QUESTIONS", 120, "sentences of the knowledge base asked back per calibration", ge=10, le=2000
+    )
     no_results_below: float = setting(
-        "ARC_NO_RESULTS_BELOW", 0.3, "fixed status cut on the best relevance, while uncalibrated")
+        "ARC_NO_RESULTS_BELOW", 0.3, "fixed status cut on the best relevance, while uncalibrated"
+    )
     low_confidence_below: float = setting(
-        "ARC_LOW_CONFIDENCE_BELOW", 0.5,
-        "fixed status cut on the best relevance, while uncalibrated (also the reranker's guard)")
+        "ARC_LOW_CONFIDENCE_BELOW",
+        0.5,
+        "fixed status cut on the best relevance, while uncalibrated (also the reranker's guard)",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> Status:
@@ -531,9 +642,12 @@ class Context(Group):
     """Which chunks go into an answer's context (worker/retrieve/pipeline.py's ContextPolicy)."""
 
     min_context_chunks: int = setting(
-        "ARC_MIN_CONTEXT_CHUNKS", 6,
+        "ARC_MIN_CONTEXT_CHUNKS",
+        6,
         "the best chunks that always go into the context (unless `no_results`); never more than `top_k`",
-        ge=0, le=20)
+        ge=0,
+        le=20,
+    )
     min_relevance: float = setting("ARC_MIN_RELEVANCE", 0.5, "what chunks past those need", ge=0, le=1)
 
 
@@ -541,9 +655,11 @@ class Search(Group):
     """The first stage's searches (worker/retrieve/search.py)."""
 
     search_cache_seconds: float = setting(
-        "ARC_SEARCH_CACHE_SECONDS", 300.0,
+        "ARC_SEARCH_CACHE_SECONDS",
+        300.0,
         "how long identical searches are served from memory while the knowledge base is unchanged (0: off)",
-        ge=0)
+        ge=0,
+    )
 
 
 class Reading(Group):
@@ -551,25 +667,35 @@ class Reading(Group):
     (worker/ingest/ocr.py, worker/ingest/bounds.py)."""
 
     ocr: bool = setting(
-        "ARC_OCR", True,
-        "read PDF pages without text (scans) with Tesseract; `false`: such a page is refused")
+        "ARC_OCR", True, "read PDF pages without text (scans) with Tesseract; `false`: such a page is refused"
+    )
     ocr_language: str = setting(
-        "ARC_OCR_LANGUAGE", "eng", "Tesseract's language packs, joined by `+` (`eng+spa`)",
-        pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
+        "ARC_OCR_LANGUAGE",
+        "eng",
+        "Tesseract's language packs, joined by `+` (`eng+spa`)",
+        pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+    )
     max_pages: int = setting("ARC_MAX_PAGES", 2000, "pages of a PDF", ge=1)
     max_ocr_pages: int = setting("ARC_MAX_OCR_PAGES", 300, "scanned pages of a PDF that OCR reads", ge=0)
     max_unpacked_bytes: int = setting(
-        "ARC_MAX_UNPACKED_BYTES", 300_000_000, "what a `.docx` may unpack to", ge=1_000_000)
+        "ARC_MAX_UNPACKED_BYTES", 300_000_000, "what a `.docx` may unpack to", ge=1_000_000
+    )
     # Past 500 the parsers recurse out.
     max_nesting: int = setting(
-        "ARC_MAX_NESTING", 100, "nesting depth of JSON bodies, HTML and a Word file's XML", ge=10, le=500)
+        "ARC_MAX_NESTING", 100, "nesting depth of JSON bodies, HTML and a Word file's XML", ge=10, le=500
+    )
     max_xml_elements: int = setting("ARC_MAX_XML_ELEMENTS", 500_000, "XML elements of a Word file", ge=1000)
     convert_timeout: float = setting(
-        "ARC_CONVERT_TIMEOUT", 60.0,
-        "seconds converting one Word file may take (a child process, killed past it)", gt=0, le=3600)
+        "ARC_CONVERT_TIMEOUT",
+        60.0,
+        "seconds converting one Word file may take (a child process, killed past it)",
+        gt=0,
+        le=3600,
+    )
     convert_memory_mb: int = setting("ARC_CONVERT_MEMORY_MB", 1500, "that child's memory limit", ge=200)
     read_timeout: float = setting(
-        "ARC_READ_TIMEOUT", 900.0, "seconds reading one document may take, OCR included", gt=0, le=86400)
+        "ARC_READ_TIMEOUT", 900.0, "seconds reading one document may take, OCR included", gt=0, le=86400
+    )
 
 
 class Serving(Group):
@@ -577,34 +703,49 @@ class Serving(Group):
     against DNS rebinding (worker/serve/mcp_server.py)."""
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = setting(
-        "ARC_LOG_LEVEL", "INFO", "JSON logs on stderr")
+        "ARC_LOG_LEVEL", "INFO", "JSON logs on stderr"
+    )
     # No Origin header (a server-side client such as n8n) is always accepted.
     mcp_allowed_hosts: str = setting(
-        "ARC_MCP_ALLOWED_HOSTS", "127.0.0.1:*,localhost:*,[::1]:*",
-        "`Host` headers the MCP server over HTTP accepts (`host:*`: any port)")
+        "ARC_MCP_ALLOWED_HOSTS",
+        "127.0.0.1:*,localhost:*,[::1]:*",
+        "`Host` headers the MCP server over HTTP accepts (`host:*`: any port)",
+    )
     mcp_allowed_origins: str = setting(
-        "ARC_MCP_ALLOWED_ORIGINS", "", "browser `Origin`s it accepts (a request without one always passes)")
+        "ARC_MCP_ALLOWED_ORIGINS", "", "browser `Origin`s it accepts (a request without one always passes)"
+    )
     # Stateless: nothing is ever pushed on a GET /mcp stream (worker/serve/stream_limits.py); a
     # client is its token, else its address.
     mcp_stream_seconds: float = setting(
-        "ARC_MCP_STREAM_SECONDS", 60.0,
+        "ARC_MCP_STREAM_SECONDS",
+        60.0,
         "the MCP server closes an idle event stream (a `GET` of its endpoint) after this many seconds",
-        gt=0, le=3600)
+        gt=0,
+        le=3600,
+    )
     mcp_streams_per_client: int = setting(
-        "ARC_MCP_STREAMS_PER_CLIENT", 2,
-        "such streams one client may hold at once per process; one more gets 429", ge=1, le=1000)
+        "ARC_MCP_STREAMS_PER_CLIENT",
+        2,
+        "such streams one client may hold at once per process; one more gets 429",
+        ge=1,
+        le=1000,
+    )
     # worker/serve/hosts.py. Unset: loopback only, unless ARC_API_TOKEN is set (every door then
     # asks for a token a rebinding page does not have): then any name.
     allowed_hosts: tuple[str, ...] = setting(
-        "ARC_ALLOWED_HOSTS", (),
+        "ARC_ALLOWED_HOSTS",
+        (),
         "the `Host` names the webhooks, APIs and pages answer (421 for another, against DNS rebinding): "
         "`name`, `name:*`, `name:port` or `*`; loopback names always pass",
-        shown="unset: loopback names, or any name with `ARC_API_TOKEN` set")
+        shown="unset: loopback names, or any name with `ARC_API_TOKEN` set",
+    )
     # As gunicorn's forwarded_allow_ips; "*": any.
     trusted_proxies: tuple[str, ...] = setting(
-        "ARC_TRUSTED_PROXIES", (),
+        "ARC_TRUSTED_PROXIES",
+        (),
         "addresses or networks of the proxies whose `X-Forwarded-*` headers are believed (client address, "
-        "https: the session cookie is then `Secure`, the name asked for)")
+        "https: the session cookie is then `Secure`, the name asked for)",
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -623,8 +764,7 @@ class Serving(Group):
     def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for entry in value:
             if entry != "*" and not _ALLOWED_HOST.fullmatch(entry):
-                raise ValueError(f"{entry[:80]!r} is not a host name, name:port or * "
-                                 "(e.g. arc.example.org,arc-worker)")
+                raise ValueError(f"{entry[:80]!r} is not a host name, name:port or * (e.g. arc.example.org,arc-worker)")
         return value
 
     @field_validator("trusted_proxies")
@@ -638,8 +778,7 @@ class Serving(Group):
             try:
                 ipaddress.ip_network(entry, strict=False)
             except ValueError:
-                raise ValueError(f"{entry[:80]!r} is not an address or network "
-                                 "(e.g. 127.0.0.1,10.0.0.0/8)") from None
+                raise ValueError(f"{entry[:80]!r} is not an address or network (e.g. 127.0.0.1,10.0.0.0/8)") from None
         return value
 
 
@@ -669,8 +808,11 @@ class Settings(BaseModel):
             return data
         reranking, embedding = _given(data.get("reranking")), _given(data.get("embedding"))
         if reranking.get("reranker") is None:
-            keys = (reranking.get("llm_api_key"), embedding.get("openai_api_key"),
-                    embedding.get("azure_openai_api_key"))
+            keys = (
+                reranking.get("llm_api_key"),
+                embedding.get("openai_api_key"),
+                embedding.get("azure_openai_api_key"),
+            )
             reranking["reranker"] = "llm" if any(keys) else "none"
         return {**data, "reranking": reranking}
 
@@ -682,13 +824,11 @@ class Settings(BaseModel):
 
     @property
     def llm_credentials_present(self) -> bool:
-        return bool(self.reranking.llm_api_key or self.embedding.openai_api_key
-                    or self.embedding.azure_openai_api_key)
+        return bool(self.reranking.llm_api_key or self.embedding.openai_api_key or self.embedding.azure_openai_api_key)
 
     def with_local_embeddings(self, model: str = LOCAL_MODEL) -> Settings:
         """These settings with a local model for embeddings (the LLM settings unchanged)."""
-        return self.replace(embedding_provider="local", embedding_model=model,
-                            embedding_dim=LOCAL_MODELS[model])
+        return self.replace(embedding_provider="local", embedding_model=model, embedding_dim=LOCAL_MODELS[model])
 
     def replace(self, **changes: object) -> Settings:
         """These settings with some changed, by setting name (``api_token=...``), validated again."""
@@ -760,10 +900,14 @@ def configuration_table(*, readme: bool = True) -> str:
 
 def configuration_reference() -> str:
     """docs/configuration.md: every setting, group by group, each group with what it is for."""
-    parts = ["# Configuration", "",
-             "Every setting is an environment variable, read once at start; an invalid value or combination",
-             "stops the worker with one line naming the variable. This page is printed by",
-             "`python -m worker.config --all` from the declarations in `worker/config.py`.", ""]
+    parts = [
+        "# Configuration",
+        "",
+        "Every setting is an environment variable, read once at start; an invalid value or combination",
+        "stops the worker with one line naming the variable. This page is printed by",
+        "`python -m worker.config --all` from the declarations in `worker/config.py`.",
+        "",
+    ]
     for group, info in Settings.model_fields.items():
         model = info.annotation
         assert isinstance(model, type) and issubclass(model, Group)

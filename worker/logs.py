@@ -75,8 +75,15 @@ class LogProgress:
     most every ``every`` seconds (config.PROGRESS_LOG_SECONDS) and once at the end: progress where
     no terminal shows a bar."""
 
-    def __init__(self, total: int, desc: str, unit: str, logger: logging.Logger, every: float,
-                 watcher: ProgressWatcher | None = None):
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        unit: str,
+        logger: logging.Logger,
+        every: float,
+        watcher: ProgressWatcher | None = None,
+    ):
         self.total, self.desc, self.unit, self.log = total, desc, unit, logger
         self.done = 0
         self.every = every
@@ -100,8 +107,10 @@ class LogProgress:
 
     def _say(self) -> None:
         self.last = time.monotonic()
-        self.log.info(f"{self.desc}: {self.done}/{self.total} {self.unit}s",
-                      extra={"step": self.desc, "done": self.done, "total": self.total})
+        self.log.info(
+            f"{self.desc}: {self.done}/{self.total} {self.unit}s",
+            extra={"step": self.desc, "done": self.done, "total": self.total},
+        )
 
     def __enter__(self) -> LogProgress:
         return self
@@ -118,4 +127,3 @@ def progress(total: int, desc: str, unit: str, *, terminal: bool, logger: loggin
 
         return tqdm(total=total, desc=desc, unit=unit)
     return LogProgress(total, desc, unit, logger, every, _watcher.get())
-

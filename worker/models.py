@@ -22,11 +22,17 @@ MAX_QUERY_CHARS = 2000
 # webhook's `community` name. An upgraded single-community database holds DEFAULT_COMMUNITY.
 COMMUNITY_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 DEFAULT_COMMUNITY = "default"
+
+
 def _community_field() -> Any:
     return Field(
-        default=None, min_length=1, max_length=63, pattern=COMMUNITY_PATTERN,
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=COMMUNITY_PATTERN,
         description="The community (association) whose documents to use. Optional while the knowledge base "
-                    "holds one; required (400 otherwise) once it holds several.")
+        "holds one; required (400 otherwise) once it holds several.",
+    )
 
 
 MIN_WEIGHT = 0.001  # a finer share means nothing, and 5e-324 underflowed in the SQL (a 500)
@@ -36,10 +42,15 @@ _WEIGHT_SCHEMA: JsonDict = {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": M
 class Weights(BaseModel):
     # The schema says what the validators below check, so clients (and schemathesis) know that
     # such a request is invalid rather than learning it from a 422.
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
-        {"properties": {"vector": {"minimum": MIN_WEIGHT}}},
-        {"properties": {"fts": {"minimum": MIN_WEIGHT}}},
-    ]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"vector": {"minimum": MIN_WEIGHT}}},
+                {"properties": {"fts": {"minimum": MIN_WEIGHT}}},
+            ]
+        },
+    )
 
     vector: float = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
     fts: float = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
@@ -63,8 +74,12 @@ class RetrievalRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$",
-                       description="The question, 1..2000 characters after trimming, no NUL.")
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$",
+        description="The question, 1..2000 characters after trimming, no NUL.",
+    )
     document_types: list[DocumentType] | None = Field(default=None, max_length=len(DOCUMENT_TYPES))
     binding_only: bool = False
     include_superseded: bool = False
@@ -72,10 +87,13 @@ class RetrievalRequest(BaseModel):
     candidates: int = Field(default=40, ge=1, le=200, description="Candidates per retrieval leg.")
     token_budget: int = Field(default=4000, ge=50, le=32000)
     min_relevance: float | None = Field(
-        default=None, ge=0, le=1,
+        default=None,
+        ge=0,
+        le=1,
         description="A hard minimum: chunks below this score stay out of the context and the chunk list "
-                    "(default: the best ARC_MIN_CONTEXT_CHUNKS (6) need only the no-results threshold, "
-                    "later ones ARC_MIN_RELEVANCE).")
+        "(default: the best ARC_MIN_CONTEXT_CHUNKS (6) need only the no-results threshold, "
+        "later ones ARC_MIN_RELEVANCE).",
+    )
     weights: Weights | None = None
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
@@ -128,7 +146,8 @@ class QueryInfo(BaseModel):
     document_types: list[str] | None = Field(description="The hard filter applied (from the request only).")
     filter_source: Literal["request", "none"]
     steered_to: list[str] | None = Field(
-        None, description="Document types the phrasing names: their chunks rank higher, nothing is hidden.")
+        None, description="Document types the phrasing names: their chunks rank higher, nothing is hidden."
+    )
 
 
 class ChunkResult(BaseModel):
@@ -169,10 +188,12 @@ class RetrievalResponse(BaseModel):
     sources: int
     best_score: float | None
     confidence: dict[str, Any] | None = Field(
-        None, description="What the status was decided on: the best first-stage relevance, its calibrated score "
-                          "(0 = what unrelated questions score on this knowledge base, 1 = what its own sentences "
-                          "score, or less where its passages are distinct from each other), the anchors (floor, "
-                          "match, near_miss) and the knowledge-base version they were measured at.")
+        None,
+        description="What the status was decided on: the best first-stage relevance, its calibrated score "
+        "(0 = what unrelated questions score on this knowledge base, 1 = what its own sentences "
+        "score, or less where its passages are distinct from each other), the anchors (floor, "
+        "match, near_miss) and the knowledge-base version they were measured at.",
+    )
     reranked: bool
     warnings: list[str]
     usage: dict[str, int] = Field(default_factory=dict)
@@ -217,16 +238,32 @@ class IngestFields(BaseModel):
     document_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN)
     name: str | None = Field(default=None, min_length=1, max_length=300)
     is_binding: bool = True
-    supersedes: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
-                                   description="An older document, already stored, that this one replaces.")
-    superseded_by: str | None = Field(default=None, min_length=1, max_length=200, pattern=DOCUMENT_ID_PATTERN,
-                                      description="A newer document, already stored, that replaces this one.")
+    supersedes: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=DOCUMENT_ID_PATTERN,
+        description="An older document, already stored, that this one replaces.",
+    )
+    superseded_by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=DOCUMENT_ID_PATTERN,
+        description="A newer document, already stored, that replaces this one.",
+    )
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
-    replace: bool = Field(False, description="Replace a stored document of this id that came from another "
-                                             "source (the same file, or a text sent again under the "
-                                             "document_id it names, always updates it).")
-    allow_duplicate: bool = Field(False, description="Store it even when the community holds the same text "
-                                                     "under another document_id (refused otherwise, naming it).")
+    replace: bool = Field(
+        False,
+        description="Replace a stored document of this id that came from another "
+        "source (the same file, or a text sent again under the "
+        "document_id it names, always updates it).",
+    )
+    allow_duplicate: bool = Field(
+        False,
+        description="Store it even when the community holds the same text "
+        "under another document_id (refused otherwise, naming it).",
+    )
     community: str | None = _community_field()
 
     @field_validator("name")
@@ -236,10 +273,16 @@ class IngestFields(BaseModel):
 
     def document_args(self) -> dict[str, Any]:
         """The keyword arguments of ``Ingestor.prepare_text`` and ``prepare_file``."""
-        return {"document_id": self.document_id, "name": self.name, "document_type": self.document_type,
-                "is_binding": self.is_binding, "supersedes": self.supersedes,
-                "superseded_by": self.superseded_by, "amends": tuple(self.amends),
-                "allow_duplicate": self.allow_duplicate}
+        return {
+            "document_id": self.document_id,
+            "name": self.name,
+            "document_type": self.document_type,
+            "is_binding": self.is_binding,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "amends": tuple(self.amends),
+            "allow_duplicate": self.allow_duplicate,
+        }
 
 
 class IngestRequest(IngestFields):
@@ -286,8 +329,11 @@ class DocumentSummary(BaseModel):
     superseded_by: str | None
     amended_by: list[str] = Field(default_factory=list, description="Documents that amended sections of it.")
     chunks: int
-    pages: int | None = Field(None, description="The last page a chunk starts on (PDFs, and Word files that record "
-                                                "their page breaks); null for text.")
+    pages: int | None = Field(
+        None,
+        description="The last page a chunk starts on (PDFs, and Word files that record "
+        "their page breaks); null for text.",
+    )
     ingested_at: datetime
     source_file: str | None
 

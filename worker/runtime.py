@@ -75,10 +75,12 @@ def keep_the_built_model(settings: Settings, db: Database) -> Settings:
     if built != LOCAL_DIM or settings.embedding.embedding_dim == LOCAL_DIM:
         return settings
     model = recorded if recorded in LOCAL_MODELS else LOCAL_MODEL
-    log.warning(f"the knowledge base was built with {model} ({LOCAL_DIM} dims): embeddings stay local, "
-                f"the key serves the reranker; set EMBEDDING_PROVIDER={settings.embedding.embedding_provider}"
-                " and "
-                "re-ingest to switch, or EMBEDDING_PROVIDER=local to silence this")
+    log.warning(
+        f"the knowledge base was built with {model} ({LOCAL_DIM} dims): embeddings stay local, "
+        f"the key serves the reranker; set EMBEDDING_PROVIDER={settings.embedding.embedding_provider}"
+        " and "
+        "re-ingest to switch, or EMBEDDING_PROVIDER=local to silence this"
+    )
     return settings.with_local_embeddings(model)
 
 
@@ -86,13 +88,19 @@ def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     """Start what the settings ask for. Raises SchemaMismatch on a wrong embedding size."""
     url, embedded = database_url(settings)
     database = settings.database
-    db = Database(url, pool_size=database.pool_size, statement_timeout_ms=database.statement_timeout_ms,
-                  write_lock_wait=database.write_lock_wait)
+    db = Database(
+        url,
+        pool_size=database.pool_size,
+        statement_timeout_ms=database.statement_timeout_ms,
+        write_lock_wait=database.write_lock_wait,
+    )
     settings = keep_the_built_model(settings, db)
     embedder = CachedEmbedder(build_embedder(settings))
     timeout_ms = database.replica_timeout_ms
-    replicas = [Database(url, pool_size=database.pool_size, statement_timeout_ms=timeout_ms,
-                         connect_timeout=timeout_ms / 1000) for url in database.read_database_urls]
+    replicas = [
+        Database(url, pool_size=database.pool_size, statement_timeout_ms=timeout_ms, connect_timeout=timeout_ms / 1000)
+        for url in database.read_database_urls
+    ]
     runtime = Runtime(settings, db, embedder, embedded, schema_ready=not migrate, replicas=replicas)
     if migrate:
         try:

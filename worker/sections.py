@@ -10,8 +10,11 @@ import re
 # Article IX, "V1I" is VII). A token counts as one only when it also holds a real Roman letter, so
 # "Exhibit J" stays a lettered part and "12" a number.
 _ROMAN_AS_READ = r"(?=[ivxlcdmj1|!]*[ivxlcdm])[ivxlcdmj1|!]+(?![\w|!])"
-_PART = re.compile(r"\b(article|section|chapter|part|exhibit|appendix|schedule|§)\s*"
-                   rf"({_ROMAN_AS_READ}|[0-9]+(?:\.[0-9]+)*|[a-z]\b)", re.I)
+_PART = re.compile(
+    r"\b(article|section|chapter|part|exhibit|appendix|schedule|§)\s*"
+    rf"({_ROMAN_AS_READ}|[0-9]+(?:\.[0-9]+)*|[a-z]\b)",
+    re.I,
+)
 _MISREAD_I = str.maketrans("j1|!", "iiii")
 _LEADING_NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)*)\.?\s")
 _ROMAN = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}

@@ -14,8 +14,10 @@ import re
 import unicodedata
 
 SOFT_HYPHEN = "\u00ad"
-_FORMAT_CHARACTERS = re.compile(r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
-                                r"\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\ufff9-\ufffb]")
+_FORMAT_CHARACTERS = re.compile(
+    r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    r"\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\ufff9-\ufffb]"
+)
 
 
 def normalise_text(text: str) -> str:

@@ -39,8 +39,7 @@ class AnchorIndex:
 
         if self.bm25 is None:
             return np.zeros(0, dtype=np.float32)
-        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False,
-                                return_ids=False)[0]
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False, return_ids=False)[0]
         return np.asarray(self.bm25.get_scores(tokens), dtype=np.float32) if tokens else np.zeros(len(self.chunks))
 
 

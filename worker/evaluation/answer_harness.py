@@ -95,17 +95,28 @@ class AnswerResults:
 
         budgets = budget.BudgetRuns(
             equal_tokens={s: mine(out) for s, out in self.budgets.equal_tokens.items()},
-            at_budget={s: {b: mine(out) for b, out in runs.items()} for s, runs in self.budgets.at_budget.items()})
-        return AnswerResults(f"{self.dataset} / {name}", self.model, {s: mine(out) for s, out in self.outcomes.items()},
-                             budgets=budgets, calibrations={name: self.calibrations.get(name)}, reranker=self.reranker)
+            at_budget={s: {b: mine(out) for b, out in runs.items()} for s, runs in self.budgets.at_budget.items()},
+        )
+        return AnswerResults(
+            f"{self.dataset} / {name}",
+            self.model,
+            {s: mine(out) for s, out in self.outcomes.items()},
+            budgets=budgets,
+            calibrations={name: self.calibrations.get(name)},
+            reranker=self.reranker,
+        )
 
     def to_json(self) -> dict:
-        return {**self.budgets.to_json(self.outcomes[ARC]),
-            "dataset": self.dataset, "embedding_model": self.model, "reranker": self.reranker,
+        return {
+            **self.budgets.to_json(self.outcomes[ARC]),
+            "dataset": self.dataset,
+            "embedding_model": self.model,
+            "reranker": self.reranker,
             "calibrations": self.calibrations,
             "systems": {name: summarise(o) for name, o in self.outcomes.items()},
-            "communities": {c: summarise([o for o in self.outcomes[ARC] if o.question.community == c])
-                            for c in self.communities()},
+            "communities": {
+                c: summarise([o for o in self.outcomes[ARC] if o.question.community == c]) for c in self.communities()
+            },
             "breakdown": {name: breakdown(o) for name, o in self.outcomes.items()},
             "questions": {name: [x.row() for x in o] for name, o in self.outcomes.items()},
             "threshold_sweep": threshold_sweep(self.outcomes[ARC]),
@@ -113,8 +124,9 @@ class AnswerResults:
         }
 
 
-def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path,
-                     progress: bool = True) -> AnswerResults:
+def evaluate_answers(
+    dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path, progress: bool = True
+) -> AnswerResults:
     counter = default_counter()
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
@@ -129,8 +141,9 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
             if not questions:
                 continue
             manifest = load_manifest(folder)
-            db = Database(_new_database(server_url, community),
-                          statement_timeout_ms=settings.database.statement_timeout_ms)
+            db = Database(
+                _new_database(server_url, community), statement_timeout_ms=settings.database.statement_timeout_ms
+            )
             try:
                 db.migrate(embedder.dim)
                 ingestor = Ingestor(db, embedder)
@@ -142,22 +155,41 @@ def evaluate_answers(dataset: AnswerDataset, *, settings: Settings, embedder: Ca
                 # What a deployed worker does in the background after an ingest, done before
                 # the first question so that every question is answered calibrated.
                 calibration = retriever.calibrate_now() if settings.status.status_calibration else None
-                calibrations[community] = None if calibration is None else {
-                    **calibration.anchors(), "questions": calibration.questions, "kb_version": calibration.version}
+                calibrations[community] = (
+                    None
+                    if calibration is None
+                    else {
+                        **calibration.anchors(),
+                        "questions": calibration.questions,
+                        "kb_version": calibration.version,
+                    }
+                )
                 corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in documents)
                 for question in tqdm(questions, desc=community, unit="q", disable=not progress):
                     outcome = _ask_worker(client, settings, question)
-                    outcome.evidence_in_kb = (question.kind == "answerable"
-                                              and evidence_found(question.evidence, corpus))
+                    outcome.evidence_in_kb = question.kind == "answerable" and evidence_found(question.evidence, corpus)
                     outcomes[ARC].append(outcome)
-                    budget.measure(budgets, question, outcomes[ARC][-1], index=index, embedder=embedder,
-                                   counter=counter, ask=partial(_ask_budget, client, settings, question))
+                    budget.measure(
+                        budgets,
+                        question,
+                        outcomes[ARC][-1],
+                        index=index,
+                        embedder=embedder,
+                        counter=counter,
+                        ask=partial(_ask_budget, client, settings, question),
+                    )
                     outcomes[N8N].append(_anchor(question, index, embedder, counter, hybrid=False))
                     outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
             finally:
                 db.close()
-        return AnswerResults(dataset.name, embedder.model, outcomes, budgets=budgets, calibrations=calibrations,
-                             reranker="on" if settings.reranking.reranker == "llm" else "off")
+        return AnswerResults(
+            dataset.name,
+            embedder.model,
+            outcomes,
+            budgets=budgets,
+            calibrations=calibrations,
+            reranker="on" if settings.reranking.reranker == "llm" else "off",
+        )
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -199,13 +231,22 @@ def _ask_worker(client, settings: Settings, question: Question, **request) -> Ou
         raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {body}")
     # whether the answer-type check would keep this context from `success` at any cut: the
     # fitted cuts below must see the status the worker would give, not the score alone
-    lacking = (settings.status.status_answer_types
-               and answer_type.missing(body["query"]["normalized"], body["context"]))
-    return Outcome(question=question, context=body["context"], sources=split_sources(body["context"]),
-                   tokens=body["context_tokens"], latency_ms=latency, status=body["status"],
-                   best_score=body["best_score"], confidence=_confidence(body),
-                   notes={"filter": body["query"]["filter_source"], "warnings": body["warnings"],
-                          "lacks_answer_type": bool(lacking)})
+    lacking = settings.status.status_answer_types and answer_type.missing(body["query"]["normalized"], body["context"])
+    return Outcome(
+        question=question,
+        context=body["context"],
+        sources=split_sources(body["context"]),
+        tokens=body["context_tokens"],
+        latency_ms=latency,
+        status=body["status"],
+        best_score=body["best_score"],
+        confidence=_confidence(body),
+        notes={
+            "filter": body["query"]["filter_source"],
+            "warnings": body["warnings"],
+            "lacks_answer_type": bool(lacking),
+        },
+    )
 
 
 def _confidence(body: dict) -> float | None:
@@ -214,16 +255,17 @@ def _confidence(body: dict) -> float | None:
     return confidence.get("score") if confidence.get("score") is not None else confidence.get("relevance")
 
 
-def _anchor(question: Question, index: anchors.AnchorIndex, embedder: CachedEmbedder, counter,
-            *, hybrid: bool) -> Outcome:
+def _anchor(
+    question: Question, index: anchors.AnchorIndex, embedder: CachedEmbedder, counter, *, hybrid: bool
+) -> Outcome:
     start = time.perf_counter()
     vector = embedder.embed_query(question.question)
-    chunks = (anchors.hybrid_top5(index, question.question, vector) if hybrid
-              else anchors.n8n_default(index, vector))
+    chunks = anchors.hybrid_top5(index, question.question, vector) if hybrid else anchors.n8n_default(index, vector)
     latency = (time.perf_counter() - start) * 1000
     context = anchors.JOIN.join(chunks)
-    return Outcome(question=question, context=context, sources=chunks, tokens=counter.count(context),
-                   latency_ms=latency)
+    return Outcome(
+        question=question, context=context, sources=chunks, tokens=counter.count(context), latency_ms=latency
+    )
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -271,80 +313,139 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
     (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
     systems = data["systems"]
     n = systems[ARC]
-    lines = [f"# Answer quality: {results.dataset}", "",
-             f"{n['questions']} questions ({n['answerable']} answerable, {n['negatives']} unanswerable or off "
-             f"topic), embedding model {results.model}, reranker {results.reranker}.", "",
-             f"Command: `{command}`", "",
-             "Status calibration per knowledge base (`floor`: median best relevance of off-domain questions; "
-             "`match`: of the knowledge base's own sentences asked back; `near miss`: of those sentences among "
-             "the passages that do not hold them): " +
-             ("; ".join(f"{c}: " + (_calibration_cell(v) if v else "none")
-                        for c, v in results.calibrations.items()) or "off") + ".", "",
-             "| system | " + " | ".join(label for _, label in _MAIN_COLUMNS) + " |",
-             "|---|" + "---|" * len(_MAIN_COLUMNS)]
+    lines = [
+        f"# Answer quality: {results.dataset}",
+        "",
+        f"{n['questions']} questions ({n['answerable']} answerable, {n['negatives']} unanswerable or off "
+        f"topic), embedding model {results.model}, reranker {results.reranker}.",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Status calibration per knowledge base (`floor`: median best relevance of off-domain questions; "
+        "`match`: of the knowledge base's own sentences asked back; `near miss`: of those sentences among "
+        "the passages that do not hold them): "
+        + (
+            "; ".join(f"{c}: " + (_calibration_cell(v) if v else "none") for c, v in results.calibrations.items())
+            or "off"
+        )
+        + ".",
+        "",
+        "| system | " + " | ".join(label for _, label in _MAIN_COLUMNS) + " |",
+        "|---|" + "---|" * len(_MAIN_COLUMNS),
+    ]
     for name, row in systems.items():
         lines.append(f"| {name} | " + " | ".join(_cell(row.get(key)) for key, _ in _MAIN_COLUMNS) + " |")
     if len(communities) > 1:
-        columns = [("questions", "questions"), ("evidence_in_context", "evidence in context"),
-                   ("evidence_in_source1", "SOURCE 1"), ("status_right", "status right"), ("hedged", "hedged"),
-                   ("negatives_success", "negatives `success`"),
-                   ("answerable_no_results_with_evidence", "`no_results` with evidence"),
-                   ("confidence_auroc", "confidence AUROC"), ("mean_context_tokens", "mean tokens")]
-        lines += ["", "## arc-retrieval per community (each its own knowledge base, the same settings)", "",
-                  "| community | " + " | ".join(label for _, label in columns) + " |",
-                  "|---|" + "---|" * len(columns)]
+        columns = [
+            ("questions", "questions"),
+            ("evidence_in_context", "evidence in context"),
+            ("evidence_in_source1", "SOURCE 1"),
+            ("status_right", "status right"),
+            ("hedged", "hedged"),
+            ("negatives_success", "negatives `success`"),
+            ("answerable_no_results_with_evidence", "`no_results` with evidence"),
+            ("confidence_auroc", "confidence AUROC"),
+            ("mean_context_tokens", "mean tokens"),
+        ]
+        lines += [
+            "",
+            "## arc-retrieval per community (each its own knowledge base, the same settings)",
+            "",
+            "| community | " + " | ".join(label for _, label in columns) + " |",
+            "|---|" + "---|" * len(columns),
+        ]
         for community, row in data["communities"].items():
             lines.append(f"| {community} | " + " | ".join(_cell(row.get(k)) for k, _ in columns) + " |")
     loo = data["leave_one_community_out"]
     if loo:
-        lines += ["", "## The success cut, leave one community out", "",
-                  "The cut on the status signal (`confidence.score`; the best relevance when uncalibrated) "
-                  "that gives the most right statuses on the other communities "
-                  "(each point of negatives `success` above 0.05 costing two), applied to this one, "
-                  "against the configured cut (the same for all). A cut that only "
-                  "works where it was fitted shows here.", "",
-                  "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
-                  "status right at the configured cut |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## The success cut, leave one community out",
+            "",
+            "The cut on the status signal (`confidence.score`; the best relevance when uncalibrated) "
+            "that gives the most right statuses on the other communities "
+            "(each point of negatives `success` above 0.05 costing two), applied to this one, "
+            "against the configured cut (the same for all). A cut that only "
+            "works where it was fitted shows here.",
+            "",
+            "| held-out community | cut fitted on the others | status right | hedged | negatives `success` | "
+            "status right at the configured cut |",
+            "|---|---|---|---|---|---|",
+        ]
         for row in loo:
-            lines.append(f"| {row['community']} | {row['cut']:.2f} | {row['status_right']:.2f} | {row['hedged']:.2f} | "
-                         f"{row['negatives_success']:.2f} | {row['status_right_configured']:.2f} |")
-    lines += ["", "## arc-retrieval by question kind", "",
-              "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` "
-              "| mean tokens |",
-              "|---|---|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {row['community']} | {row['cut']:.2f} | {row['status_right']:.2f} | {row['hedged']:.2f} | "
+                f"{row['negatives_success']:.2f} | {row['status_right_configured']:.2f} |"
+            )
+    lines += [
+        "",
+        "## arc-retrieval by question kind",
+        "",
+        "| kind | n | evidence in context | SOURCE 1 | `success` | `low_confidence` | `no_results` | mean tokens |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     arc = results.outcomes[ARC]
     for kind, row in data["breakdown"][ARC]["kind"].items():
         group = [o for o in arc if o.question.kind == kind]
         shares = [sum(o.status == s for o in group) / len(group) for s in ("success", "low_confidence", "no_results")]
-        lines.append(f"| {kind} | {row['questions']} | {_cell(row['evidence_in_context'])} | "
-                     f"{_cell(row['evidence_in_source1'])} | " + " | ".join(f"{s:.2f}" for s in shares) +
-                     f" | {_cell(row['mean_context_tokens'])} |")
-    lines += ["", "## Evidence in context by tag", "", "| tag | n | " + " | ".join(SYSTEMS) + " |",
-              "|---|---|" + "---|" * len(SYSTEMS)]
+        lines.append(
+            f"| {kind} | {row['questions']} | {_cell(row['evidence_in_context'])} | "
+            f"{_cell(row['evidence_in_source1'])} | "
+            + " | ".join(f"{s:.2f}" for s in shares)
+            + f" | {_cell(row['mean_context_tokens'])} |"
+        )
+    lines += [
+        "",
+        "## Evidence in context by tag",
+        "",
+        "| tag | n | " + " | ".join(SYSTEMS) + " |",
+        "|---|---|" + "---|" * len(SYSTEMS),
+    ]
     for tag, row in data["breakdown"][ARC]["tag"].items():
         cells = [_cell(data["breakdown"][s]["tag"][tag]["evidence_in_context"]) for s in SYSTEMS]
         lines.append(f"| {tag} | {row['questions']} | " + " | ".join(cells) + " |")
-    misses = [o for o in arc if (o.question.kind == "answerable" and not o.in_context) or
-              (o.question.negative and o.status == "success")]
-    lines += ["", "## arc-retrieval's misses", "",
-              "Answerable questions whose evidence is not in the context, and negatives answered `success`.", "",
-              "| id | kind | status | best score | question |", "|---|---|---|---|---|"]
+    misses = [
+        o
+        for o in arc
+        if (o.question.kind == "answerable" and not o.in_context) or (o.question.negative and o.status == "success")
+    ]
+    lines += [
+        "",
+        "## arc-retrieval's misses",
+        "",
+        "Answerable questions whose evidence is not in the context, and negatives answered `success`.",
+        "",
+        "| id | kind | status | best score | question |",
+        "|---|---|---|---|---|",
+    ]
     for o in misses:
-        lines.append(f"| {o.question.id} | {o.question.kind} | {o.status} | {_cell(o.best_score)} | "
-                     f"{o.question.question.replace('|', '/')} |")
-    lines += ["", "## Status thresholds (arc-retrieval)", "",
-              "Each question's `best_score` (the first chunk's `final_score`) against a threshold: the share "
-              "of negatives at or above it (they would be answered `success` if it were "
-              "`ARC_LOW_CONFIDENCE_BELOW`) and of answerable questions below it (they would be `no_results` "
-              "if it were `ARC_NO_RESULTS_BELOW`).", "",
-              "| threshold | negatives at or above | answerable below |", "|---|---|---|"]
+        lines.append(
+            f"| {o.question.id} | {o.question.kind} | {o.status} | {_cell(o.best_score)} | "
+            f"{o.question.question.replace('|', '/')} |"
+        )
+    lines += [
+        "",
+        "## Status thresholds (arc-retrieval)",
+        "",
+        "Each question's `best_score` (the first chunk's `final_score`) against a threshold: the share "
+        "of negatives at or above it (they would be answered `success` if it were "
+        "`ARC_LOW_CONFIDENCE_BELOW`) and of answerable questions below it (they would be `no_results` "
+        "if it were `ARC_NO_RESULTS_BELOW`).",
+        "",
+        "| threshold | negatives at or above | answerable below |",
+        "|---|---|---|",
+    ]
     for row in threshold_sweep(arc):
         lines.append(f"| {row['threshold']:.3f} | {row['negatives_at_or_above']:.2f} | {row['answerable_below']:.2f} |")
-    lines += ["", "Evidence counts when one of a question's phrases occurs in the context after both are "
-              "lower-cased, the characters `` *_`#>|\\ `` are made spaces, curly quotes straight and whitespace "
-              "runs single. The anchors' contexts are their chunks joined by blank lines (tokens: cl100k); "
-              "their latency is the query embedding plus scoring in memory, not comparable with the "
-              "webhook's.", ""]
+    lines += [
+        "",
+        "Evidence counts when one of a question's phrases occurs in the context after both are "
+        "lower-cased, the characters `` *_`#>|\\ `` are made spaces, curly quotes straight and whitespace "
+        "runs single. The anchors' contexts are their chunks joined by blank lines (tokens: cl100k); "
+        "their latency is the query embedding plus scoring in memory, not comparable with the "
+        "webhook's.",
+        "",
+    ]
     lines[-1:-1] = budget.report_lines(data)
     (out / "results.md").write_text("\n".join(lines))
     _chart(systems, out / "chart.png", results.dataset)
@@ -354,16 +455,23 @@ def write_answer_report(results: AnswerResults, out: Path, *, command: str) -> d
 
 def _statuses_at(outcomes: list[Outcome], cut: float) -> dict[str, float]:
     """Status right, hedged and negatives success had ``success`` started at ``cut``."""
+
     def success(o: Outcome) -> bool:
-        return (o.confidence is not None and o.confidence >= cut and o.status != "no_results"
-                and not o.notes.get("lacks_answer_type"))
+        return (
+            o.confidence is not None
+            and o.confidence >= cut
+            and o.status != "no_results"
+            and not o.notes.get("lacks_answer_type")
+        )
 
     answered = [o for o in outcomes if o.question.kind == "answerable" and o.in_context]
     negatives = [o for o in outcomes if o.question.negative]
     right = [success(o) and o.in_context if o.question.kind == "answerable" else not success(o) for o in outcomes]
-    return {"status_right": sum(right) / max(len(outcomes), 1),
-            "hedged": sum(not success(o) for o in answered) / max(len(answered), 1),
-            "negatives_success": sum(success(o) for o in negatives) / max(len(negatives), 1)}
+    return {
+        "status_right": sum(right) / max(len(outcomes), 1),
+        "hedged": sum(not success(o) for o in answered) / max(len(answered), 1),
+        "negatives_success": sum(success(o) for o in negatives) / max(len(negatives), 1),
+    }
 
 
 # What a fitted cut aims at: the most right statuses, with negatives answered
@@ -387,23 +495,30 @@ def leave_one_community_out(outcomes: list[Outcome]) -> list[dict]:
         mine = [o for o in outcomes if o.question.community == held]
         cut = max(scale, key=lambda c: (_fit(_statuses_at(others, c)), -abs(c - 0.5)))
         shown = _statuses_at(mine, cut)
-        actual = sum((o.status == "success" and o.in_context) if o.question.kind == "answerable"
-                     else o.status != "success" for o in mine) / len(mine)
+        actual = sum(
+            (o.status == "success" and o.in_context) if o.question.kind == "answerable" else o.status != "success"
+            for o in mine
+        ) / len(mine)
         rows.append({"community": held, "cut": cut, **shown, "status_right_configured": actual})
     return rows
 
 
-def threshold_sweep(outcomes: list[Outcome], start: float = 0.2, stop: float = 0.65,
-                    step: float = 0.025) -> list[dict[str, float]]:
+def threshold_sweep(
+    outcomes: list[Outcome], start: float = 0.2, stop: float = 0.65, step: float = 0.025
+) -> list[dict[str, float]]:
     """How a status threshold would split these questions (the calibration method in the README)."""
     answerable = [o.best_score or 0.0 for o in outcomes if o.question.kind == "answerable"]
     negatives = [o.best_score or 0.0 for o in outcomes if o.question.negative]
     rows = []
     for i in range(round((stop - start) / step) + 1):
         t = round(start + i * step, 3)
-        rows.append({"threshold": t,
-                     "negatives_at_or_above": sum(s >= t for s in negatives) / max(len(negatives), 1),
-                     "answerable_below": sum(s < t for s in answerable) / max(len(answerable), 1)})
+        rows.append(
+            {
+                "threshold": t,
+                "negatives_at_or_above": sum(s >= t for s in negatives) / max(len(negatives), 1),
+                "answerable_below": sum(s < t for s in answerable) / max(len(answerable), 1),
+            }
+        )
     return rows
 
 
@@ -413,8 +528,12 @@ def _chart(systems: dict[str, dict], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = [("evidence_in_context", "evidence in context"), ("evidence_in_source1", "in SOURCE 1"),
-               ("answerable_empty_context", "answerable, empty"), ("negatives_success", "negatives success")]
+    metrics = [
+        ("evidence_in_context", "evidence in context"),
+        ("evidence_in_source1", "in SOURCE 1"),
+        ("answerable_empty_context", "answerable, empty"),
+        ("negatives_success", "negatives success"),
+    ]
     fig, (ax, ax_tokens) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 1]})
     width = 0.8 / len(systems)
     for i, (name, row) in enumerate(systems.items()):

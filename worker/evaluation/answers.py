@@ -71,10 +71,17 @@ def load_questions(path: Path) -> list[Question]:
                 raise ValueError(f"{path.name}:{n}: kind must be one of {', '.join(KINDS)}")
             if row["kind"] == "answerable" and not row.get("evidence"):
                 raise ValueError(f"{path.name}:{n}: an answerable question needs evidence phrases")
-            questions.append(Question(id=str(row["id"]), community=str(row.get("community", "")),
-                                      question=row["question"], kind=row["kind"],
-                                      gold_document=row.get("gold_document"),
-                                      evidence=tuple(row.get("evidence") or ()), notes=row.get("notes") or ""))
+            questions.append(
+                Question(
+                    id=str(row["id"]),
+                    community=str(row.get("community", "")),
+                    question=row["question"],
+                    kind=row["kind"],
+                    gold_document=row.get("gold_document"),
+                    evidence=tuple(row.get("evidence") or ()),
+                    notes=row.get("notes") or "",
+                )
+            )
     return questions
 
 
@@ -147,12 +154,21 @@ class Outcome:
 
     def row(self) -> dict:
         q = self.question
-        return {"id": q.id, "community": q.community, "kind": q.kind, "tags": q.tags, "status": self.status,
-                "best_score": self.best_score, "confidence": self.confidence, "tokens": self.tokens,
-                "sources": len(self.sources),
-                "evidence_in_context": self.in_context if q.kind == "answerable" else None,
-                "evidence_in_source1": self.in_source1 if q.kind == "answerable" else None,
-                "latency_ms": round(self.latency_ms, 2), **self.notes}
+        return {
+            "id": q.id,
+            "community": q.community,
+            "kind": q.kind,
+            "tags": q.tags,
+            "status": self.status,
+            "best_score": self.best_score,
+            "confidence": self.confidence,
+            "tokens": self.tokens,
+            "sources": len(self.sources),
+            "evidence_in_context": self.in_context if q.kind == "answerable" else None,
+            "evidence_in_source1": self.in_source1 if q.kind == "answerable" else None,
+            "latency_ms": round(self.latency_ms, 2),
+            **self.notes,
+        }
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -177,21 +193,24 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, float | int | None]:
         "p95_ms": round(percentile([o.latency_ms for o in outcomes], 95), 2) if outcomes else None,
     }
     if has_status:
-        summary.update({
-            "answerable_no_results": _mean([o.status == "no_results" for o in answerable]),
-            "answerable_low_confidence": _mean([o.status == "low_confidence" for o in answerable]),
-            "negatives_success": _mean([o.status == "success" for o in negatives]),
-            "negatives_no_results": _mean([o.status == "no_results" for o in negatives]),
-            # The yardstick: success with the evidence in the context; anything but success for
-            # unanswerable and off-topic questions.
-            "status_right": _mean([status_right(o) for o in outcomes]),
-            # Right answers the agent is told to doubt: evidence in the context, status not success.
-            "hedged": _mean([o.status != "success" for o in answerable if o.in_context]),
-            # The worst answer: a refusal although the knowledge base holds the evidence.
-            "answerable_no_results_with_evidence": sum(o.status == "no_results" and bool(o.evidence_in_kb)
-                                                       for o in answerable),
-            "confidence_auroc": auroc([o.confidence for o in answerable], [o.confidence for o in negatives]),
-        })
+        summary.update(
+            {
+                "answerable_no_results": _mean([o.status == "no_results" for o in answerable]),
+                "answerable_low_confidence": _mean([o.status == "low_confidence" for o in answerable]),
+                "negatives_success": _mean([o.status == "success" for o in negatives]),
+                "negatives_no_results": _mean([o.status == "no_results" for o in negatives]),
+                # The yardstick: success with the evidence in the context; anything but success for
+                # unanswerable and off-topic questions.
+                "status_right": _mean([status_right(o) for o in outcomes]),
+                # Right answers the agent is told to doubt: evidence in the context, status not success.
+                "hedged": _mean([o.status != "success" for o in answerable if o.in_context]),
+                # The worst answer: a refusal although the knowledge base holds the evidence.
+                "answerable_no_results_with_evidence": sum(
+                    o.status == "no_results" and bool(o.evidence_in_kb) for o in answerable
+                ),
+                "confidence_auroc": auroc([o.confidence for o in answerable], [o.confidence for o in negatives]),
+            }
+        )
     return summary
 
 
@@ -213,8 +232,11 @@ def auroc(positives: Sequence[float | None], negatives: Sequence[float | None]) 
 
 def breakdown(outcomes: Sequence[Outcome]) -> dict[str, dict[str, dict]]:
     """The summary per question kind and per tag."""
-    by_kind = {kind: summarise([o for o in outcomes if o.question.kind == kind]) for kind in KINDS
-               if any(o.question.kind == kind for o in outcomes)}
+    by_kind = {
+        kind: summarise([o for o in outcomes if o.question.kind == kind])
+        for kind in KINDS
+        if any(o.question.kind == kind for o in outcomes)
+    }
     tags = sorted({t for o in outcomes for t in o.question.tags})
     by_tag = {tag: summarise([o for o in outcomes if tag in o.question.tags]) for tag in tags}
     return {"kind": by_kind, "tag": by_tag}

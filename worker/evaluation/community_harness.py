@@ -47,14 +47,23 @@ class CommunityComparison:
 
     @property
     def within_tolerance(self) -> bool:
-        return (self.foreign_chunks == 0 and all(abs(d) <= TOLERANCE for d in self.differences.values())
-                and self.status_agreement >= 1 - TOLERANCE)
+        return (
+            self.foreign_chunks == 0
+            and all(abs(d) <= TOLERANCE for d in self.differences.values())
+            and self.status_agreement >= 1 - TOLERANCE
+        )
 
     def to_json(self) -> dict:
-        return {"questions": self.questions, "separate": self.separate, "shared": self.shared,
-                "differences": self.differences, "status_agreement": self.status_agreement,
-                "foreign_chunks": self.foreign_chunks, "within_tolerance": self.within_tolerance,
-                "tolerance": TOLERANCE}
+        return {
+            "questions": self.questions,
+            "separate": self.separate,
+            "shared": self.shared,
+            "differences": self.differences,
+            "status_agreement": self.status_agreement,
+            "foreign_chunks": self.foreign_chunks,
+            "within_tolerance": self.within_tolerance,
+            "tolerance": TOLERANCE,
+        }
 
 
 def generated_questions(dataset: AnswerDataset, count: int, seed: int = 34) -> list[Question]:
@@ -78,14 +87,16 @@ def generated_questions(dataset: AnswerDataset, count: int, seed: int = 34) -> l
         words = text.split()
         size = pick.randint(3, 8)
         start = pick.randrange(0, len(words) - size)
-        phrase = " ".join(words[start:start + size])
-        questions.append(Question(id=f"gen-{n:04d}", community=community, question=phrase, kind="answerable",
-                                  evidence=(phrase,)))
+        phrase = " ".join(words[start : start + size])
+        questions.append(
+            Question(id=f"gen-{n:04d}", community=community, question=phrase, kind="answerable", evidence=(phrase,))
+        )
     return questions
 
 
-def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path,
-                        generated: int = 1000) -> CommunityComparison:
+def compare_communities(
+    dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path, generated: int = 1000
+) -> CommunityComparison:
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     questions = list(dataset.questions) + generated_questions(dataset, generated)
     workdir = Path(tempfile.mkdtemp(prefix="communities-", dir=data_dir))
@@ -126,9 +137,13 @@ def compare_communities(dataset: AnswerDataset, *, settings: Settings, embedder:
         s_alone, s_together = summarise(alone), summarise(together)
         agreement = sum(a.status == b.status for a, b in zip(alone, together, strict=True)) / len(questions)
         return CommunityComparison(
-            questions=len(questions), separate=s_alone, shared=s_together, status_agreement=round(agreement, 4),
+            questions=len(questions),
+            separate=s_alone,
+            shared=s_together,
+            status_agreement=round(agreement, 4),
             foreign_chunks=foreign,
-            differences={k: round((s_together[k] or 0) - (s_alone[k] or 0), 4) for k in COMPARED})
+            differences={k: round((s_together[k] or 0) - (s_alone[k] or 0), 4) for k in COMPARED},
+        )
     finally:
         for db in opened:
             db.close()
@@ -148,9 +163,15 @@ def _ask(client, settings: Settings, question: Question, community: str | None) 
     answer = response.get_json()
     if response.status_code != 200:
         raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {answer}")
-    outcome = Outcome(question=question, context=answer["context"], sources=split_sources(answer["context"]),
-                      tokens=answer["context_tokens"], latency_ms=latency, status=answer["status"],
-                      best_score=answer["best_score"])
+    outcome = Outcome(
+        question=question,
+        context=answer["context"],
+        sources=split_sources(answer["context"]),
+        tokens=answer["context_tokens"],
+        latency_ms=latency,
+        status=answer["status"],
+        best_score=answer["best_score"],
+    )
     return outcome, [c["document_id"] for c in answer["chunks"]]
 
 
@@ -162,9 +183,13 @@ def main(argv: list[str]) -> int:
     settings = Settings.from_env()
     data_dir = Path(tempfile.mkdtemp(prefix="arc-communities-"))
     try:
-        result = compare_communities(load_answer_dataset(folder), settings=settings,
-                                     embedder=CachedEmbedder(build_embedder(settings)), data_dir=data_dir,
-                                     generated=generated)
+        result = compare_communities(
+            load_answer_dataset(folder),
+            settings=settings,
+            embedder=CachedEmbedder(build_embedder(settings)),
+            data_dir=data_dir,
+            generated=generated,
+        )
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     print(json.dumps(result.to_json(), indent=2))

@@ -50,8 +50,9 @@ class ModeResult:
     candidates: dict[str, list[str]] | None = None
 
 
-def cached_corpus_embeddings(dataset: BeirDataset, texts: list[str], embedder: CachedEmbedder,
-                             cache_dir: Path, ingestor: Ingestor) -> np.ndarray:
+def cached_corpus_embeddings(
+    dataset: BeirDataset, texts: list[str], embedder: CachedEmbedder, cache_dir: Path, ingestor: Ingestor
+) -> np.ndarray:
     """Corpus vectors, reused across runs (keyed by model, dimension and corpus hash)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     path = cache_dir / f"corpus-{embedder.model}-{embedder.dim}-{dataset.corpus_hash()}.npy"
@@ -88,8 +89,15 @@ def run_database_mode(retriever: Retriever, dataset: BeirDataset, mode: str, rer
     candidates: dict[str, list[str]] = {}
     latencies, sql = [], []
     for qid, text in tqdm(sorted(dataset.queries.items()), desc=mode, unit="q"):
-        request = RetrievalRequest(query=text[:2000], top_k=20, min_relevance=0.0, token_budget=32000,
-                                   rerank=rerank, debug=True, **options(text))
+        request = RetrievalRequest(
+            query=text[:2000],
+            top_k=20,
+            min_relevance=0.0,
+            token_budget=32000,
+            rerank=rerank,
+            debug=True,
+            **options(text),
+        )
         start = time.perf_counter()
         answer = retriever.answer(request)
         latencies.append((time.perf_counter() - start) * 1000)
@@ -167,13 +175,21 @@ def loaded_database(dataset: BeirDataset, embedder: CachedEmbedder, data_dir: Pa
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder, data_dir: Path,
-             reranker: Reranker | None = None, rerank: bool = False) -> dict[str, dict[str, float]]:
+def evaluate(
+    dataset: BeirDataset,
+    modes: list[str],
+    *,
+    embedder: CachedEmbedder,
+    data_dir: Path,
+    reranker: Reranker | None = None,
+    rerank: bool = False,
+) -> dict[str, dict[str, float]]:
     with loaded_database(dataset, embedder, data_dir) as (db, ids, texts, corpus_vectors):
         query_vectors = cached_query_embeddings(dataset, embedder, data_dir / "cache")
         # No result cache: modes that share parameters must each be measured.
-        retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=reranker,
-                              search_cache=SearchCache(ttl_seconds=0))
+        retriever = Retriever(
+            embedder=embedder, backend=PostgresBackend(db), reranker=reranker, search_cache=SearchCache(ttl_seconds=0)
+        )
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
             if mode == "bm25s":
@@ -187,8 +203,8 @@ def evaluate(dataset: BeirDataset, modes: list[str], *, embedder: CachedEmbedder
                 # How much the reranker could ever see: recall over the whole fused candidate list.
                 judged = [q for q in dataset.qrels if q in outcome.candidates]
                 summary["candidates_recall"] = sum(
-                    recall_at_k(outcome.candidates[q], dataset.qrels[q], len(outcome.candidates[q]))
-                    for q in judged) / max(len(judged), 1)
+                    recall_at_k(outcome.candidates[q], dataset.qrels[q], len(outcome.candidates[q])) for q in judged
+                ) / max(len(judged), 1)
             summary["p50_ms"] = percentile(outcome.latencies_ms, 50)
             summary["p95_ms"] = percentile(outcome.latencies_ms, 95)
             if outcome.sql_ms:
@@ -202,16 +218,27 @@ def write_report(results: dict[str, dict[str, float]], out: Path, *, title: str,
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     columns = ["ndcg@10", "recall@5", "recall@20", "mrr@10", "candidates_recall", "p50_ms", "p95_ms", "sql_p95_ms"]
-    lines = [f"# {title}", "", f"Command: `{command}`", "",
-             "| mode | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    lines = [
+        f"# {title}",
+        "",
+        f"Command: `{command}`",
+        "",
+        "| mode | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
     for mode, row in results.items():
-        cells = [f"{row[c]:.3f}" if c in row and "ms" not in c else (f"{row[c]:.1f}" if c in row else "-")
-                 for c in columns]
+        cells = [
+            f"{row[c]:.3f}" if c in row and "ms" not in c else (f"{row[c]:.1f}" if c in row else "-") for c in columns
+        ]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
-    lines += ["", "candidates_recall: recall over the whole fused candidate list (40 per leg) that reranking sees. "
-              "p50/p95: whole pipeline per query (query embeddings cached, reranker off unless stated); "
-              "sql_p95: the hybrid_search call alone. bm25s and dense are references computed outside "
-              "the database on the same corpus and model.", ""]
+    lines += [
+        "",
+        "candidates_recall: recall over the whole fused candidate list (40 per leg) that reranking sees. "
+        "p50/p95: whole pipeline per query (query embeddings cached, reranker off unless stated); "
+        "sql_p95: the hybrid_search call alone. bm25s and dense are references computed outside "
+        "the database on the same corpus and model.",
+        "",
+    ]
     (out / "results.md").write_text("\n".join(lines))
     _chart(results, out / "chart.png", title)
 

@@ -23,5 +23,6 @@ def parse_amends(value: str) -> Amendment:
         return Amendment(document_id.strip(), tuple(s.strip() for s in sections.split(";") if s.strip()))
     except ValidationError as exc:
         problem = exc.errors()[0]
-        raise IngestError(f"--amends: {problem['loc'][0]}: {problem['msg']} "
-                          f"(give DOCUMENT_ID:SECTION[;SECTION...], got {value!r})") from None
+        raise IngestError(
+            f"--amends: {problem['loc'][0]}: {problem['msg']} (give DOCUMENT_ID:SECTION[;SECTION...], got {value!r})"
+        ) from None

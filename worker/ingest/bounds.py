@@ -37,11 +37,16 @@ class ReadLimits:
     @classmethod
     def from_settings(cls, reading: Reading) -> ReadLimits:
         """The configured limits, the same for uploads and the command line."""
-        return cls(max_pages=reading.max_pages, max_ocr_pages=reading.max_ocr_pages,
-                   max_unpacked_bytes=reading.max_unpacked_bytes, max_nesting=reading.max_nesting,
-                   max_xml_elements=reading.max_xml_elements, convert_seconds=reading.convert_timeout,
-                   convert_memory_bytes=reading.convert_memory_mb * 1_000_000,
-                   read_seconds=reading.read_timeout)
+        return cls(
+            max_pages=reading.max_pages,
+            max_ocr_pages=reading.max_ocr_pages,
+            max_unpacked_bytes=reading.max_unpacked_bytes,
+            max_nesting=reading.max_nesting,
+            max_xml_elements=reading.max_xml_elements,
+            convert_seconds=reading.convert_timeout,
+            convert_memory_bytes=reading.convert_memory_mb * 1_000_000,
+            read_seconds=reading.read_timeout,
+        )
 
 
 DEFAULT_LIMITS = ReadLimits()  # for callers that pass no limits (a frozen value, shared safely)
@@ -70,15 +75,21 @@ class Budget:
             raise Cancelled("the client closed the connection; stopped reading")
 
 
-def run_bounded(command: list[str], *, seconds: float, budget: Budget, overtime: Exception,
-                env: dict[str, str] | None = None, poll_seconds: float = 0.1) -> subprocess.CompletedProcess[bytes]:
+def run_bounded(
+    command: list[str],
+    *,
+    seconds: float,
+    budget: Budget,
+    overtime: Exception,
+    env: dict[str, str] | None = None,
+    poll_seconds: float = 0.1,
+) -> subprocess.CompletedProcess[bytes]:
     """Run ``command`` (a converter, Tesseract) to its end, its output collected; ``overtime`` is
     raised past ``seconds``, and ``budget`` is checked between polls. The child is killed and
     waited for on every way out: a deadline, a cancel, and whatever else reaches the caller
     mid-poll (a worker's abort as SystemExit, a KeyboardInterrupt, a failing cancel check), so no
     child outlives the read that started it."""
-    child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+    child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + seconds
     try:
         while True:
@@ -181,11 +192,14 @@ def check_docx(path: Any, limits: ReadLimits) -> None:
                     depth += 1
                     elements += 1
                     if depth > limits.max_nesting:
-                        raise ValueError(f"{member.filename} nests elements over {limits.max_nesting} "  # noqa: B023
-                                         "deep (ARC_MAX_NESTING)")
+                        raise ValueError(
+                            f"{member.filename} nests elements over {limits.max_nesting} "  # noqa: B023
+                            "deep (ARC_MAX_NESTING)"
+                        )
                     if elements > limits.max_xml_elements:
-                        raise ValueError(f"over {limits.max_xml_elements:,} XML elements (ARC_MAX_XML_ELEMENTS): "
-                                         "split the document")
+                        raise ValueError(
+                            f"over {limits.max_xml_elements:,} XML elements (ARC_MAX_XML_ELEMENTS): split the document"
+                        )
 
                 def end(_name: str) -> None:
                     nonlocal depth
@@ -215,5 +229,7 @@ def check_docx(path: Any, limits: ReadLimits) -> None:
 
 
 def _too_big(size: int, limits: ReadLimits) -> str:
-    return (f"a Word file that unpacks to {size / 1e6:.0f} MB (at most {limits.max_unpacked_bytes / 1e6:.0f} MB, "
-            "ARC_MAX_UNPACKED_BYTES): split it, or ingest its text")
+    return (
+        f"a Word file that unpacks to {size / 1e6:.0f} MB (at most {limits.max_unpacked_bytes / 1e6:.0f} MB, "
+        "ARC_MAX_UNPACKED_BYTES): split it, or ingest its text"
+    )

@@ -57,8 +57,9 @@ def chunk_blocks(blocks: Iterable[Block], count_tokens: Callable[[str], int], ma
     def flush() -> None:
         nonlocal current
         if current:
-            chunks.append(Chunk(len(chunks), SECTION_SEPARATOR.join(current_section or ()),
-                                "\n\n".join(current), current_page))
+            chunks.append(
+                Chunk(len(chunks), SECTION_SEPARATOR.join(current_section or ()), "\n\n".join(current), current_page)
+            )
         current = []
 
     for block in blocks:
@@ -114,8 +115,11 @@ def _table_pieces(text: str, count_tokens: Callable[[str], int], budget: int) ->
     if current or not pieces:
         pieces.append("\n".join([*header, *current]))
     # a row longer than the whole budget is cut like any run-on text
-    return [p for piece in pieces for p in ([piece] if count_tokens(piece) <= budget
-                                            else _split_to_fit(piece, count_tokens, budget))]
+    return [
+        p
+        for piece in pieces
+        for p in ([piece] if count_tokens(piece) <= budget else _split_to_fit(piece, count_tokens, budget))
+    ]
 
 
 _TABLE_SEPARATOR = re.compile(r"^\|(?:\s*:?-{3,}:?\s*\|)+\s*$")

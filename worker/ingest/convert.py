@@ -34,26 +34,37 @@ def html_markdown_bounded(html: str, limits: ReadLimits, budget: Budget | None =
         return docx_markdown_bounded(page, limits, budget, what="HTML page")
 
 
-def docx_markdown_bounded(path: Path, limits: ReadLimits, budget: Budget | None = None,
-                          what: str = "Word file") -> str:
+def docx_markdown_bounded(path: Path, limits: ReadLimits, budget: Budget | None = None, what: str = "Word file") -> str:
     """The Markdown of a .docx (or .html), converted in a child bounded by
     ``limits.convert_seconds`` and ``limits.convert_memory_bytes``; a ``ValueError`` naming the
     reason otherwise."""
     budget = budget or Budget(limits.read_seconds)
-    env = {**os.environ, "CONVERTER_MEMORY_BYTES": str(limits.convert_memory_bytes),
-           "CONVERTER_CPU_SECONDS": str(max(1, int(limits.convert_seconds) + 1)),
-           "CONVERTER_MAX_NESTING": str(limits.max_nesting),
-           "CONVERTER_MAX_ELEMENTS": str(limits.max_xml_elements),
-           "CONVERTER_MAX_UNPACKED": str(limits.max_unpacked_bytes)}
-    done = run_bounded([sys.executable, "-m", "worker.ingest.convert_child", str(path)], env=env,
-                       seconds=limits.convert_seconds, budget=budget, poll_seconds=_POLL_SECONDS,
-                       overtime=ValueError(f"converting the {what} took over {limits.convert_seconds:g} s "
-                                           "(ARC_CONVERT_TIMEOUT): split it, or ingest its text"))
+    env = {
+        **os.environ,
+        "CONVERTER_MEMORY_BYTES": str(limits.convert_memory_bytes),
+        "CONVERTER_CPU_SECONDS": str(max(1, int(limits.convert_seconds) + 1)),
+        "CONVERTER_MAX_NESTING": str(limits.max_nesting),
+        "CONVERTER_MAX_ELEMENTS": str(limits.max_xml_elements),
+        "CONVERTER_MAX_UNPACKED": str(limits.max_unpacked_bytes),
+    }
+    done = run_bounded(
+        [sys.executable, "-m", "worker.ingest.convert_child", str(path)],
+        env=env,
+        seconds=limits.convert_seconds,
+        budget=budget,
+        poll_seconds=_POLL_SECONDS,
+        overtime=ValueError(
+            f"converting the {what} took over {limits.convert_seconds:g} s "
+            "(ARC_CONVERT_TIMEOUT): split it, or ingest its text"
+        ),
+    )
     if done.returncode == 0:
         return done.stdout.decode("utf-8")
     message = done.stderr.decode("utf-8", "replace").strip().splitlines()
     if done.returncode == UNREADABLE and message:
         raise ValueError(message[-1][:300])
     # killed by its own limits: SIGKILL/SIGXCPU for CPU time, MemoryError for memory
-    raise ValueError(f"the {what} could not be converted within {limits.convert_memory_bytes / 1e6:.0f} MB "
-                     f"and {limits.convert_seconds:g} s (ARC_CONVERT_MEMORY_MB, ARC_CONVERT_TIMEOUT)")
+    raise ValueError(
+        f"the {what} could not be converted within {limits.convert_memory_bytes / 1e6:.0f} MB "
+        f"and {limits.convert_seconds:g} s (ARC_CONVERT_MEMORY_MB, ARC_CONVERT_TIMEOUT)"
+    )

@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
     limits = ReadLimits(
         max_nesting=int(os.environ.get("CONVERTER_MAX_NESTING", defaults.max_nesting)),
         max_xml_elements=int(os.environ.get("CONVERTER_MAX_ELEMENTS", defaults.max_xml_elements)),
-        max_unpacked_bytes=int(os.environ.get("CONVERTER_MAX_UNPACKED", defaults.max_unpacked_bytes)))
+        max_unpacked_bytes=int(os.environ.get("CONVERTER_MAX_UNPACKED", defaults.max_unpacked_bytes)),
+    )
     try:
         if path.suffix == ".html":
             markdown = html_to_markdown(path.read_text(encoding="utf-8"), limits.max_nesting)
@@ -49,8 +50,10 @@ def main(argv: list[str]) -> int:
         print("nested too deeply to convert (ARC_MAX_NESTING)", file=sys.stderr)
         return _UNREADABLE
     except Exception as exc:  # any error: a damaged file fails in many ways inside mammoth
-        print(f"not a readable {'HTML page' if path.suffix == '.html' else 'Word (.docx) file'} "
-              f"({type(exc).__name__})", file=sys.stderr)
+        print(
+            f"not a readable {'HTML page' if path.suffix == '.html' else 'Word (.docx) file'} ({type(exc).__name__})",
+            file=sys.stderr,
+        )
         return _UNREADABLE
     sys.stdout.buffer.write(markdown.encode("utf-8"))
     return 0

@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
-_WORD = ("http://schemas.openxmlformats.org/wordprocessingml/2006/main",  # transitional
-         "http://purl.oclc.org/ooxml/wordprocessingml/main")  # strict
+_WORD = (
+    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",  # transitional
+    "http://purl.oclc.org/ooxml/wordprocessingml/main",
+)  # strict
 _CHOICE = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Choice"
 _DOCUMENT = "word/document.xml"
 _STYLES = "word/styles.xml"
@@ -227,8 +229,17 @@ class _Pager:
         w = self.w
         # deleted text and field codes print nothing; a text box floats beside the page's flow;
         # mc:Choice repeats what mc:Fallback holds (mammoth reads the fallback)
-        self.unprinted = {w.delText, w.instrText, w.txbxContent, w.rPr, w.pPr, w.sectPr, _CHOICE,
-                          getattr(w, "del"), w.moveFrom}
+        self.unprinted = {
+            w.delText,
+            w.instrText,
+            w.txbxContent,
+            w.rPr,
+            w.pPr,
+            w.sectPr,
+            _CHOICE,
+            getattr(w, "del"),
+            w.moveFrom,
+        }
         self.printing = {w.sym, w.drawing, w.pict, w.object, w.footnoteReference, w.endnoteReference}
         self.references = {w.footnoteReference: "footnote", w.endnoteReference: "endnote"}
 

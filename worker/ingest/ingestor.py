@@ -107,8 +107,14 @@ def slugify(text: str) -> str:
 
 
 class Ingestor:
-    def __init__(self, db: Database, embedder: Embedder, counter: TokenCounter | None = None,
-                 ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS):
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        counter: TokenCounter | None = None,
+        ocr: Ocr = DEFAULT_OCR,
+        limits: ReadLimits = DEFAULT_LIMITS,
+    ):
         self.db = db
         self.limits = limits
         self.embedder = embedder
@@ -123,20 +129,44 @@ class Ingestor:
         # The embedder's own tokenizer decides what fits its input.
         return chunk_blocks(parsed.blocks, self.embedder.count_tokens, self.max_chunk_tokens)
 
-    def prepare_text(self, parsed: ParsedDocument, *, document_id: str | None, name: str | None,
-                     document_type: str, is_binding: bool = True, supersedes: str | None = None,
-                     superseded_by: str | None = None, amends: tuple[Amendment, ...] = (),
-                     fallback_name: str = "document", metadata: dict | None = None,
-                     allow_duplicate: bool = True) -> DocumentInput:
+    def prepare_text(
+        self,
+        parsed: ParsedDocument,
+        *,
+        document_id: str | None,
+        name: str | None,
+        document_type: str,
+        is_binding: bool = True,
+        supersedes: str | None = None,
+        superseded_by: str | None = None,
+        amends: tuple[Amendment, ...] = (),
+        fallback_name: str = "document",
+        metadata: dict | None = None,
+        allow_duplicate: bool = True,
+    ) -> DocumentInput:
         name = name or parsed.title or fallback_name
-        return DocumentInput(document_id=document_id or slugify(name), name=name,
-                             document_type=document_type, chunks=self.chunk(parsed),
-                             is_binding=is_binding, supersedes=supersedes, superseded_by=superseded_by,
-                             amends=tuple(amends),
-                             metadata=metadata or {}, allow_duplicate=allow_duplicate)
+        return DocumentInput(
+            document_id=document_id or slugify(name),
+            name=name,
+            document_type=document_type,
+            chunks=self.chunk(parsed),
+            is_binding=is_binding,
+            supersedes=supersedes,
+            superseded_by=superseded_by,
+            amends=tuple(amends),
+            metadata=metadata or {},
+            allow_duplicate=allow_duplicate,
+        )
 
-    def prepare_file(self, path: Path, *, source_name: str | None = None, metadata: dict | None = None,
-                     budget: Budget | None = None, **kwargs) -> DocumentInput:
+    def prepare_file(
+        self,
+        path: Path,
+        *,
+        source_name: str | None = None,
+        metadata: dict | None = None,
+        budget: Budget | None = None,
+        **kwargs,
+    ) -> DocumentInput:
         """``source_name``: the file's own name when ``path`` is a copy of it (an upload);
         ``budget``: when to give up reading it (time, a caller that left)."""
         shown = source_name or path.name
@@ -158,9 +188,16 @@ class Ingestor:
         document.ocr_pages, document.ocr_seconds = parsed.ocr_pages, parsed.ocr_seconds
         return document
 
-    def write(self, documents: Sequence[DocumentInput], embeddings: np.ndarray | None = None,
-              *, progress: bool = False, batch_documents: int = 256, replace: bool = True,
-              community: str | None = None) -> IngestReport:
+    def write(
+        self,
+        documents: Sequence[DocumentInput],
+        embeddings: np.ndarray | None = None,
+        *,
+        progress: bool = False,
+        batch_documents: int = 256,
+        replace: bool = True,
+        community: str | None = None,
+    ) -> IngestReport:
         """Embed (unless given) and store documents, each replaced atomically, in ``community``
         (unnamed: the knowledge base's only one; an error when it holds several).
 
@@ -176,8 +213,9 @@ class Ingestor:
         self.refuse_duplicates([d for d in documents if not d.allow_duplicate], community)
         texts = embedding_texts(documents)
         what = _named(documents)
-        log.info(f"ingesting {what}", extra={"document_ids": [d.document_id for d in documents][:20],
-                                             "chunks": len(texts)})
+        log.info(
+            f"ingesting {what}", extra={"document_ids": [d.document_id for d in documents][:20], "chunks": len(texts)}
+        )
         if embeddings is None:
             embeddings = self.embed(texts, progress=progress, what=what)
         if len(embeddings) != len(texts):
@@ -185,31 +223,39 @@ class Ingestor:
         replaced = 0
         offset = 0
         marks = _Marks()
-        bar = progress_of(len(texts), f"storing {what}", "chunk", terminal=progress, logger=log,
-                          every=PROGRESS_LOG_SECONDS)
+        bar = progress_of(
+            len(texts), f"storing {what}", "chunk", terminal=progress, logger=log, every=PROGRESS_LOG_SECONDS
+        )
         with self.db.connect() as conn:
             for start in range(0, len(documents), batch_documents):
-                batch = documents[start:start + batch_documents]
+                batch = documents[start : start + batch_documents]
                 n = sum(len(d.chunks) for d in batch)
-                replaced += self._write_batch(conn, batch, embeddings[offset:offset + n], marks, community)
+                replaced += self._write_batch(conn, batch, embeddings[offset : offset + n], marks, community)
                 offset += n
                 bar.update(n)
         bar.close()
         bm25.refresh(self.db, community=community)  # bounded, and never fails the load
         renewed = [d.document_id for d in documents if d.document_id in stored][:20]
         log.info(f"ingested {what}", extra={"documents": len(documents), "chunks": len(texts), "replaced": renewed})
-        return IngestReport(len(documents), len(texts), replaced, tuple(d.document_id for d in documents),
-                            sum(d.ocr_pages for d in documents), sum(d.ocr_seconds for d in documents),
-                            marks.chunks, tuple(marks.notes),
-                            replaced=tuple(d.document_id for d in documents if d.document_id in stored),
-                            community=community)
+        return IngestReport(
+            len(documents),
+            len(texts),
+            replaced,
+            tuple(d.document_id for d in documents),
+            sum(d.ocr_pages for d in documents),
+            sum(d.ocr_seconds for d in documents),
+            marks.chunks,
+            tuple(marks.notes),
+            replaced=tuple(d.document_id for d in documents if d.document_id in stored),
+            community=community,
+        )
 
     def stored_sources(self, documents: Sequence[DocumentInput], community: str) -> dict[str, tuple[str, str | None]]:
         """Of these documents' ids, those stored already in ``community``: id -> (name, source file)."""
         with self.db.connect() as conn:
-            rows = conn.execute(sqlfiles.query("stored_sources"),
-                                {"ids": [d.document_id for d in documents],
-                                 "community": community}).fetchall()
+            rows = conn.execute(
+                sqlfiles.query("stored_sources"), {"ids": [d.document_id for d in documents], "community": community}
+            ).fetchall()
         return {document_id: (name, source) for document_id, name, source in rows}
 
     def refuse_duplicates(self, documents: Sequence[DocumentInput], community: str) -> None:
@@ -218,9 +264,10 @@ class Ingestor:
             return
         firsts = [_md5(d.chunks[0].content) for d in documents]
         with self.db.connect() as conn:
-            rows = conn.execute(sqlfiles.query("same_text_documents"),
-                                {"community": community, "ids": [d.document_id for d in documents],
-                                 "firsts": firsts}).fetchall()
+            rows = conn.execute(
+                sqlfiles.query("same_text_documents"),
+                {"community": community, "ids": [d.document_id for d in documents], "firsts": firsts},
+            ).fetchall()
         stored = {digest: (document_id, name) for document_id, name, digest in rows}
         for doc in documents:
             if (same := stored.get(_md5("\n".join(c.content for c in doc.chunks)))) is not None:
@@ -228,76 +275,111 @@ class Ingestor:
                     f"{doc.name!r}: the same text is stored already as document_id {same[0]!r} ({same[1]!r}); "
                     f"delete that one, ingest under {same[0]!r} to replace it, or store both with "
                     "--allow-duplicate on the command line (\"allow_duplicate\": true on the webhook)",
-                    "allow_duplicate")
+                    "allow_duplicate",
+                )
 
     def check_links(self, documents: Sequence[DocumentInput], community: str) -> None:
         """A document named by --supersedes, --superseded-by or --amends must be stored already or
         come in the same load: a mistyped id is an error, not a mark that never lands."""
         named = {d.document_id for d in documents}
-        links = [(d, link, other) for d in documents
-                 for link, other in (("supersedes", d.supersedes), ("superseded_by", d.superseded_by),
-                                     *(("amends", a.document_id) for a in d.amends))
-                 if other and other not in named]
+        links = [
+            (d, link, other)
+            for d in documents
+            for link, other in (
+                ("supersedes", d.supersedes),
+                ("superseded_by", d.superseded_by),
+                *(("amends", a.document_id) for a in d.amends),
+            )
+            if other and other not in named
+        ]
         if not links:
             return
         with self.db.connect() as conn:
-            stored = {row[0] for row in conn.execute(sqlfiles.query("stored_documents"),
-                                                     {"ids": [other for _, _, other in links],
-                                                      "community": community})}
+            stored = {
+                row[0]
+                for row in conn.execute(
+                    sqlfiles.query("stored_documents"),
+                    {"ids": [other for _, _, other in links], "community": community},
+                )
+            }
         for doc, link, other in links:
             if other not in stored:
-                hint = (f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
-                        if link == "supersedes" else
-                        "ingest it first, or both in one folder's manifest" if link == "amends" else
-                        "ingest that document first")
+                hint = (
+                    f"ingest it first, or ingest it later with --superseded-by {doc.document_id}"
+                    if link == "supersedes"
+                    else "ingest it first, or both in one folder's manifest"
+                    if link == "amends"
+                    else "ingest that document first"
+                )
                 raise IngestError(f"{link}: no document {other!r} in the knowledge base ({hint})", link)
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256, what: str = "") -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-        with progress_of(len(texts), f"embedding {what}".strip(), "chunk", terminal=progress, logger=log,
-                         every=PROGRESS_LOG_SECONDS) as bar:
+        with progress_of(
+            len(texts), f"embedding {what}".strip(), "chunk", terminal=progress, logger=log, every=PROGRESS_LOG_SECONDS
+        ) as bar:
             for start in range(0, len(texts), batch):
-                out[start:start + batch] = self.embedder.embed(texts[start:start + batch])
+                out[start : start + batch] = self.embedder.embed(texts[start : start + batch])
                 bar.update(min(batch, len(texts) - start))
         return out
 
-    def _write_batch(self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks,
-                     community: str) -> int:
+    def _write_batch(
+        self, conn, documents: Sequence[DocumentInput], embeddings: np.ndarray, marks: _Marks, community: str
+    ) -> int:
         replaced = 0
         with conn.transaction():
             self.db.lock_writes(conn)
             model_record.claim(conn, self.embedder.model, self.embedder.dim)  # never two models' vectors
             superseded: dict[str, str | None] = {}
             for doc in documents:
-                superseded[doc.document_id] = (doc.superseded_by
-                                               or _superseding_document(conn, doc.document_id, community))
-                replaced += conn.execute(sqlfiles.query("delete_document"), {"document_id": doc.document_id,
-                                                                           "community": community}).rowcount
-            conn.execute(sqlfiles.query("bm25_seed_avgdl"), {
-                "sections": [c.section_path for d in documents for c in d.chunks],
-                "contents": [c.content for d in documents for c in d.chunks], "community": community})
+                superseded[doc.document_id] = doc.superseded_by or _superseding_document(
+                    conn, doc.document_id, community
+                )
+                replaced += conn.execute(
+                    sqlfiles.query("delete_document"), {"document_id": doc.document_id, "community": community}
+                ).rowcount
+            conn.execute(
+                sqlfiles.query("bm25_seed_avgdl"),
+                {
+                    "sections": [c.section_path for d in documents for c in d.chunks],
+                    "contents": [c.content for d in documents for c in d.chunks],
+                    "community": community,
+                },
+            )
             row_index = 0
             with conn.cursor().copy(sqlfiles.query("copy_chunks")) as copy:
                 for doc in documents:
                     for chunk in doc.chunks:
-                        copy.write_row((community, doc.document_id, doc.name, doc.document_type, chunk.section_path,
-                                        chunk.page_number, chunk.chunk_index, doc.is_binding,
-                                        superseded[doc.document_id], chunk.content,
-                                        self.counter.count(chunk.content),
-                                        Jsonb(_chunk_metadata(doc, chunk.chunk_index)),
-                                        embeddings[row_index]))
+                        copy.write_row(
+                            (
+                                community,
+                                doc.document_id,
+                                doc.name,
+                                doc.document_type,
+                                chunk.section_path,
+                                chunk.page_number,
+                                chunk.chunk_index,
+                                doc.is_binding,
+                                superseded[doc.document_id],
+                                chunk.content,
+                                self.counter.count(chunk.content),
+                                Jsonb(_chunk_metadata(doc, chunk.chunk_index)),
+                                embeddings[row_index],
+                            )
+                        )
                         row_index += 1
             for doc in documents:
                 if doc.supersedes:
-                    conn.execute(sqlfiles.query("mark_superseded"),
-                                 {"document_id": doc.supersedes, "superseded_by": doc.document_id,
-                                  "community": community})
+                    conn.execute(
+                        sqlfiles.query("mark_superseded"),
+                        {"document_id": doc.supersedes, "superseded_by": doc.document_id, "community": community},
+                    )
             for doc in documents:  # both ways: what this document amends, what amends it
                 for amendment in doc.amends:
                     _mark_amended(conn, amendment, doc.document_id, doc.name, marks, community)
                 for amending_id, amending_name, recorded in conn.execute(
-                        sqlfiles.query("amendments_of"),
-                        {"document_id": doc.document_id, "community": community}).fetchall():
+                    sqlfiles.query("amendments_of"), {"document_id": doc.document_id, "community": community}
+                ).fetchall():
                     for entry in recorded:
                         if entry.get("document_id") == doc.document_id:
                             _mark_amended(conn, Amendment(**entry), amending_id, amending_name, marks, community)
@@ -322,8 +404,11 @@ def refuse_clashes(documents: Sequence[DocumentInput], stored: dict[str, tuple[s
     for doc in documents:
         source = doc.metadata.get("source_file")
         if doc.document_id in seen and seen[doc.document_id] != source:
-            raise IngestError(f"document_id {doc.document_id!r} is given to both {seen[doc.document_id]} and "
-                              f"{source} in this load: give one of them another document_id", "document_id")
+            raise IngestError(
+                f"document_id {doc.document_id!r} is given to both {seen[doc.document_id]} and "
+                f"{source} in this load: give one of them another document_id",
+                "document_id",
+            )
         seen[doc.document_id] = source
         if doc.document_id not in stored:
             continue
@@ -331,9 +416,12 @@ def refuse_clashes(documents: Sequence[DocumentInput], stored: dict[str, tuple[s
         if source == stored_source and (source is not None or doc.id_given):
             continue  # the same file again, or a text sent again under the id its caller named: an update
         held = f"{name!r}" + (f" from {stored_source}" if stored_source else "")
-        raise IngestError(f"document_id {doc.document_id!r} already holds {held}; ingest with another "
-                          "document_id, or replace it (--replace on the command line, also for a manifest; "
-                          "\"replace\": true on the webhook)", "document_id")
+        raise IngestError(
+            f"document_id {doc.document_id!r} already holds {held}; ingest with another "
+            "document_id, or replace it (--replace on the command line, also for a manifest; "
+            "\"replace\": true on the webhook)",
+            "document_id",
+        )
 
 
 @dataclass
@@ -344,8 +432,9 @@ class _Marks:
 
 
 def _superseding_document(conn, document_id: str, community: str) -> str | None:
-    row = conn.execute(sqlfiles.query("superseding_document"),
-                       {"document_id": document_id, "community": community}).fetchone()
+    row = conn.execute(
+        sqlfiles.query("superseding_document"), {"document_id": document_id, "community": community}
+    ).fetchone()
     return row[0] if row else None
 
 
@@ -360,13 +449,17 @@ def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
     return {**doc.metadata, **extra}
 
 
-def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks,
-                  community: str) -> None:
-    rows = conn.execute(sqlfiles.query("document_sections"),
-                        {"document_id": amendment.document_id, "community": community}).fetchall()
+def _mark_amended(
+    conn, amendment: Amendment, amended_by: str, amended_by_name: str, marks: _Marks, community: str
+) -> None:
+    rows = conn.execute(
+        sqlfiles.query("document_sections"), {"document_id": amendment.document_id, "community": community}
+    ).fetchall()
     if not rows:
-        marks.notes.append(f"{amended_by} amends {amendment.document_id}, which is not in the knowledge base yet: "
-                           "its sections are marked when it is ingested")
+        marks.notes.append(
+            f"{amended_by} amends {amendment.document_id}, which is not in the knowledge base yet: "
+            "its sections are marked when it is ingested"
+        )
         return
     for section in amendment.sections:
         if (amended_by, amendment.document_id, section) in marks.done:
@@ -374,11 +467,13 @@ def _mark_amended(conn, amendment: Amendment, amended_by: str, amended_by_name: 
         marks.done.add((amended_by, amendment.document_id, section))
         ids = [chunk_id for chunk_id, path in rows if amends(section, path)]
         if not ids:
-            marks.notes.append(f"{amended_by} amends {amendment.document_id} {section!r}, "
-                               "but no section of it matches that name")
+            marks.notes.append(
+                f"{amended_by} amends {amendment.document_id} {section!r}, but no section of it matches that name"
+            )
             continue
-        conn.execute(sqlfiles.query("mark_amended"),
-                     {"ids": ids, "amended_by": amended_by, "amended_by_name": amended_by_name})
+        conn.execute(
+            sqlfiles.query("mark_amended"), {"ids": ids, "amended_by": amended_by, "amended_by_name": amended_by_name}
+        )
         marks.chunks += len(ids)
 
 
@@ -389,18 +484,36 @@ def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
         if limit is not None and i >= limit:
             break
         chunk = Chunk(0, record.title.strip(), record.text.strip() or record.title, None)
-        docs.append(DocumentInput(document_id=record.doc_id, name=record.title or record.doc_id,
-                                  document_type="other", chunks=[chunk], is_binding=False,
-                                  name_in_context=False))
+        docs.append(
+            DocumentInput(
+                document_id=record.doc_id,
+                name=record.title or record.doc_id,
+                document_type="other",
+                chunks=[chunk],
+                is_binding=False,
+                name_in_context=False,
+            )
+        )
     return docs
 
 
-def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: str, is_binding: bool,
-                 supersedes: str | None, name: str | None, progress: bool, document_id: str | None = None,
-                 superseded_by: str | None = None,
-                 amends: tuple[Amendment, ...] = (),
-                 on_file: Callable[[Path], None] | None = None, replace: bool = False,
-                 community: str | None = None, allow_duplicate: bool = False) -> IngestReport:
+def ingest_paths(
+    ingestor: Ingestor,
+    paths: Iterable[Path],
+    *,
+    document_type: str,
+    is_binding: bool,
+    supersedes: str | None,
+    name: str | None,
+    progress: bool,
+    document_id: str | None = None,
+    superseded_by: str | None = None,
+    amends: tuple[Amendment, ...] = (),
+    on_file: Callable[[Path], None] | None = None,
+    replace: bool = False,
+    community: str | None = None,
+    allow_duplicate: bool = False,
+) -> IngestReport:
     paths = list(paths)
     if name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
@@ -415,10 +528,19 @@ def ingest_paths(ingestor: Ingestor, paths: Iterable[Path], *, document_type: st
         if path.name.endswith(".jsonl"):
             documents.extend(beir_documents(path))
             continue
-        documents.append(ingestor.prepare_file(path, document_type=document_type, is_binding=is_binding,
-                                               supersedes=supersedes, superseded_by=superseded_by, name=name,
-                                               document_id=document_id,
-                                               amends=amends, allow_duplicate=allow_duplicate))
+        documents.append(
+            ingestor.prepare_file(
+                path,
+                document_type=document_type,
+                is_binding=is_binding,
+                supersedes=supersedes,
+                superseded_by=superseded_by,
+                name=name,
+                document_id=document_id,
+                amends=amends,
+                allow_duplicate=allow_duplicate,
+            )
+        )
         if on_file:
             on_file(path)
     return ingestor.write(documents, progress=progress, replace=replace, community=community)
@@ -430,16 +552,29 @@ SAMPLE_DIR = Path(__file__).parent.parent / "sample_corpus"
 def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentInput]:
     """Every document a manifest lists, read and chunked (nothing stored yet)."""
     return [
-        ingestor.prepare_file(manifest.path_of(entry), document_id=entry.document_id, name=entry.name,
-                              document_type=entry.document_type, is_binding=entry.is_binding,
-                              supersedes=entry.supersedes, superseded_by=entry.superseded_by,
-                              amends=tuple(entry.amends))
+        ingestor.prepare_file(
+            manifest.path_of(entry),
+            document_id=entry.document_id,
+            name=entry.name,
+            document_type=entry.document_type,
+            is_binding=entry.is_binding,
+            supersedes=entry.supersedes,
+            superseded_by=entry.superseded_by,
+            amends=tuple(entry.amends),
+        )
         for entry in manifest.documents
     ]
 
 
-def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False, replace: bool = False,
-                    community: str | None = None, allow_duplicate: bool = True) -> IngestReport:
+def ingest_manifest(
+    ingestor: Ingestor,
+    path: Path,
+    *,
+    progress: bool = False,
+    replace: bool = False,
+    community: str | None = None,
+    allow_duplicate: bool = True,
+) -> IngestReport:
     """Ingest every document a ``manifest.json`` lists (a file or the folder holding it)."""
     documents = manifest_documents(ingestor, load_manifest(path))
     for document in documents:
@@ -447,7 +582,6 @@ def ingest_manifest(ingestor: Ingestor, path: Path, *, progress: bool = False, r
     return ingestor.write(documents, progress=progress, replace=replace, community=community)
 
 
-def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False,
-                         community: str | None = None) -> IngestReport:
+def ingest_sample_corpus(ingestor: Ingestor, *, progress: bool = False, community: str | None = None) -> IngestReport:
     """Load the fictional Cedar Hollow documents listed in ``sample_corpus/manifest.json``."""
     return ingest_manifest(ingestor, SAMPLE_DIR, progress=progress, community=community)

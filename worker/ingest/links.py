@@ -27,16 +27,21 @@ def unsafe_url(url: str) -> bool:
 # [words](target "title") and ![alt](target): a target in <...>, or without spaces and with
 # balanced parentheses (javascript:alert(1)) one deep. Targets are taken with their tabs (a
 # browser drops them), so "java<TAB>script:" is judged too.
-_INLINE = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\]){0,1000})\]"
-                     r"\( *(<[^<>\n]{0,2000}>|(?:[^ \n()]|\([^ \n()]{0,200}\)){0,2000})(?:\s+[^)\n]{0,500})?\s*\)")
+_INLINE = re.compile(
+    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\]){0,1000})\]"
+    r"\( *(<[^<>\n]{0,2000}>|(?:[^ \n()]|\([^ \n()]{0,200}\)){0,2000})(?:\s+[^)\n]{0,500})?\s*\)"
+)
 # [label]: target (a reference definition), at a line's start or, once the readers have joined
 # a paragraph's lines, within it
 _REFERENCE = re.compile(r"(?:^|(?<=\s))\[[^\[\]\n]{1,1000}\]: *(<[^<>\n]{0,2000}>|[^ \n]{1,2000})", re.MULTILINE)
 # <javascript:...> (an autolink, or what a lenient renderer takes for one)
 _AUTOLINK = re.compile(r"<([^<> \n]{1,2000})>")
 # an attribute that takes a URL, in HTML written into Markdown
-_ATTRIBUTE = re.compile(r"""\s(?:href|src|action|formaction|xlink:href|poster|background)\s*=\s*"""
-                        r"""("[^"\n]{0,2000}"|'[^'\n]{0,2000}'|[^ \n>]{1,2000})""", re.IGNORECASE)
+_ATTRIBUTE = re.compile(
+    r"""\s(?:href|src|action|formaction|xlink:href|poster|background)\s*=\s*"""
+    r"""("[^"\n]{0,2000}"|'[^'\n]{0,2000}'|[^ \n>]{1,2000})""",
+    re.IGNORECASE,
+)
 
 
 def without_unsafe_links(text: str) -> str:

@@ -43,11 +43,12 @@ _POLL_SECONDS = 0.2  # how often a running Tesseract checks that its caller is s
 DESPECKLE = 3
 
 _QUOTES = "\"\u201c\u201d'\u2018\u2019\u2122*\u00b0"
-_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December")
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 # A superscript ordinal ("January 15th", "the 1st day") is read as a quote mark after the digits.
 _SUPERSCRIPT_ORDINAL = re.compile(  # after a month, or before "day": never inches
     rf"\b(?:(?P<month>(?:{_MONTHS})\s+)(?P<date>\d{{1,2}})[{_QUOTES}](?!\w)"
-    rf"|(?P<the>[Tt]he\s+)(?P<day>\d{{1,2}})[{_QUOTES}](?=\s+day\b))")
+    rf"|(?P<the>[Tt]he\s+)(?P<day>\d{{1,2}})[{_QUOTES}](?=\s+day\b))"
+)
 
 
 class OcrUnavailable(ValueError):
@@ -67,8 +68,10 @@ class Tesseract:
 
     def __init__(self, language: str = "eng"):
         if shutil.which("tesseract") is None:
-            raise OcrUnavailable("Tesseract (OCR) is not installed: apt-get install tesseract-ocr "
-                                 "tesseract-ocr-eng, or ingest a text version")
+            raise OcrUnavailable(
+                "Tesseract (OCR) is not installed: apt-get install tesseract-ocr "
+                "tesseract-ocr-eng, or ingest a text version"
+            )
         self.language = language
         self.tessdata_dir = packaged_models(language)
 
@@ -93,9 +96,12 @@ class Tesseract:
         try:
             done = run_bounded(
                 ["tesseract", page, "stdout", *models, "-l", self.language, "--psm", str(PAGE_SEGMENTATION)],
-                env={**os.environ, "OMP_THREAD_LIMIT": "1"}, seconds=PAGE_TIMEOUT, budget=budget,
+                env={**os.environ, "OMP_THREAD_LIMIT": "1"},
+                seconds=PAGE_TIMEOUT,
+                budget=budget,
                 poll_seconds=_POLL_SECONDS,
-                overtime=OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page"))
+                overtime=OcrUnavailable(f"Tesseract took over {PAGE_TIMEOUT} s on one page"),
+            )
         finally:
             folder.cleanup()
         if done.returncode != 0:  # e.g. a language whose data is not installed
@@ -119,6 +125,7 @@ def packaged_models(language: str) -> str | None:
 
 def restore_ordinals(text: str) -> str:
     """'January 15" of each year' -> 'January 15th of each year'."""
+
     def ordinal(match: re.Match) -> str:
         lead, digits = (match["month"], match["date"]) if match["month"] else (match["the"], match["day"])
         day = int(digits)
@@ -158,9 +165,17 @@ class Ocr:
         # ahead (a 300 dpi legal page is 11 MB; rendering them all first would not bound memory).
         workers = os.cpu_count() or 1
         pending: deque[Future[PageText]] = deque()
-        with ThreadPoolExecutor(max_workers=workers) as pool, \
-                progress(len(numbers), f"OCR {path.name}", "page", terminal=self.progress,
-                         logger=logging.getLogger("arc.ocr"), every=PROGRESS_LOG_SECONDS) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=workers) as pool,
+            progress(
+                len(numbers),
+                f"OCR {path.name}",
+                "page",
+                terminal=self.progress,
+                logger=logging.getLogger("arc.ocr"),
+                every=PROGRESS_LOG_SECONDS,
+            ) as bar,
+        ):
             # not strict: given no numbers, render_pages would go on to render every page
             for job in zip(numbers, render_pages(path, dpi=self.dpi, numbers=numbers), strict=False):
                 if budget is not None:
@@ -180,8 +195,9 @@ def _counted(page: PageText, bar) -> PageText:
     return page
 
 
-def render_pages(path: Path, *, dpi: int = RENDER_DPI, numbers: list[int] | None = None,
-                 limit: int | None = None) -> Iterator:
+def render_pages(
+    path: Path, *, dpi: int = RENDER_DPI, numbers: list[int] | None = None, limit: int | None = None
+) -> Iterator:
     """PIL images of a PDF's pages (all, the first ``limit``, or the 1-based ``numbers``)."""
     import pypdfium2 as pdfium
 

@@ -18,16 +18,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_MONEY_WORDS = (r"fees?|dues|fines?|costs?|prices?|charges?|deposits?|assessments?|penalt(?:y|ies)|rent|rates?"
-                r"|tolls?")
+_MONEY_WORDS = (
+    r"fees?|dues|fines?|costs?|prices?|charges?|deposits?|assessments?|penalt(?:y|ies)|rent|rates?"
+    r"|tolls?"
+)
 
 
 @dataclass(frozen=True)
 class AnswerType:
     """What a question asks for (``asked``) and what a text that answers it must hold (``found``)."""
 
-    name: str      # "an amount of money"
-    absent: str    # "no amount of money"
+    name: str  # "an amount of money"
+    absent: str  # "no amount of money"
     asked: re.Pattern[str]
     found: re.Pattern[str]
 
@@ -42,20 +44,27 @@ AMOUNT_OF_MONEY = AnswerType(
         # "what is the (quarterly) fee", "what are the dues"; not "what is a special assessment",
         # which asks what one is, nor "what is the deadline to pay the dues"
         r"|\bwhat(?:s|'s| is| are| was| were)\s+(?!an?\s)(?:(?!(?:to|for|of|on|in|about|pay\w*)\b)\w+\s+){0,3}?(?:"
-        + _MONEY_WORDS + r")\b"
+        + _MONEY_WORDS
+        + r")\b"
         # "the fine amount", "the amount of the transfer fee"
-        r"|\b(?:" + _MONEY_WORDS + r")\s+amounts?\b|\bamount of (?:the |a |an |my |our )?(?:\w+\s+){0,2}?(?:"
-        + _MONEY_WORDS + r")\b",
-        re.IGNORECASE),
+        r"|\b(?:"
+        + _MONEY_WORDS
+        + r")\s+amounts?\b|\bamount of (?:the |a |an |my |our )?(?:\w+\s+){0,2}?(?:"
+        + _MONEY_WORDS
+        + r")\b",
+        re.IGNORECASE,
+    ),
     # Generous on purpose: an amount found where there is none only leaves the status as it was,
     # while one missed lowers a right answer. Legal text writes amounts in words too ("ten
     # percent", "one-quarter of the annual assessment").
-    found=re.compile(r"\$\s?\d|\b\d[\d,]*(?:\.\d+)?\s*(?:dollars|usd|cents|percent|per cent)\b|\d\s?%"
-                     r"|\b(?:dollars?|cents)\b"
-                     r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
-                     r"|forty|fifty|sixty|seventy|eighty|ninety|hundred)(?:[- ]\w+)?\s+(?:percent|per cent)\b"
-                     r"|\b(?:one|two|three)[- ](?:half|halves|thirds?|quarters?|fourths?|fifths?|tenths?)\s+of\b",
-                     re.IGNORECASE),
+    found=re.compile(
+        r"\$\s?\d|\b\d[\d,]*(?:\.\d+)?\s*(?:dollars|usd|cents|percent|per cent)\b|\d\s?%"
+        r"|\b(?:dollars?|cents)\b"
+        r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+        r"|forty|fifty|sixty|seventy|eighty|ninety|hundred)(?:[- ]\w+)?\s+(?:percent|per cent)\b"
+        r"|\b(?:one|two|three)[- ](?:half|halves|thirds?|quarters?|fourths?|fifths?|tenths?)\s+of\b",
+        re.IGNORECASE,
+    ),
 )
 
 CHECKED: tuple[AnswerType, ...] = (AMOUNT_OF_MONEY,)

@@ -43,8 +43,10 @@ CLAIM_LEASE_SECONDS = 120.0
 WAIT_FOR_OTHERS_SECONDS = 60.0
 _POLL_SECONDS = 0.25
 
-TOO_SMALL_WARNING = ("uncalibrated: the knowledge base is too small to calibrate the status (fewer than 5 "
-                     "sentences to ask back); the status uses the fixed cuts on the best relevance")
+TOO_SMALL_WARNING = (
+    "uncalibrated: the knowledge base is too small to calibrate the status (fewer than 5 "
+    "sentences to ask back); the status uses the fixed cuts on the best relevance"
+)
 
 Order = Callable[[list[ChunkResult]], list[ChunkResult]]
 
@@ -97,11 +99,20 @@ def store_of(backend: SearchBackend) -> CalibrationStore:
 class Calibrations:
     """Every community's calibration for one embedding model, as this process reads and measures it."""
 
-    def __init__(self, *, embedder, backend: SearchBackend, order: Order,
-                 store: CalibrationStore | None = None,
-                 enabled: bool = True, questions: int = confidence_stage.CALIBRATION_QUESTIONS,
-                 reach: float = confidence_stage.NEAR_MISS_REACH, fusion: str = "weighted",
-                 lease_seconds: float = CLAIM_LEASE_SECONDS, wait_seconds: float = WAIT_FOR_OTHERS_SECONDS):
+    def __init__(
+        self,
+        *,
+        embedder,
+        backend: SearchBackend,
+        order: Order,
+        store: CalibrationStore | None = None,
+        enabled: bool = True,
+        questions: int = confidence_stage.CALIBRATION_QUESTIONS,
+        reach: float = confidence_stage.NEAR_MISS_REACH,
+        fusion: str = "weighted",
+        lease_seconds: float = CLAIM_LEASE_SECONDS,
+        wait_seconds: float = WAIT_FOR_OTHERS_SECONDS,
+    ):
         self.embedder = embedder
         self.backend = backend
         self.order = order
@@ -143,8 +154,7 @@ class Calibrations:
             try:
                 stored = self.ensure(community)
             except Exception as exc:  # the provider failed mid-measurement: the fixed cuts, this once
-                log.warning("status calibration failed",
-                            extra={"community": community, "reason": type(exc).__name__})
+                log.warning("status calibration failed", extra={"community": community, "reason": type(exc).__name__})
                 return Lookup(None)
         else:
             stored = reading.stored
@@ -166,9 +176,14 @@ class Calibrations:
     def _calibration(self, stored: StoredCalibration) -> confidence_stage.Calibration | None:
         if stored.too_small or stored.floor is None or stored.match is None:
             return None
-        return confidence_stage.Calibration(version=stored.kb_version, floor=stored.floor, match=stored.match,
-                                            questions=stored.questions, near_miss=stored.near_miss,
-                                            reach=self.reach)
+        return confidence_stage.Calibration(
+            version=stored.kb_version,
+            floor=stored.floor,
+            match=stored.match,
+            questions=stored.questions,
+            near_miss=stored.near_miss,
+            reach=self.reach,
+        )
 
     # -- measuring -----------------------------------------------------------------------------
 
@@ -250,8 +265,10 @@ class Calibrations:
             except CalibrationStopped:
                 return
             except Exception as exc:  # the database or the provider failed: the next reader tries again
-                log.warning("status calibration failed; the previous calibration stays",
-                            extra={"community": community, "reason": type(exc).__name__})
+                log.warning(
+                    "status calibration failed; the previous calibration stays",
+                    extra={"community": community, "reason": type(exc).__name__},
+                )
 
     def _lock_for(self, community: str) -> threading.Lock:
         with self._locks_lock:
@@ -260,19 +277,29 @@ class Calibrations:
     def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
         started = time.perf_counter()
         chunks = self.backend.calibration_chunks(self.questions * 2, community)
-        found = confidence_stage.calibrate(lambda texts: self.best_relevances(texts, community), chunks,
-                                           version, self.questions, self.reach)
+        found = confidence_stage.calibrate(
+            lambda texts: self.best_relevances(texts, community), chunks, version, self.questions, self.reach
+        )
         ms = round((time.perf_counter() - started) * 1000)
-        stored = (StoredCalibration(version, None, None, None, 0, too_small=True) if found is None else
-                  StoredCalibration(version, found.floor, found.match, found.near_miss, found.questions))
+        stored = (
+            StoredCalibration(version, None, None, None, 0, too_small=True)
+            if found is None
+            else StoredCalibration(version, found.floor, found.match, found.near_miss, found.questions)
+        )
         self.store.put(community, self.model, stored, ms)
-        log.info("status calibrated", extra={"community": community, "kb_version": version, "ms": ms,
-                                             "embedding_model": self.model,
-                                             **confidence_stage.anchors(found)})
+        log.info(
+            "status calibrated",
+            extra={
+                "community": community,
+                "kb_version": version,
+                "ms": ms,
+                "embedding_model": self.model,
+                **confidence_stage.anchors(found),
+            },
+        )
         return stored
 
-    def best_relevances(self, texts: Sequence[str],
-                        community: str | None = None) -> list[confidence_stage.Best]:
+    def best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
         """Each text's best first-stage relevance in ``community``, by the same path a question
         takes, and its best among the passages that do not hold it (its near miss)."""
         processed = [preprocess(t) for t in texts]
@@ -286,14 +313,23 @@ class Calibrations:
             if self._stopping.is_set():
                 raise CalibrationStopped
             expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
-            params = SearchParams(query_text=p.normalized, embedding=vector,
-                                  expansion_text=" ".join(expansion) or None, vector_weight=p.weights[0],
-                                  fts_weight=p.weights[1], fusion=self.fusion, community=community)
+            params = SearchParams(
+                query_text=p.normalized,
+                embedding=vector,
+                expansion_text=" ".join(expansion) or None,
+                vector_weight=p.weights[0],
+                fts_weight=p.weights[1],
+                fusion=self.fusion,
+                community=community,
+            )
             found = self.order(self.backend.search(params))
             quoted = _spaced(text)
-            best.append(confidence_stage.Best(
-                relevance=max((c.relevance for c in found), default=0.0),
-                elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0)))
+            best.append(
+                confidence_stage.Best(
+                    relevance=max((c.relevance for c in found), default=0.0),
+                    elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0),
+                )
+            )
         return best
 
 

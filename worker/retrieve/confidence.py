@@ -81,8 +81,10 @@ class Calibration:
 
     def anchors(self) -> dict[str, float | None]:
         """The three measured levels, rounded, as reports and logs show them."""
-        return {name: None if value is None else round(value, 4)
-                for name, value in (("floor", self.floor), ("match", self.match), ("near_miss", self.near_miss))}
+        return {
+            name: None if value is None else round(value, 4)
+            for name, value in (("floor", self.floor), ("match", self.match), ("near_miss", self.near_miss))
+        }
 
     def confidence(self, relevance: float) -> float:
         """Where ``relevance`` falls from the floor (0) to the top (1), clamped to 0..1: past either
@@ -118,8 +120,8 @@ DEFAULT_THRESHOLDS = FixedThresholds()
 @dataclass(frozen=True)
 class Confidence:
     status: Status
-    score: float | None          # the calibrated confidence, 0..1; None when uncalibrated
-    relevance: float | None      # the best first-stage relevance it was computed from
+    score: float | None  # the calibrated confidence, 0..1; None when uncalibrated
+    relevance: float | None  # the best first-stage relevance it was computed from
     calibrated: bool
     calibration: Calibration | None = None  # what the score was measured against
 
@@ -128,9 +130,14 @@ class Confidence:
             return None if value is None else round(value, 4)
 
         top = self.calibration.top if self.calibration else None
-        return {"score": rounded(self.score), "relevance": rounded(self.relevance), "calibrated": self.calibrated,
-                **anchors(self.calibration), "top": rounded(top),
-                "kb_version": self.calibration and self.calibration.version}
+        return {
+            "score": rounded(self.score),
+            "relevance": rounded(self.relevance),
+            "calibrated": self.calibrated,
+            **anchors(self.calibration),
+            "top": rounded(top),
+            "kb_version": self.calibration and self.calibration.version,
+        }
 
 
 def anchors(calibration: Calibration | None) -> dict[str, float | None]:
@@ -138,18 +145,25 @@ def anchors(calibration: Calibration | None) -> dict[str, float | None]:
     return calibration.anchors() if calibration else dict.fromkeys(("floor", "match", "near_miss"))
 
 
-def decide(relevance: float | None, calibration: Calibration | None, cuts: StatusCuts,
-           fixed: FixedThresholds) -> Confidence:
+def decide(
+    relevance: float | None, calibration: Calibration | None, cuts: StatusCuts, fixed: FixedThresholds
+) -> Confidence:
     """``success`` / ``low_confidence`` / ``no_results`` for a question's best relevance."""
     if relevance is None:
         return Confidence("no_results", None, None, calibration is not None)
     if calibration is None:
-        status: Status = ("no_results" if relevance < fixed.no_results_below else
-                  "low_confidence" if relevance < fixed.low_confidence_below else "success")
+        status: Status = (
+            "no_results"
+            if relevance < fixed.no_results_below
+            else "low_confidence"
+            if relevance < fixed.low_confidence_below
+            else "success"
+        )
         return Confidence(status, None, relevance, False)
     score = calibration.confidence(relevance)
-    fitted: Status = ("no_results" if score < cuts.no_results_below else
-              "low_confidence" if score < cuts.success_at else "success")
+    fitted: Status = (
+        "no_results" if score < cuts.no_results_below else "low_confidence" if score < cuts.success_at else "success"
+    )
     return Confidence(fitted, score, relevance, True, calibration)
 
 
@@ -179,8 +193,13 @@ class Best:
     elsewhere: float
 
 
-def calibrate(best_relevance: Callable[[Sequence[str]], list[Best]], chunks: Sequence[str], version: int,
-              count: int = CALIBRATION_QUESTIONS, reach: float = NEAR_MISS_REACH) -> Calibration | None:
+def calibrate(
+    best_relevance: Callable[[Sequence[str]], list[Best]],
+    chunks: Sequence[str],
+    version: int,
+    count: int = CALIBRATION_QUESTIONS,
+    reach: float = NEAR_MISS_REACH,
+) -> Calibration | None:
     """Ask the knowledge base the off-domain questions and its own sentences; None when it is
     too small to say anything (fewer than 5 usable sentences)."""
     inside = pseudo_questions(chunks, count)
@@ -188,7 +207,11 @@ def calibrate(best_relevance: Callable[[Sequence[str]], list[Best]], chunks: Seq
         return None
     outside = best_relevance(off_domain_questions())
     matched = best_relevance(inside)
-    return Calibration(version=version, floor=statistics.median(b.relevance for b in outside),
-                       match=statistics.median(b.relevance for b in matched),
-                       near_miss=statistics.median(b.elsewhere for b in matched), questions=len(inside),
-                       reach=reach)
+    return Calibration(
+        version=version,
+        floor=statistics.median(b.relevance for b in outside),
+        match=statistics.median(b.relevance for b in matched),
+        near_miss=statistics.median(b.elsewhere for b in matched),
+        questions=len(inside),
+        reach=reach,
+    )

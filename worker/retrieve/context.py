@@ -77,9 +77,17 @@ def cut_mid_thought(chunk: ChunkResult) -> tuple[bool, bool]:
     return not _STARTS_SENTENCE.match(chunk.content), not _ENDS_SENTENCE.search(chunk.content)
 
 
-def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: int, min_relevance: float,
-             max_chunks: int = 8, min_chunks: int = 0, floor: float | None = None,
-             neighbours: NeighbourFetch | None = None) -> Context:
+def assemble(
+    ranked: list[ChunkResult],
+    *,
+    counter: TokenCounter,
+    token_budget: int,
+    min_relevance: float,
+    max_chunks: int = 8,
+    min_chunks: int = 0,
+    floor: float | None = None,
+    neighbours: NeighbourFetch | None = None,
+) -> Context:
     """Walk ``ranked`` (best first) and keep what fits.
 
     A chunk needs ``min_relevance``, except the first ``min_chunks`` kept, which need only
@@ -108,8 +116,9 @@ def assemble(ranked: list[ChunkResult], *, counter: TokenCounter, token_budget: 
             if not (starts_cut or ends_cut):
                 continue
             for neighbour in neighbours(chunk):
-                wanted = (starts_cut and neighbour.chunk_index == chunk.chunk_index - 1) or \
-                         (ends_cut and neighbour.chunk_index == chunk.chunk_index + 1)
+                wanted = (starts_cut and neighbour.chunk_index == chunk.chunk_index - 1) or (
+                    ends_cut and neighbour.chunk_index == chunk.chunk_index + 1
+                )
                 if wanted and not any(c.id == neighbour.id for c in chosen) and budget.fits(neighbour):
                     budget.take(neighbour)
                     chosen.append(neighbour)
@@ -131,14 +140,14 @@ def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> tuple[lis
     return at all (it counts 0 for that leg). The ranking's own best keep their places; each leg's
     best few come right after them, ahead of the rest.
     """
-    head = ranked[:max(slots, 0)]
+    head = ranked[: max(slots, 0)]
     if top < 1:
         return ranked, len(head)
-    lifted = [c for c in ranked[len(head):] if min(c.vector_rank or top + 1, c.fts_rank or top + 1) <= top]
+    lifted = [c for c in ranked[len(head) :] if min(c.vector_rank or top + 1, c.fts_rank or top + 1) <= top]
     if not lifted:
         return ranked, len(head)
     moved = {c.id for c in lifted}
-    return head + lifted + [c for c in ranked[len(head):] if c.id not in moved], len(head) + len(lifted)
+    return head + lifted + [c for c in ranked[len(head) :] if c.id not in moved], len(head) + len(lifted)
 
 
 def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> ChunkResult:
@@ -185,11 +194,13 @@ class _Budget:
 
 def _render(chunks: list[ChunkResult], counter: TokenCounter) -> Context:
     passages = _passages(chunks)
-    text = SEPARATOR.join(format_source(i, _merged(p), p[-1].page_number)
-                          for i, p in enumerate(passages, start=1))
-    return Context(text=text, tokens=counter.count(text) if text else 0,
-                   chunks=[c for p in passages for c in p],
-                   source_of={c.id: i for i, p in enumerate(passages, start=1) for c in p})
+    text = SEPARATOR.join(format_source(i, _merged(p), p[-1].page_number) for i, p in enumerate(passages, start=1))
+    return Context(
+        text=text,
+        tokens=counter.count(text) if text else 0,
+        chunks=[c for p in passages for c in p],
+        source_of={c.id: i for i, p in enumerate(passages, start=1) for c in p},
+    )
 
 
 def _passages(chunks: list[ChunkResult]) -> list[list[ChunkResult]]:
@@ -204,8 +215,12 @@ def _passages(chunks: list[ChunkResult]) -> list[list[ChunkResult]]:
     runs: list[list[ChunkResult]] = []
     for chunk in sorted(chunks, key=lambda c: (c.document_id, c.chunk_index)):
         last = runs[-1][-1] if runs else None
-        if last is not None and last.document_id == chunk.document_id and \
-                last.chunk_index + 1 == chunk.chunk_index and last.section_path == chunk.section_path:
+        if (
+            last is not None
+            and last.document_id == chunk.document_id
+            and last.chunk_index + 1 == chunk.chunk_index
+            and last.section_path == chunk.section_path
+        ):
             runs[-1].append(chunk)
         else:
             runs.append([chunk])
@@ -216,8 +231,15 @@ def _passages(chunks: list[ChunkResult]) -> list[list[ChunkResult]]:
         document_best[document] = max(document_best.get(document, 0.0), best[id(run)])
     # Ties fall back to the order the chunks were chosen in (the ranking).
     chosen_at = {c.id: i for i, c in enumerate(chunks)}
-    return sorted(runs, key=lambda run: (-document_best[run[0].document_id], run[0].document_id,
-                                         -best[id(run)], min(chosen_at[c.id] for c in run)))
+    return sorted(
+        runs,
+        key=lambda run: (
+            -document_best[run[0].document_id],
+            run[0].document_id,
+            -best[id(run)],
+            min(chosen_at[c.id] for c in run),
+        ),
+    )
 
 
 def _merged(passage: list[ChunkResult]) -> ChunkResult:

@@ -51,15 +51,57 @@ ENGLISH_ONLY_MODELS = frozenset({"all-MiniLM-L6-v2"})
 # Spanish and Portuguese, Latin, Occitan, Walloon) are left out: a question in one of them is
 # still recognised as not English, under its neighbour's name.
 LANGUAGE_NAMES: dict[str, str] = {
-    "en": "English", "es": "Spanish", "pt": "Portuguese", "fr": "French", "de": "German", "it": "Italian",
-    "nl": "Dutch", "pl": "Polish", "ru": "Russian", "uk": "Ukrainian", "ro": "Romanian", "cs": "Czech",
-    "sk": "Slovak", "hu": "Hungarian", "el": "Greek", "tr": "Turkish", "ar": "Arabic", "he": "Hebrew",
-    "fa": "Persian", "ur": "Urdu", "hi": "Hindi", "bn": "Bengali", "pa": "Punjabi", "gu": "Gujarati",
-    "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "mr": "Marathi", "ne": "Nepali", "zh": "Chinese",
-    "ja": "Japanese", "ko": "Korean", "vi": "Vietnamese", "th": "Thai", "id": "Indonesian", "ms": "Malay",
-    "tl": "Tagalog", "sw": "Swahili", "am": "Amharic", "ht": "Haitian Creole", "sv": "Swedish",
-    "da": "Danish", "no": "Norwegian", "fi": "Finnish", "hr": "Croatian", "sr": "Serbian",
-    "bg": "Bulgarian", "hy": "Armenian", "ka": "Georgian", "km": "Khmer", "lo": "Lao",
+    "en": "English",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "fr": "French",
+    "de": "German",
+    "it": "Italian",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "ru": "Russian",
+    "uk": "Ukrainian",
+    "ro": "Romanian",
+    "cs": "Czech",
+    "sk": "Slovak",
+    "hu": "Hungarian",
+    "el": "Greek",
+    "tr": "Turkish",
+    "ar": "Arabic",
+    "he": "Hebrew",
+    "fa": "Persian",
+    "ur": "Urdu",
+    "hi": "Hindi",
+    "bn": "Bengali",
+    "pa": "Punjabi",
+    "gu": "Gujarati",
+    "ta": "Tamil",
+    "te": "Telugu",
+    "ml": "Malayalam",
+    "mr": "Marathi",
+    "ne": "Nepali",
+    "zh": "Chinese",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "vi": "Vietnamese",
+    "th": "Thai",
+    "id": "Indonesian",
+    "ms": "Malay",
+    "tl": "Tagalog",
+    "sw": "Swahili",
+    "am": "Amharic",
+    "ht": "Haitian Creole",
+    "sv": "Swedish",
+    "da": "Danish",
+    "no": "Norwegian",
+    "fi": "Finnish",
+    "hr": "Croatian",
+    "sr": "Serbian",
+    "bg": "Bulgarian",
+    "hy": "Armenian",
+    "ka": "Georgian",
+    "km": "Khmer",
+    "lo": "Lao",
 }
 ENGLISH_AT_MOST = 0.02
 OTHER_AT_LEAST = 0.6
@@ -153,9 +195,7 @@ def read(question: str, model: str) -> Reading:
     readable = model not in ENGLISH_ONLY_MODELS
     said = f"question in {language.name} ({language.code})"
     if readable:
-        warning = (
-            f"{said}: the full-text leg reads English only, so the ranking leans on the vector leg ({model})"
-        )
+        warning = f"{said}: the full-text leg reads English only, so the ranking leans on the vector leg ({model})"
     else:
         warning = (
             f"{said}: the embedding model {model} reads English only, so the question was not understood; "
@@ -236,8 +276,7 @@ def _load() -> Any:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != MODEL_SHA256:
             raise ValueError(
-                f"{path.name} has sha256 {digest[:12]}..., expected {MODEL_SHA256[:12]}...: "
-                "reinstall py3langid 0.3.0"
+                f"{path.name} has sha256 {digest[:12]}..., expected {MODEL_SHA256[:12]}...: reinstall py3langid 0.3.0"
             )
         identifier = LanguageIdentifier.from_pickled_model(MODEL_FILE, norm_probs=True)
         identifier.set_languages(list(LANGUAGE_NAMES))

@@ -47,11 +47,12 @@ def _words(text: str) -> list[str]:
 def name_terms(name: str) -> frozenset[str]:
     """A document name's words (stemmed) and the initials of its runs of capitalised words."""
     terms = set(_words(name))
-    capitalised = [_token(w)[0] for w in _WORD.findall(name)
-                   if w[0].isupper() and _token(w) not in STOPWORDS and _token(w)]
+    capitalised = [
+        _token(w)[0] for w in _WORD.findall(name) if w[0].isupper() and _token(w) not in STOPWORDS and _token(w)
+    ]
     initials = "".join(capitalised)
     for size in (3, 4, 5):
-        terms.update(initials[i:i + size] for i in range(len(initials) - size + 1))
+        terms.update(initials[i : i + size] for i in range(len(initials) - size + 1))
     return frozenset(terms)
 
 

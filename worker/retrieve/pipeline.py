@@ -69,14 +69,14 @@ Thresholds = confidence_stage.FixedThresholds
 class ContextPolicy:
     """How the default context is filled (an explicit ``min_relevance`` in a request overrides)."""
 
-    min_context_chunks: int = 6     # the best few go in whenever the answer is not no_results ...
-    min_relevance: float = 0.5      # ... chunks past them need this
-    steer_boost: float = 1.1        # a document type the question names (``CC&Rs say``)
-    name_boost: float = 1.1         # a document the question names (``the shops bylaws``, retrieve/naming.py)
-    leg_top: int = 3                # each leg's best few follow those first chunks (context.leg_tops_first)
-    fill_chunks: int = 20           # a caller who gives a token_budget without top_k: chunks it may fill
-    sentence_top: int = 0           # the first candidates re-ordered by their best sentence (sentences.py);
-    sentence_share: float = 0.0     # its share of the blend (0: off; measured in docs/answers.md)
+    min_context_chunks: int = 6  # the best few go in whenever the answer is not no_results ...
+    min_relevance: float = 0.5  # ... chunks past them need this
+    steer_boost: float = 1.1  # a document type the question names (``CC&Rs say``)
+    name_boost: float = 1.1  # a document the question names (``the shops bylaws``, retrieve/naming.py)
+    leg_top: int = 3  # each leg's best few follow those first chunks (context.leg_tops_first)
+    fill_chunks: int = 20  # a caller who gives a token_budget without top_k: chunks it may fill
+    sentence_top: int = 0  # the first candidates re-ordered by their best sentence (sentences.py);
+    sentence_share: float = 0.0  # its share of the blend (0: off; measured in docs/answers.md)
 
 
 class Timer:
@@ -97,14 +97,24 @@ class Timer:
 
 
 class Retriever:
-    def __init__(self, *, embedder: CachedEmbedder, backend: SearchBackend, reranker: Reranker | None,
-                 thresholds: Thresholds = confidence_stage.DEFAULT_THRESHOLDS, policy: ContextPolicy = ContextPolicy(),
-                 embedding_timeout: float = 10.0,
-                 default_fusion: str = "weighted", counter: TokenCounter | None = None,
-                 search_cache: SearchCache | None = None, authority: Adjustments | None = None,
-                 cuts: confidence_stage.StatusCuts = confidence_stage.DEFAULT_CUTS, calibrate: bool = False,
-                 calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS,
-                 near_miss_reach: float = confidence_stage.NEAR_MISS_REACH):
+    def __init__(
+        self,
+        *,
+        embedder: CachedEmbedder,
+        backend: SearchBackend,
+        reranker: Reranker | None,
+        thresholds: Thresholds = confidence_stage.DEFAULT_THRESHOLDS,
+        policy: ContextPolicy = ContextPolicy(),
+        embedding_timeout: float = 10.0,
+        default_fusion: str = "weighted",
+        counter: TokenCounter | None = None,
+        search_cache: SearchCache | None = None,
+        authority: Adjustments | None = None,
+        cuts: confidence_stage.StatusCuts = confidence_stage.DEFAULT_CUTS,
+        calibrate: bool = False,
+        calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS,
+        near_miss_reach: float = confidence_stage.NEAR_MISS_REACH,
+    ):
         self.embedder = embedder
         self.backend = backend
         self.reranker = reranker
@@ -123,9 +133,15 @@ class Retriever:
         # score scale (a community of short rule lists scores higher than one of declarations).
         # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever
         # built by hand for one purpose decides on the fixed cuts.
-        self.calibrator = Calibrations(embedder=embedder, backend=backend, order=self._calibration_order,
-                                       enabled=calibrate, questions=calibration_questions,
-                                       reach=near_miss_reach, fusion=default_fusion)
+        self.calibrator = Calibrations(
+            embedder=embedder,
+            backend=backend,
+            order=self._calibration_order,
+            enabled=calibrate,
+            questions=calibration_questions,
+            reach=near_miss_reach,
+            fusion=default_fusion,
+        )
 
     def close(self) -> None:
         """Drop queued provider calls; a stopping worker has no request left to give them to."""
@@ -156,13 +172,19 @@ class Retriever:
             fusion = request.fusion or self.default_fusion
 
             expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
-        params = SearchParams(query_text=processed.normalized, embedding=None,
-                              expansion_text=" ".join(expansion) or None,
-                              match_count=request.candidates, vector_weight=weights.vector,
-                              fts_weight=weights.fts, fusion=fusion,
-                              document_types=tuple(hard_filter) if hard_filter else None,
-                              binding_only=request.binding_only, include_superseded=request.include_superseded,
-                              community=community)
+        params = SearchParams(
+            query_text=processed.normalized,
+            embedding=None,
+            expansion_text=" ".join(expansion) or None,
+            match_count=request.candidates,
+            vector_weight=weights.vector,
+            fts_weight=weights.fts,
+            fusion=fusion,
+            document_types=tuple(hard_filter) if hard_filter else None,
+            binding_only=request.binding_only,
+            include_superseded=request.include_superseded,
+            community=community,
+        )
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
 
@@ -175,19 +197,37 @@ class Retriever:
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
             named = named_documents(processed.normalized, {c.document_id: c.document_name for c in candidates})
-            candidates = first_stage_order(candidates, have_embedding=embedding is not None, steer=steer,
-                                           steer_boost=self.policy.steer_boost, authority=self.authority,
-                                           weights=request.weights, named=named,
-                                           name_boost=self.policy.name_boost)
+            candidates = first_stage_order(
+                candidates,
+                have_embedding=embedding is not None,
+                steer=steer,
+                steer_boost=self.policy.steer_boost,
+                authority=self.authority,
+                weights=request.weights,
+                named=named,
+                name_boost=self.policy.name_boost,
+            )
 
         use_llm = request.rerank if request.rerank is not None else self.reranker is not None
         by_sentence = self.policy.sentence_top > 1 and self.policy.sentence_share > 0
         llm_orders = use_llm and self.reranker is not None
         if by_sentence and embedding is not None and candidates and not llm_orders:
             with timer.stage("sentences"):
-                candidates = self._by_sentence(embedding, candidates, {
-                    c.id: boost(c, authority=self.authority, steer=steer, steer_boost=self.policy.steer_boost,
-                                named=named, name_boost=self.policy.name_boost) for c in candidates})
+                candidates = self._by_sentence(
+                    embedding,
+                    candidates,
+                    {
+                        c.id: boost(
+                            c,
+                            authority=self.authority,
+                            steer=steer,
+                            steer_boost=self.policy.steer_boost,
+                            named=named,
+                            name_boost=self.policy.name_boost,
+                        )
+                        for c in candidates
+                    },
+                )
 
         reranked = False
         usage: dict[str, int] = {}
@@ -208,8 +248,12 @@ class Retriever:
         scale = self.calibrator.for_question(community) if known else None
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
-        confidence = confidence_stage.decide(max((c.relevance for c in candidates), default=None),
-                                             scale.calibration if scale else None, self.cuts, self.thresholds)
+        confidence = confidence_stage.decide(
+            max((c.relevance for c in candidates), default=None),
+            scale.calibration if scale else None,
+            self.cuts,
+            self.thresholds,
+        )
         # A rerank service's best score, when one scored the candidates, sets the first status.
         service = rerank_services.verdict(self.reranker, candidates) if reranked else None
         service_status = service.status if service is not None else None
@@ -219,11 +263,16 @@ class Retriever:
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
                 built = self._assemble(qualifying, request)
-            lacking = (answer_type.missing(processed.normalized, built.text)
-                       if self.cuts.answer_types else None)
-            verdict = status_stage.settle(confidence, context_chunks=len(built.chunks),
-                                          minimum=request.min_relevance, best=best, lacking=lacking,
-                                          service=service_status, reading=reading)
+            lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
+            verdict = status_stage.settle(
+                confidence,
+                context_chunks=len(built.chunks),
+                minimum=request.min_relevance,
+                best=best,
+                lacking=lacking,
+                service=service_status,
+                reading=reading,
+            )
             status, message = verdict.status, verdict.message
             warnings.extend(verdict.warnings)
             in_context = built.source_of
@@ -233,22 +282,44 @@ class Retriever:
                 chunk.source = in_context.get(chunk.id)
         timings = dict(timer.timings, total=timer.total())
         return RetrievalResponse(
-            status=status, message=message,
-            query=QueryInfo(original=request.query, normalized=processed.normalized, keywords=processed.keywords,
-                            query_type=processed.query_type, weights=weights, fusion=fusion,
-                            document_types=hard_filter, filter_source="request" if hard_filter else "none",
-                            steered_to=steer or None),
-            chunks=shown, context=built.text, context_tokens=built.tokens,
+            status=status,
+            message=message,
+            query=QueryInfo(
+                original=request.query,
+                normalized=processed.normalized,
+                keywords=processed.keywords,
+                query_type=processed.query_type,
+                weights=weights,
+                fusion=fusion,
+                document_types=hard_filter,
+                filter_source="request" if hard_filter else "none",
+                steered_to=steer or None,
+            ),
+            chunks=shown,
+            context=built.text,
+            context_tokens=built.tokens,
             sources=len(set(built.source_of.values())),
             best_score=None if best is None else round(best, 4),
-            confidence={**confidence.public(), **reading.public(),
-                        "rerank": _best_rerank(candidates) if reranked else None,
-                        "decided_on": "rerank" if service is not None else "relevance"},
-            reranked=reranked, warnings=warnings,
-            usage=usage, timings_ms=timings, request_id=request_id, community=community,
-            debug={"candidates": len(candidates), "candidate_documents": [c.document_id for c in candidates],
-                   "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
-                   "search_cache_hits": self.search_cache.hits} if request.debug else None,
+            confidence={
+                **confidence.public(),
+                **reading.public(),
+                "rerank": _best_rerank(candidates) if reranked else None,
+                "decided_on": "rerank" if service is not None else "relevance",
+            },
+            reranked=reranked,
+            warnings=warnings,
+            usage=usage,
+            timings_ms=timings,
+            request_id=request_id,
+            community=community,
+            debug={
+                "candidates": len(candidates),
+                "candidate_documents": [c.document_id for c in candidates],
+                "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
+                "search_cache_hits": self.search_cache.hits,
+            }
+            if request.debug
+            else None,
         )
 
     def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest) -> context_stage.Context:
@@ -267,12 +338,16 @@ class Retriever:
             if "top_k" not in given:  # a leg's best hit goes in beside the ranking's best, not instead
                 max_chunks = max(max_chunks, first)
         return context_stage.assemble(
-            ranked, counter=self.counter, token_budget=request.token_budget,
+            ranked,
+            counter=self.counter,
+            token_budget=request.token_budget,
             min_relevance=self.policy.min_relevance if request.min_relevance is None else request.min_relevance,
             min_chunks=0 if explicit else first,
-            floor=0.0, max_chunks=max_chunks,
+            floor=0.0,
+            max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
-            neighbours=None if explicit else self._neighbours)
+            neighbours=None if explicit else self._neighbours,
+        )
 
     # -- stages --------------------------------------------------------------------------------
 
@@ -287,8 +362,7 @@ class Retriever:
             self.search_cache.put(params, version, found)
         return found
 
-    def _embed(self, text: str, params: SearchParams,
-               warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
+    def _embed(self, text: str, params: SearchParams, warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
         """The query vector, or None (with a warning) when the provider fails or is too slow.
 
         A provider still silent shortly before the deadline gets the full-text leg started beside
@@ -325,19 +399,18 @@ class Retriever:
         candidates = compound_candidates(question)
         return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 
-    def _by_sentence(self, embedding: np.ndarray, candidates: list[ChunkResult],
-                     boosts: dict[int, float]) -> list[ChunkResult]:
+    def _by_sentence(
+        self, embedding: np.ndarray, candidates: list[ChunkResult], boosts: dict[int, float]
+    ) -> list[ChunkResult]:
         """The first candidates re-ordered by their best sentence; the first-stage order when the
         embedder fails (the stage refines an order, it never costs an answer)."""
         top = self.policy.sentence_top
         try:
             best = sentence_stage.best_sentences(embedding, candidates[:top], self.sentence_vectors)
         except Exception as exc:
-            log.warning("sentence scoring failed; first-stage order kept",
-                        extra={"reason": type(exc).__name__})
+            log.warning("sentence scoring failed; first-stage order kept", extra={"reason": type(exc).__name__})
             return candidates
-        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share,
-                                      boosts=boosts)
+        return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
@@ -402,5 +475,3 @@ def _best_rerank(candidates: list[ChunkResult]) -> float | None:
     """The LLM's best score, beside the status for the agent to weigh; the status carries without it."""
     scores = [c.rerank_score for c in candidates if c.rerank_score is not None]
     return round(max(scores), 4) if scores else None
-
-

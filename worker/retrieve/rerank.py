@@ -52,9 +52,20 @@ class RerankFailed(Exception):
 
 
 class LLMReranker:
-    def __init__(self, client: Any, model: str, *, timeout: float = 15.0, batch_size: int = 20,
-                 max_candidates: int = 40, chunk_token_cap: int = 350, guard_top: int = 5,
-                 guard_min: float = 0.5, adjustments: Adjustments | None = None, cache_ttl: float = 300.0):
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        *,
+        timeout: float = 15.0,
+        batch_size: int = 20,
+        max_candidates: int = 40,
+        chunk_token_cap: int = 350,
+        guard_top: int = 5,
+        guard_min: float = 0.5,
+        adjustments: Adjustments | None = None,
+        cache_ttl: float = 300.0,
+    ):
         if batch_size < 1 or batch_size > 20:
             raise ValueError("batch_size must be 1..20")
         self.client = client
@@ -88,9 +99,12 @@ class LLMReranker:
                 cached = self._score_all(question, pool, usage)
             except RerankFailed as exc:
                 log.warning("reranker skipped", extra={"reason": str(exc)})
-                return RerankOutcome(candidates, reranked=False,
-                                     warnings=[f"reranker skipped: {exc}; results keep the first-stage order"],
-                                     usage=usage)
+                return RerankOutcome(
+                    candidates,
+                    reranked=False,
+                    warnings=[f"reranker skipped: {exc}; results keep the first-stage order"],
+                    usage=usage,
+                )
             with self._lock:
                 self._cache[key] = cached
         else:
@@ -100,7 +114,7 @@ class LLMReranker:
     # -- scoring -------------------------------------------------------------------------------
 
     def _score_all(self, question: str, pool: list[ChunkResult], usage: dict[str, int]) -> dict[int, Score]:
-        batches = [pool[i:i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+        batches = [pool[i : i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
         deadline = time.monotonic() + self.timeout
         futures = []
         scores: dict[int, Score] = {}
@@ -124,16 +138,19 @@ class LLMReranker:
             raise RerankFailed("the reply scored none of the candidates")
         return scores
 
-    def _score_batch(self, question: str, batch: list[ChunkResult],
-                     deadline: float | None = None) -> tuple[dict[int, Score], dict[str, int]]:
+    def _score_batch(
+        self, question: str, batch: list[ChunkResult], deadline: float | None = None
+    ) -> tuple[dict[int, Score], dict[str, int]]:
         import openai
 
         # A call started late (queued behind others) gets only what is left of the budget.
         timeout = self.timeout if deadline is None else deadline - time.monotonic()
         if timeout <= 0:
             raise RerankFailed(f"no reply within {self.timeout:g} s")
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": self.prompt(question, batch)}]
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": self.prompt(question, batch)},
+        ]
         try:
             response = self._complete(messages, timeout)
         except openai.APITimeoutError:
@@ -159,7 +176,8 @@ class LLMReranker:
         if self._structured:
             try:
                 return self.client.chat.completions.create(
-                    response_format={"type": "json_schema", "json_schema": RESPONSE_SCHEMA}, **kwargs)
+                    response_format={"type": "json_schema", "json_schema": RESPONSE_SCHEMA}, **kwargs
+                )
             except openai.BadRequestError as exc:
                 if "response_format" not in str(exc) and "json_schema" not in str(exc):
                     raise
@@ -172,12 +190,18 @@ class LLMReranker:
     # -- ordering ------------------------------------------------------------------------------
 
     def _order(self, candidates: list[ChunkResult], scores: dict[int, Score], top_k: int) -> list[ChunkResult]:
-        return order_scored(candidates, scores, self.adjustments, guard_top=self.guard_top,
-                            guard_min=self.guard_min)
+        return order_scored(candidates, scores, self.adjustments, guard_top=self.guard_top, guard_min=self.guard_min)
 
 
-def order_scored(candidates: list[ChunkResult], scores: dict[int, Score], adjustments: Adjustments, *,
-                 guard_top: int, guard_min: float, unscored_last: bool = False) -> list[ChunkResult]:
+def order_scored(
+    candidates: list[ChunkResult],
+    scores: dict[int, Score],
+    adjustments: Adjustments,
+    *,
+    guard_top: int,
+    guard_min: float,
+    unscored_last: bool = False,
+) -> list[ChunkResult]:
     """Every scored candidate's ``final_score`` becomes its adjusted rerank score, and the list is
     ordered by it. Two exceptions keep the first-stage judgement: a chunk the reply did not
     score (after every scored one when ``unscored_last``: a cross-encoder's probabilities and the
@@ -196,5 +220,6 @@ def order_scored(candidates: list[ChunkResult], scores: dict[int, Score], adjust
         chunk.final_score = chunk.adjusted_score
         if chunk.id in guarded and first_stage > chunk.final_score:
             chunk.final_score = first_stage
-    return sorted(candidates, key=lambda c: (unscored_last and c.id not in scores, -c.final_score,
-                                             -(c.rerank_score or 0.0)))
+    return sorted(
+        candidates, key=lambda c: (unscored_last and c.id not in scores, -c.final_score, -(c.rerank_score or 0.0))
+    )

@@ -74,9 +74,15 @@ class Score:
 def render_prompt(question: str, batch: Sequence[ChunkResult], truncate: Callable[[str], str]) -> str:
     """The user message for one batch; ``truncate`` caps each passage (the LLM's tokens cost)."""
     blocks = "\n".join(
-        CANDIDATE_TEMPLATE.format(id=c.id, document_name=c.document_name, document_type=c.document_type,
-                                  section=c.section_path or "-", content=truncate(c.content))
-        for c in batch)
+        CANDIDATE_TEMPLATE.format(
+            id=c.id,
+            document_name=c.document_name,
+            document_type=c.document_type,
+            section=c.section_path or "-",
+            content=truncate(c.content),
+        )
+        for c in batch
+    )
     return USER_PROMPT_TEMPLATE.format(question=question, candidates=blocks)
 
 

@@ -48,16 +48,16 @@ MAX_PAUSE_SECONDS = 300.0
 class WireShape:
     """One service's rerank request and reply, as its documentation gives them."""
 
-    name: str                        # as warnings and the README say it
-    path: str                        # appended to RERANK_BASE_URL
-    documents: str                   # the request's list of passages
-    results: str | None              # the reply's list of results (None: the reply is the list)
-    score: str                       # a result's score field
-    limit: str | None = None         # the request's "return this many" field
+    name: str  # as warnings and the README say it
+    path: str  # appended to RERANK_BASE_URL
+    documents: str  # the request's list of passages
+    results: str | None  # the reply's list of results (None: the reply is the list)
+    score: str  # a result's score field
+    limit: str | None = None  # the request's "return this many" field
     model: Literal["always", "if_set", "never"] = "always"
-    raw_scores: bool = False         # the request says whether it wants raw logits
+    raw_scores: bool = False  # the request says whether it wants raw logits
     fixed: dict[str, Any] = field(default_factory=dict)  # fields always sent as they are
-    max_documents: int = 40          # passages per request
+    max_documents: int = 40  # passages per request
 
 
 SHAPES: dict[str, WireShape] = {
@@ -65,18 +65,36 @@ SHAPES: dict[str, WireShape] = {
     #   -> {id, results: [{index, relevance_score}], meta}
     "cohere": WireShape("Cohere", "/v2/rerank", "documents", "results", "relevance_score", limit="top_n"),
     # POST {base}/v1/rerank {model, query, documents, top_n, return_documents} -> {model, usage, results}
-    "jina": WireShape("Jina", "/v1/rerank", "documents", "results", "relevance_score", limit="top_n",
-                      fixed={"return_documents": False}),
+    "jina": WireShape(
+        "Jina",
+        "/v1/rerank",
+        "documents",
+        "results",
+        "relevance_score",
+        limit="top_n",
+        fixed={"return_documents": False},
+    ),
     # POST {base}/v1/rerank {query, documents, model, top_k, truncation} -> {object, data, model, usage}
-    "voyage": WireShape("Voyage", "/v1/rerank", "documents", "data", "relevance_score", limit="top_k",
-                        fixed={"truncation": True}),
+    "voyage": WireShape(
+        "Voyage", "/v1/rerank", "documents", "data", "relevance_score", limit="top_k", fixed={"truncation": True}
+    ),
     # POST {base}/rerank {query, texts, raw_scores, truncate} -> [{index, score}]; the server serves
     # one model and refuses more texts than its --max-client-batch-size, 32 unless raised.
-    "tei": WireShape("TEI", "/rerank", "texts", None, "score", model="never", raw_scores=True,
-                     fixed={"truncate": True}, max_documents=32),
+    "tei": WireShape(
+        "TEI",
+        "/rerank",
+        "texts",
+        None,
+        "score",
+        model="never",
+        raw_scores=True,
+        fixed={"truncate": True},
+        max_documents=32,
+    ),
     # POST {base}/rerank {model, query, documents, top_n, raw_scores} -> {object, results, model, usage, id}
-    "infinity": WireShape("Infinity", "/rerank", "documents", "results", "relevance_score", limit="top_n",
-                          model="if_set", raw_scores=True),
+    "infinity": WireShape(
+        "Infinity", "/rerank", "documents", "results", "relevance_score", limit="top_n", model="if_set", raw_scores=True
+    ),
 }
 
 
@@ -110,10 +128,21 @@ class Verdict:
 class ServiceReranker:
     """Scores a question's candidates with a rerank service, one request per question."""
 
-    def __init__(self, service: str, base_url: str, *, api_key: str | None = None, model: str | None = None,
-                 timeout: float = 5.0, scale: ScoreScale = ScoreScale(), guard_top: int = 5,
-                 guard_min: float = 0.5, adjustments: Adjustments | None = None, cache_ttl: float = 300.0,
-                 chunk_token_cap: int = 400):
+    def __init__(
+        self,
+        service: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: float = 5.0,
+        scale: ScoreScale = ScoreScale(),
+        guard_top: int = 5,
+        guard_min: float = 0.5,
+        adjustments: Adjustments | None = None,
+        cache_ttl: float = 300.0,
+        chunk_token_cap: int = 400,
+    ):
         self.service = service
         self.shape = SHAPES[service]
         self.url = base_url.rstrip("/") + self.shape.path
@@ -129,8 +158,12 @@ class ServiceReranker:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # One keep-alive pool: a question's request reuses a connection instead of a new handshake.
-        self._http = httpx.Client(headers=headers, timeout=timeout, follow_redirects=False,
-                                  limits=httpx.Limits(max_connections=8, max_keepalive_connections=8))
+        self._http = httpx.Client(
+            headers=headers,
+            timeout=timeout,
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=8),
+        )
         self._cache: TTLCache = TTLCache(maxsize=1024, ttl=cache_ttl)
         self._lock = threading.Lock()
         self._pool = BoundedExecutor(f"{self.shape.name} rerank", workers=8, queue=16)
@@ -161,16 +194,18 @@ class ServiceReranker:
                 self._cache[key] = cached
         else:
             usage["cache_hit"] = 1
-        ordered = order_scored(candidates, cached, self.adjustments, guard_top=self.guard_top,
-                               guard_min=self.guard_min, unscored_last=True)
+        ordered = order_scored(
+            candidates, cached, self.adjustments, guard_top=self.guard_top, guard_min=self.guard_min, unscored_last=True
+        )
         return RerankOutcome(ordered, reranked=True, warnings=warnings, usage=usage)
 
     def verdict(self, candidates: list[ChunkResult]) -> Verdict | None:
         """The status the best service score sets. Demotions count (a superseded or amended
         passage is no longer the rule) and boosts do not: a weak passage in a binding document
         does not make the answer more certain."""
-        scores = [c.rerank_score * min(1.0, self.adjustments.factor(c))
-                  for c in candidates if c.rerank_score is not None]
+        scores = [
+            c.rerank_score * min(1.0, self.adjustments.factor(c)) for c in candidates if c.rerank_score is not None
+        ]
         if not scores:
             return None
         best = max(scores)
@@ -195,8 +230,9 @@ class ServiceReranker:
         heading = " > ".join(part for part in (chunk.document_name, chunk.section_path) if part)
         return f"{heading}\n{self._tokens.truncate(chunk.content, self.chunk_token_cap)}"
 
-    def _score(self, question: str, pool: list[ChunkResult],
-               usage: dict[str, int]) -> tuple[dict[int, Score], list[str]]:
+    def _score(
+        self, question: str, pool: list[ChunkResult], usage: dict[str, int]
+    ) -> tuple[dict[int, Score], list[str]]:
         name = self.shape.name
         left = self._paused_until - time.monotonic()
         if left > 0:
@@ -216,8 +252,7 @@ class ServiceReranker:
         raw = self._parse(response, len(pool))
         warnings = []
         if self.scale.kind == "probability" and any(not 0.0 <= value <= 1.0 for value in raw.values()):
-            warnings.append(f"{name} scored outside 0..1: if its scores are raw logits, "
-                            "set RERANK_SCORE=logit")
+            warnings.append(f"{name} scored outside 0..1: if its scores are raw logits, set RERANK_SCORE=logit")
         scores = {pool[i].id: Score(round(self.scale.relevance(value), 6), None) for i, value in raw.items()}
         return scores, warnings
 
@@ -238,16 +273,16 @@ class ServiceReranker:
         name, code = self.shape.name, response.status_code
         if code == 200:
             return
-        log.warning("rerank service error", extra={"service": self.service, "status": code,
-                                                   "body": response.text[:300]})
+        log.warning(
+            "rerank service error", extra={"service": self.service, "status": code, "body": response.text[:300]}
+        )
         if code in (401, 403):
             raise RerankFailed(f"{name} refused the key (HTTP {code}): check RERANK_API_KEY")
         if code == 429:
             pause = retry_after(response.headers.get("Retry-After"))
             if pause:
                 self._paused_until = time.monotonic() + pause
-                raise RerankFailed(f"{name} is rate-limiting (HTTP 429); "
-                                   f"not asked again for {math.ceil(pause)} s")
+                raise RerankFailed(f"{name} is rate-limiting (HTTP 429); not asked again for {math.ceil(pause)} s")
             raise RerankFailed(f"{name} is rate-limiting (HTTP 429)")
         raise RerankFailed(f"{name} answered HTTP {code}")
 
@@ -269,8 +304,9 @@ class ServiceReranker:
         for item in items:
             index = item.get("index") if isinstance(item, dict) else None
             value = item.get(shape.score) if isinstance(item, dict) else None
-            if not (_whole(index) and 0 <= index < sent and index not in scores
-                    and _number(value) and math.isfinite(value)):
+            if not (
+                _whole(index) and 0 <= index < sent and index not in scores and _number(value) and math.isfinite(value)
+            ):
                 raise RerankFailed(f"{name}'s reply holds a result that is not a passage's index and score")
             scores[index] = float(value)
         if len(scores) < sent:

@@ -22,10 +22,17 @@ RELEVANCE_VECTOR_SHARE = 0.7
 RANK_RELEVANCE_SHARE = 0.25
 
 
-def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, steer: list[str],
-                      steer_boost: float, authority: Adjustments | None = None,
-                      weights: Weights | None = None, named: Collection[str] = (),
-                      name_boost: float = 1.0) -> list[ChunkResult]:
+def first_stage_order(
+    candidates: list[ChunkResult],
+    *,
+    have_embedding: bool,
+    steer: list[str],
+    steer_boost: float,
+    authority: Adjustments | None = None,
+    weights: Weights | None = None,
+    named: Collection[str] = (),
+    name_boost: float = 1.0,
+) -> list[ChunkResult]:
     """Give every candidate the ``final_score`` that orders the list, fills the context and sets
     the status, and order the list by it.
 
@@ -39,8 +46,10 @@ def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, st
     """
     if not candidates:
         return candidates
-    boosts = {c.id: boost(c, authority=authority, steer=steer, steer_boost=steer_boost, named=named,
-                          name_boost=name_boost) for c in candidates}
+    boosts = {
+        c.id: boost(c, authority=authority, steer=steer, steer_boost=steer_boost, named=named, name_boost=name_boost)
+        for c in candidates
+    }
     for chunk in candidates:
         chunk.relevance = relevance(chunk, have_embedding, weights)
     confidence = max(c.relevance for c in candidates)
@@ -52,13 +61,23 @@ def first_stage_order(candidates: list[ChunkResult], *, have_embedding: bool, st
     return sorted(candidates, key=lambda c: -c.final_score)
 
 
-def boost(chunk: ChunkResult, *, authority: Adjustments | None, steer: Collection[str], steer_boost: float,
-          named: Collection[str] = (), name_boost: float = 1.0) -> float:
+def boost(
+    chunk: ChunkResult,
+    *,
+    authority: Adjustments | None,
+    steer: Collection[str],
+    steer_boost: float,
+    named: Collection[str] = (),
+    name_boost: float = 1.0,
+) -> float:
     """The factor the ranking gives ``chunk``'s source: its authority, x ``steer_boost`` for a
     document type the question names, x ``name_boost`` for a document the question names."""
     factor = (authority or Adjustments()).factor(chunk)
-    return factor * (steer_boost if chunk.document_type in steer else 1.0) \
+    return (
+        factor
+        * (steer_boost if chunk.document_type in steer else 1.0)
         * (name_boost if chunk.document_id in named else 1.0)
+    )
 
 
 def relevance(chunk: ChunkResult, have_embedding: bool, weights: Weights | None = None) -> float:

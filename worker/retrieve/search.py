@@ -24,8 +24,19 @@ from ..store.database import Database
 from ..store.replicas import ReadReplicas
 from ..store.rows import one_row
 
-CHUNK_FIELDS = ("id", "document_id", "document_name", "document_type", "section_path", "page_number",
-                "chunk_index", "is_binding", "superseded_by", "content", "token_count")
+CHUNK_FIELDS = (
+    "id",
+    "document_id",
+    "document_name",
+    "document_type",
+    "section_path",
+    "page_number",
+    "chunk_index",
+    "is_binding",
+    "superseded_by",
+    "content",
+    "token_count",
+)
 
 
 @dataclass(frozen=True)
@@ -147,13 +158,18 @@ class PostgresBackend:
         if not words:
             return {}
         with self.db.connection() as conn:
-            return dict(conn.execute(sqlfiles.query("word_frequencies"),
-                                     {"words": words, "community": community}).fetchall())
+            return dict(
+                conn.execute(sqlfiles.query("word_frequencies"), {"words": words, "community": community}).fetchall()
+            )
 
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
         with self.db.connection() as conn:
-            return [row[0] for row in conn.execute(sqlfiles.query("calibration_chunks"),
-                                                   {"limit": limit, "community": community}).fetchall()]
+            return [
+                row[0]
+                for row in conn.execute(
+                    sqlfiles.query("calibration_chunks"), {"limit": limit, "community": community}
+                ).fetchall()
+            ]
 
     def calibration_store(self) -> PostgresCalibrations:
         """The stored status calibrations, on the primary (a replica host reads the one measured there)."""
@@ -182,12 +198,16 @@ class SupabaseBackend:
     def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
         if not words:
             return {}
-        return {row["word"]: int(row["df"])
-                for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})}
+        return {
+            row["word"]: int(row["df"])
+            for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})
+        }
 
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
-        return [row["content"] for row in self._rpc("arc_calibration_chunks",
-                                                    {"sample_size": limit, "community": community})]
+        return [
+            row["content"]
+            for row in self._rpc("arc_calibration_chunks", {"sample_size": limit, "community": community})
+        ]
 
     def calibration_store(self) -> RpcCalibrations:
         """The stored status calibrations, through the same RPC route."""
@@ -266,8 +286,10 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _chunk(row: dict[str, Any]) -> ChunkResult:
-    data: dict[str, Any] = {k: row.get(k) for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score",
-                                    "fused_score", "vector_rank", "fts_rank")}
+    data: dict[str, Any] = {
+        k: row.get(k)
+        for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score", "fused_score", "vector_rank", "fts_rank")
+    }
     data["fused_score"] = data["fused_score"] or 0.0
     metadata = row.get("metadata") or {}
     if isinstance(metadata, dict) and metadata.get("amended_by"):

@@ -27,9 +27,9 @@ Embed = Callable[[list[str]], np.ndarray]
 _LINE = re.compile(r"\n+")
 _SENTENCE_END = re.compile(r"""(?<=[.!?;])["')\]]?\s+(?=[A-Z0-9"'(\[§•*-])""")
 _MARKUP = re.compile(r"[#>*_`|]+")
-MIN_WORDS = 3           # shorter fragments (a heading's number, a table rule) are not sentences
-MAX_SENTENCES = 40      # per chunk: a long table's rows do not make one question cost a hundred embeddings
-MAX_CHARS = 600         # a run-on "sentence" is cut here (the embedder reads ~256 word pieces)
+MIN_WORDS = 3  # shorter fragments (a heading's number, a table rule) are not sentences
+MAX_SENTENCES = 40  # per chunk: a long table's rows do not make one question cost a hundred embeddings
+MAX_CHARS = 600  # a run-on "sentence" is cut here (the embedder reads ~256 word pieces)
 
 
 def split(text: str) -> list[str]:
@@ -77,8 +77,7 @@ class SentenceVectors:
         return known
 
 
-def best_sentences(question: np.ndarray, chunks: Sequence[ChunkResult],
-                   vectors: SentenceVectors) -> dict[int, float]:
+def best_sentences(question: np.ndarray, chunks: Sequence[ChunkResult], vectors: SentenceVectors) -> dict[int, float]:
     """Each chunk's best sentence cosine with the question vector."""
     per_chunk = {c.id: split(c.content) for c in chunks}
     known = vectors.vectors([s for sentences in per_chunk.values() for s in sentences])
@@ -95,8 +94,9 @@ def best_sentences(question: np.ndarray, chunks: Sequence[ChunkResult],
     return best
 
 
-def reorder(ranked: list[ChunkResult], best: dict[int, float], *, top: int, share: float,
-            boosts: dict[int, float] | None = None) -> list[ChunkResult]:
+def reorder(
+    ranked: list[ChunkResult], best: dict[int, float], *, top: int, share: float, boosts: dict[int, float] | None = None
+) -> list[ChunkResult]:
     """``ranked`` with its first ``top`` chunks ordered by the blend of ``final_score`` and their
     best sentence (x the source's factor in ``boosts``, as the ranking weighs the chunk); those
     chunks take the scores of the places they land on, the rest stays."""
@@ -105,8 +105,9 @@ def reorder(ranked: list[ChunkResult], best: dict[int, float], *, top: int, shar
         return ranked
     boosts = boosts or {}
     scores = sorted((c.final_score for c in head), reverse=True)
-    order = sorted(head, key=lambda c: -((1 - share) * c.final_score
-                                         + share * best.get(c.id, 0.0) * boosts.get(c.id, 1.0)))
+    order = sorted(
+        head, key=lambda c: -((1 - share) * c.final_score + share * best.get(c.id, 0.0) * boosts.get(c.id, 1.0))
+    )
     for chunk, score in zip(order, scores, strict=True):
         chunk.final_score = score
     return order + ranked[top:]

@@ -30,17 +30,26 @@ from .confidence import Confidence
 from .language import Reading
 from .minimum import empty_context_warning
 
-NO_RESULTS_MESSAGE = ("No passage in the knowledge base matches this question. Do not answer from general "
-                      "knowledge; say the governing documents do not address it, or ask the user to "
-                      "rephrase.")
-LOW_CONFIDENCE_MESSAGE = ("Only weakly related passages were found. Answer cautiously, cite the sources, and "
-                          "say that the documents may not address the question directly.")
+NO_RESULTS_MESSAGE = (
+    "No passage in the knowledge base matches this question. Do not answer from general "
+    "knowledge; say the governing documents do not address it, or ask the user to "
+    "rephrase."
+)
+LOW_CONFIDENCE_MESSAGE = (
+    "Only weakly related passages were found. Answer cautiously, cite the sources, and "
+    "say that the documents may not address the question directly."
+)
 # The passages may be squarely on the subject: what they lack is the figure asked for.
-MISSING_ANSWER_MESSAGE = ("The passages found are on the subject but state {absent}. Do not give one from "
-                          "general knowledge; say the governing documents do not state it, cite the sources, "
-                          "and suggest asking the association.")
-STATUS_MESSAGES: dict[str, str | None] = {"success": None, "low_confidence": LOW_CONFIDENCE_MESSAGE,
-                                          "no_results": NO_RESULTS_MESSAGE}
+MISSING_ANSWER_MESSAGE = (
+    "The passages found are on the subject but state {absent}. Do not give one from "
+    "general knowledge; say the governing documents do not state it, cite the sources, "
+    "and suggest asking the association."
+)
+STATUS_MESSAGES: dict[str, str | None] = {
+    "success": None,
+    "low_confidence": LOW_CONFIDENCE_MESSAGE,
+    "no_results": NO_RESULTS_MESSAGE,
+}
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,9 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
 
 
-def first(confidence: Confidence, *, service: Status | None = None,
-          reading: Reading | None = None) -> tuple[Status, str | None]:
+def first(
+    confidence: Confidence, *, service: Status | None = None, reading: Reading | None = None
+) -> tuple[Status, str | None]:
     """The status before the context is assembled (``no_results`` leaves it empty) and its
     message: the confidence's, or the rerank service's when one scored the candidates, then the
     language rule."""
@@ -63,9 +73,16 @@ def first(confidence: Confidence, *, service: Status | None = None,
     return status, message
 
 
-def settle(confidence: Confidence, *, context_chunks: int, minimum: float | None, best: float | None,
-           lacking: AnswerType | None, service: Status | None = None,
-           reading: Reading | None = None) -> Verdict:
+def settle(
+    confidence: Confidence,
+    *,
+    context_chunks: int,
+    minimum: float | None,
+    best: float | None,
+    lacking: AnswerType | None,
+    service: Status | None = None,
+    reading: Reading | None = None,
+) -> Verdict:
     """The status, its message and the warnings that explain a lowered one.
 
     ``context_chunks``: how many chunks the context holds; ``minimum``: the request's explicit
@@ -80,6 +97,9 @@ def settle(confidence: Confidence, *, context_chunks: int, minimum: float | None
     if minimum is not None and context_chunks == 0:
         return Verdict("no_results", NO_RESULTS_MESSAGE, [empty_context_warning(minimum, best)])
     if status == "success" and lacking is not None:
-        return Verdict("low_confidence", MISSING_ANSWER_MESSAGE.format(absent=lacking.absent),
-                       [f"the question asks for {lacking.name} and the context states {lacking.absent}"])
+        return Verdict(
+            "low_confidence",
+            MISSING_ANSWER_MESSAGE.format(absent=lacking.absent),
+            [f"the question asks for {lacking.name} and the context states {lacking.absent}"],
+        )
     return Verdict(status, message)

@@ -65,8 +65,8 @@ def expand(question: str) -> list[str]:
 # full-text leg matches neither. Which way the documents write it is asked of the knowledge base
 # itself (sql/functions/arc_word_frequencies.sql, per community), so nothing here lists words.
 _LETTERS = re.compile(r"[A-Za-z]+")
-SPLIT_MIN = 7   # a word this long may be two words run together ...
-PART_MIN = 3    # ... of at least this many letters each
+SPLIT_MIN = 7  # a word this long may be two words run together ...
+PART_MIN = 3  # ... of at least this many letters each
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,11 @@ class CompoundCandidates:
 
 def compound_candidates(question: str) -> CompoundCandidates:
     words = tuple(w.lower() for w in _LETTERS.findall(question))
-    splits = {w: tuple((w[:i], w[i:]) for i in range(PART_MIN, len(w) - PART_MIN + 1))
-              for w in set(words) if len(w) >= SPLIT_MIN}
+    splits = {
+        w: tuple((w[:i], w[i:]) for i in range(PART_MIN, len(w) - PART_MIN + 1))
+        for w in set(words)
+        if len(w) >= SPLIT_MIN
+    }
     joins = tuple((a, b) for a, b in itertools.pairwise(words) if len(a) >= PART_MIN and len(b) >= PART_MIN)
     return CompoundCandidates(words, splits, joins)
 
@@ -99,13 +102,20 @@ def compound_expansions(candidates: CompoundCandidates, frequency: dict[str, int
     for word, pairs in sorted(candidates.splits.items()):
         if frequency.get(word, 0) != 0:
             continue
-        found = [(min(frequency.get(a, 0), frequency.get(b, 0)), a, b) for a, b in pairs
-                 if frequency.get(a, 0) > 0 and frequency.get(b, 0) > 0]
+        found = [
+            (min(frequency.get(a, 0), frequency.get(b, 0)), a, b)
+            for a, b in pairs
+            if frequency.get(a, 0) > 0 and frequency.get(b, 0) > 0
+        ]
         if found:
             _, a, b = max(found)
             extra += [a, b]
     for a, b in candidates.joins:
-        if frequency.get(a, -1) >= 0 and frequency.get(b, -1) >= 0 and frequency.get(a + b, 0) > 0 \
-                and a + b not in present:
+        if (
+            frequency.get(a, -1) >= 0
+            and frequency.get(b, -1) >= 0
+            and frequency.get(a + b, 0) > 0
+            and a + b not in present
+        ):
             extra.append(a + b)
     return [w for i, w in enumerate(extra) if w not in present and w not in extra[:i]]

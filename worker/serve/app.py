@@ -26,9 +26,12 @@ from .services import Services
 from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE, webhooks
 
 
-def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
-               retriever: Retriever | None = None,
-               service: KnowledgeService | None = None) -> Flask:
+def create_app(
+    settings: Settings | None = None,
+    runtime: Runtime | None = None,
+    retriever: Retriever | None = None,
+    service: KnowledgeService | None = None,
+) -> Flask:
     """``retriever``: one to answer with instead of the settings' (a test's); ``service``: a
     knowledge-base service to share with another door (its runtime is the app's)."""
     if service is not None:
@@ -46,13 +49,15 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None,
     admin = admin_token(auth.api_token, auth.ingest_token, auth.ingest_with_api_token)
     ops_tokens = dict.fromkeys(OPS_ROUTES, auth.ops_token) if auth.ops_token else {}
     arc = Services(
-        knowledge=service, metrics=metrics,
+        knowledge=service,
+        metrics=metrics,
         limiter=RateLimiter(settings.limits.rate_limit),
         auth_guard=FailedAuthGuard(auth.auth_failures_per_minute),
-        tokens={RETRIEVAL_ROUTE: auth.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin,
-                **ops_tokens})
-    arc.metrics.watch(lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses,
-                                             retriever.search_cache.hits))
+        tokens={RETRIEVAL_ROUTE: auth.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin, **ops_tokens},
+    )
+    arc.metrics.watch(
+        lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses, retriever.search_cache.hits)
+    )
     arc.metrics.watch(lambda: pool_families(runtime.db.pool_stats()))
     replicas = getattr(getattr(retriever, "backend", None), "replicas", None)  # a test may pass a bare retriever
     if replicas is not None:

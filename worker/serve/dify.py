@@ -42,9 +42,31 @@ MAX_TOP_K = 20  # the webhook's own limit
 
 dify = Blueprint("dify", __name__)
 
-ComparisonOperator = Literal["contains", "not contains", "start with", "end with", "is", "is not", "in", "not in",
-                             "empty", "not empty", "=", "≠", "!=", ">", "<", "≥", ">=", "≤", "<=",
-                             "before", "after", "null", "not null"]
+ComparisonOperator = Literal[
+    "contains",
+    "not contains",
+    "start with",
+    "end with",
+    "is",
+    "is not",
+    "in",
+    "not in",
+    "empty",
+    "not empty",
+    "=",
+    "≠",
+    "!=",
+    ">",
+    "<",
+    "≥",
+    ">=",
+    "≤",
+    "<=",
+    "before",
+    "after",
+    "null",
+    "not null",
+]
 
 
 class RetrievalSetting(BaseModel):
@@ -70,10 +92,14 @@ class MetadataCondition(BaseModel):
 class DifyRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
     # Any text is a knowledge id to Dify; the schema names the ones this worker knows (others: 2001).
-    knowledge_id: str = Field(min_length=1, max_length=200, json_schema_extra={"enum": list(KNOWLEDGE_IDS)},
-                              description="all, or one document type: " + ", ".join(DOCUMENT_TYPES) + "; with "
-                              "several communities, COMMUNITY or COMMUNITY/TYPE (COMMUNITY/all), which this enum of "
-                              "the ids every worker has leaves out")
+    knowledge_id: str = Field(
+        min_length=1,
+        max_length=200,
+        json_schema_extra={"enum": list(KNOWLEDGE_IDS)},
+        description="all, or one document type: " + ", ".join(DOCUMENT_TYPES) + "; with "
+        "several communities, COMMUNITY or COMMUNITY/TYPE (COMMUNITY/all), which this enum of "
+        "the ids every worker has leaves out",
+    )
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$")
     retrieval_setting: RetrievalSetting
     metadata_condition: MetadataCondition | None = None
@@ -91,8 +117,10 @@ class DifyResponse(BaseModel):
 
 
 class DifyError(BaseModel):
-    error_code: int = Field(description="1001 malformed Authorization header, 1002 authorisation failed, "
-                                        "2001 unknown knowledge_id; else the HTTP status")
+    error_code: int = Field(
+        description="1001 malformed Authorization header, 1002 authorisation failed, "
+        "2001 unknown knowledge_id; else the HTTP status"
+    )
     error_msg: str
 
 
@@ -112,8 +140,15 @@ def _authorise() -> Any | None:
     header = request.headers.get("Authorization", "")
     presented = bearer(header) if header.startswith("Bearer ") else None  # Dify's own spelling only
     auth = settings.auth
-    verdict = authenticate(auth.api_token, presented, address=address, guard=arc.auth_guard, route=DIFY_ROUTE,
-                           community_tokens=auth.community_tokens, failures=arc.metrics.auth_failures)
+    verdict = authenticate(
+        auth.api_token,
+        presented,
+        address=address,
+        guard=arc.auth_guard,
+        route=DIFY_ROUTE,
+        community_tokens=auth.community_tokens,
+        failures=arc.metrics.auth_failures,
+    )
     if verdict.retry_after:
         return _refused("too many failed authentication attempts", verdict.retry_after)
     if not verdict.ok:
@@ -158,8 +193,12 @@ def retrieval() -> Any:
         return dify_error(422, 422, f"{field}: {first['msg']}")
     knowledge = _knowledge(req.knowledge_id)
     if knowledge is None:
-        return dify_error(404, 2001, f"The knowledge does not exist (known: {', '.join(KNOWLEDGE_IDS)}; "
-                                     f"COMMUNITY or COMMUNITY/TYPE for one community)")
+        return dify_error(
+            404,
+            2001,
+            f"The knowledge does not exist (known: {', '.join(KNOWLEDGE_IDS)}; "
+            f"COMMUNITY or COMMUNITY/TYPE for one community)",
+        )
     named, kind = knowledge
     try:
         community = community_scope.checked(named)  # a key limited to communities: before anything is read
@@ -171,9 +210,13 @@ def retrieval() -> Any:
     filtered = bool(req.metadata_condition and req.metadata_condition.conditions)
     top_k = MAX_TOP_K if filtered else min(req.retrieval_setting.top_k, MAX_TOP_K)
     try:
-        search = RetrievalRequest(query=req.query, top_k=top_k, community=community,
-                                  # _knowledge checked that kind is one of KNOWLEDGE_IDS
-                                  document_types=None if kind == ALL_KNOWLEDGE else [cast(DocumentType, kind)])
+        search = RetrievalRequest(
+            query=req.query,
+            top_k=top_k,
+            community=community,
+            # _knowledge checked that kind is one of KNOWLEDGE_IDS
+            document_types=None if kind == ALL_KNOWLEDGE else [cast(DocumentType, kind)],
+        )
     except ValidationError as exc:
         return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
     try:
@@ -201,8 +244,14 @@ def _notice(answer: Any) -> list[dict[str, Any]]:
     confidence = answer.confidence or {}
     if confidence.get("language_readable") is not False:
         return []
-    return [{"content": answer.message, "score": 1.0, "title": "arc-retrieval: the question was not read",
-             "metadata": {"notice": "language_not_read", "language": confidence.get("language")}}]
+    return [
+        {
+            "content": answer.message,
+            "score": 1.0,
+            "title": "arc-retrieval: the question was not read",
+            "metadata": {"notice": "language_not_read", "language": confidence.get("language")},
+        }
+    ]
 
 
 def _knowledge(knowledge_id: str) -> tuple[str | None, str] | None:
@@ -226,8 +275,11 @@ def _community_required(exc: CommunityRequired, kind: str) -> Any:
 
 def _record(chunk: ChunkResult) -> dict[str, Any]:
     metadata: dict[str, Any] = {
-        "document_id": chunk.document_id, "document_type": chunk.document_type,
-        "section_path": chunk.section_path, "is_binding": chunk.is_binding, "chunk_index": chunk.chunk_index,
+        "document_id": chunk.document_id,
+        "document_type": chunk.document_type,
+        "section_path": chunk.section_path,
+        "is_binding": chunk.is_binding,
+        "chunk_index": chunk.chunk_index,
     }
     # Dify's pipeline fails on a null metadata value: absent keys instead.
     for key in ("page_number", "superseded_by", "amended_by", "rerank_score"):
@@ -238,6 +290,7 @@ def _record(chunk: ChunkResult) -> dict[str, Any]:
 
 
 # -- metadata_condition -----------------------------------------------------------------------
+
 
 def _as_number(value: Any) -> float | None:
     try:
@@ -250,6 +303,7 @@ def _compare(op: Callable[[float, float], bool]) -> Callable[[Any, Any], bool]:
     def check(actual: Any, expected: Any) -> bool:
         a, b = _as_number(actual), _as_number(expected)
         return a is not None and b is not None and op(a, b)
+
     return check
 
 
@@ -270,11 +324,18 @@ OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "not empty": lambda a, b: a is not None and a != "",
     "null": lambda a, b: a is None,
     "not null": lambda a, b: a is not None,
-    "=": _compare(operator.eq), "≠": _compare(operator.ne), "!=": _compare(operator.ne),
-    ">": _compare(operator.gt), "<": _compare(operator.lt),
-    "≥": _compare(operator.ge), ">=": _compare(operator.ge), "≤": _compare(operator.le), "<=": _compare(operator.le),
+    "=": _compare(operator.eq),
+    "≠": _compare(operator.ne),
+    "!=": _compare(operator.ne),
+    ">": _compare(operator.gt),
+    "<": _compare(operator.lt),
+    "≥": _compare(operator.ge),
+    ">=": _compare(operator.ge),
+    "≤": _compare(operator.le),
+    "<=": _compare(operator.le),
     # the worker's metadata has no dates: a date condition matches nothing
-    "before": lambda a, b: False, "after": lambda a, b: False,
+    "before": lambda a, b: False,
+    "after": lambda a, b: False,
 }
 
 

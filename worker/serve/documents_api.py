@@ -60,5 +60,8 @@ def delete_document(document_id: str) -> Any:
         deleted = services().knowledge.delete(document_id, _community())
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
-    return jsonify(DeleteResponse(status="deleted", document_id=document_id, deleted_chunks=deleted,
-                                  request_id=g.request_id).model_dump(mode="json"))
+    return jsonify(
+        DeleteResponse(
+            status="deleted", document_id=document_id, deleted_chunks=deleted, request_id=g.request_id
+        ).model_dump(mode="json")
+    )

@@ -38,8 +38,11 @@ def _misdirected() -> Any:
     browser's request that changes something from a page not of this worker; None: go on."""
     hosts: HostPolicy = current_app.extensions[HOSTS]
     if request.path not in HEALTH_PATHS and not hosts.allows(request.host):
-        return error(421, "misdirected_request", "this worker does not answer to that Host name; "
-                     "add it to ARC_ALLOWED_HOSTS if it is yours")
+        return error(
+            421,
+            "misdirected_request",
+            "this worker does not answer to that Host name; add it to ARC_ALLOWED_HOSTS if it is yours",
+        )
     origin = request.headers.get("Origin")
     if request.method not in SAFE_METHODS and origin is not None and not hosts.same_site(origin, request.host):
         return error(403, "forbidden", "this request came from a page of another site (its Origin)")
@@ -65,23 +68,37 @@ def before_request() -> Any:
         return None
     expected = arc.tokens[route]
     if expected == CLOSED:
-        return error(403, "forbidden", "this worker has no ARC_INGEST_TOKEN: set it to ingest and delete "
-                     "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)")
+        return error(
+            403,
+            "forbidden",
+            "this worker has no ARC_INGEST_TOKEN: set it to ingest and delete "
+            "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)",
+        )
     settings = arc.runtime.settings
     address = request.remote_addr or "unknown"
     auth = settings.auth
     presented = request.headers.get(auth.auth_header)
-    verdict = authenticate(expected, presented, address=address, guard=arc.auth_guard, route=route,
-                           community_tokens=auth.community_tokens if route in COMMUNITY_ROUTES else None,
-                           failures=arc.metrics.auth_failures)
+    verdict = authenticate(
+        expected,
+        presented,
+        address=address,
+        guard=arc.auth_guard,
+        route=route,
+        community_tokens=auth.community_tokens if route in COMMUNITY_ROUTES else None,
+        failures=arc.metrics.auth_failures,
+    )
     if verdict.retry_after:
-        return refused("too many failed authentication attempts; retry after the Retry-After delay",
-                       verdict.retry_after)
+        return refused(
+            "too many failed authentication attempts; retry after the Retry-After delay", verdict.retry_after
+        )
     if not verdict.ok:
         return error(401, "unauthorized", "unauthorized")
     if not verdict.write and _writes(route, request.method):
-        return error(403, "forbidden", "this community token reads only: ingesting and deleting need one "
-                     "marked write@ in ARC_COMMUNITY_TOKENS")
+        return error(
+            403,
+            "forbidden",
+            "this community token reads only: ingesting and deleting need one marked write@ in ARC_COMMUNITY_TOKENS",
+        )
     # a token limited to communities: the routes check each community they touch against it
     setattr(g, ALLOWED, verdict.communities)
     if wait := arc.limiter.acquire(client_key(presented if expected else None, address)):

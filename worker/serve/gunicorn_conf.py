@@ -39,9 +39,9 @@ worker_class = "worker.serve.slow_clients.BufferingThreadWorker"
 # ARC_MAX_QUEUE (16) waiting: requests past that reach it and are refused at once, instead of
 # waiting unseen in gunicorn's own queue (with 24 threads, 128 clients saw p99 1.9 s and no 429).
 threads = _count("ARC_THREADS", 48, 1000)
-timeout = 60            # a request is bounded by the LLM timeout (15 s) well before this
-graceful_timeout = 20   # in-flight requests finish on SIGTERM
-keepalive = 5           # n8n reuses connections
+timeout = 60  # a request is bounded by the LLM timeout (15 s) well before this
+graceful_timeout = 20  # in-flight requests finish on SIGTERM
+keepalive = 5  # n8n reuses connections
 preload_app = False
 # One onnxruntime thread per process for the local model (Embedding.embedding_threads, worker/config.py).
 os.environ.setdefault("ARC_EMBEDDING_THREADS", "1")
@@ -85,7 +85,8 @@ def on_starting(server) -> None:
         # Workers start and answer 503 meanwhile; the first to reach the database says it is ready.
         logging.getLogger("arc.server").warning(
             f"waiting for the database at {database_where(runtime)} (DATABASE_URL): questions are "
-            "answered with 503 until it answers; check that it runs and that DATABASE_URL names it")
+            "answered with 503 until it answers; check that it runs and that DATABASE_URL names it"
+        )
         _ready = (_ready_marker(), None, list(server.cfg.bind))
         return
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
@@ -127,8 +128,10 @@ def ready_line(binds: list[str], runtime) -> str:
         size = f"{documents} document(s), {chunks} chunk(s)"
     except psycopg.Error:
         size = "not reachable yet"
-    return (f"arc-retrieval ready on {urls} (POST /webhook/arc-retrieval): knowledge base {size} in {where}; "
-            f"embeddings {runtime.embedder.model}, vector({runtime.embedder.dim})")
+    return (
+        f"arc-retrieval ready on {urls} (POST /webhook/arc-retrieval): knowledge base {size} in {where}; "
+        f"embeddings {runtime.embedder.model}, vector({runtime.embedder.dim})"
+    )
 
 
 def database_where(runtime) -> str:
@@ -140,8 +143,9 @@ def database_where(runtime) -> str:
     else:
         parts = conninfo_to_dict(runtime.db.url)
         user = f"{parts['user']}@" if parts.get("user") else ""
-        where = (f"Postgres {user}{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/"
-                 f"{parts.get('dbname') or ''}")
+        where = (
+            f"Postgres {user}{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
+        )
     if runtime.settings.database.supabase_url:
         where += f", searched through {runtime.settings.database.supabase_url}"
     return where
@@ -151,7 +155,6 @@ def _ready_marker() -> str:
     import tempfile
 
     return os.path.join(tempfile.mkdtemp(prefix="arc-ready-"), "announced")
-
 
 
 def post_worker_init(worker) -> None:

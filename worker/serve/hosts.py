@@ -55,8 +55,11 @@ class HostPolicy:
     @classmethod
     def from_settings(cls, settings: Settings) -> HostPolicy:
         if settings.serving.allowed_hosts:
-            listed = tuple(parts for entry in settings.serving.allowed_hosts if entry != "*"
-                           and (parts := split_host(entry.removesuffix(":*"))) is not None)
+            listed = tuple(
+                parts
+                for entry in settings.serving.allowed_hosts
+                if entry != "*" and (parts := split_host(entry.removesuffix(":*"))) is not None
+            )
             return cls(listed, "*" in settings.serving.allowed_hosts)
         return cls((), any_name=bool(settings.auth.api_token))
 
@@ -118,9 +121,11 @@ class TrustedProxies:
 # What every page and answer of the worker says about itself to a browser. The pages load
 # their scripts and styles from /assets only (scripts in files, never inline); style
 # attributes set the score bars' widths. Nothing may frame a page or learn its address.
-CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-                           "img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
-                           "frame-ancestors 'none'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
 BROWSER_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",

@@ -34,8 +34,10 @@ def start(db: Database, idle_minutes: float) -> str:
     """A new session's id, for the cookie (the database keeps only its hash)."""
     session_id = secrets.token_urlsafe(32)
     with db.connection() as conn:
-        conn.execute(sqlfiles.query("keeper_session_start"),
-                     {"session_hash": _hash(session_id), "idle_seconds": idle_minutes * 60})
+        conn.execute(
+            sqlfiles.query("keeper_session_start"),
+            {"session_hash": _hash(session_id), "idle_seconds": idle_minutes * 60},
+        )
     return session_id
 
 
@@ -45,8 +47,10 @@ def alive(db: Database, session_id: str | None, idle_minutes: float) -> bool:
     if not session_id:
         return False
     with db.connection() as conn:
-        row = conn.execute(sqlfiles.query("keeper_session_touch"),
-                           {"session_hash": _hash(session_id), "idle_seconds": idle_minutes * 60}).fetchone()
+        row = conn.execute(
+            sqlfiles.query("keeper_session_touch"),
+            {"session_hash": _hash(session_id), "idle_seconds": idle_minutes * 60},
+        ).fetchone()
     return row is not None
 
 

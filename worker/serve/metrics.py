@@ -18,21 +18,37 @@ STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter("arc_requests", "HTTP requests by route and status", ["route", "status"],
-                                registry=self.registry)
-        self.latency = Histogram("arc_request_seconds", "HTTP request latency by route", ["route"],
-                                 buckets=STAGE_BUCKETS, registry=self.registry)
-        self.stages = Histogram("arc_stage_seconds", "Pipeline stage latency", ["stage"],
-                                buckets=STAGE_BUCKETS, registry=self.registry)
+        self.requests = Counter(
+            "arc_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "arc_request_seconds",
+            "HTTP request latency by route",
+            ["route"],
+            buckets=STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.stages = Histogram(
+            "arc_stage_seconds", "Pipeline stage latency", ["stage"], buckets=STAGE_BUCKETS, registry=self.registry
+        )
         self.statuses = Counter("arc_answers", "Answers by status", ["status"], registry=self.registry)
-        self.reranker_fallbacks = Counter("arc_reranker_fallbacks", "Reranker skipped (timeout, error, bad reply)",
-                                          registry=self.registry)
-        self.auth_failures = Counter("arc_auth_failures", "Failed authentications by route and reason "
-                                     "(missing or wrong token)", ["route", "reason"], registry=self.registry)
-        self.ingest_cancelled = Counter("arc_ingest_cancelled", "Documents whose reading stopped: the client "
-                                        "left or ARC_READ_TIMEOUT passed", registry=self.registry)
-        self.embedding_fallbacks = Counter("arc_embedding_fallbacks", "Answers served full-text only",
-                                           registry=self.registry)
+        self.reranker_fallbacks = Counter(
+            "arc_reranker_fallbacks", "Reranker skipped (timeout, error, bad reply)", registry=self.registry
+        )
+        self.auth_failures = Counter(
+            "arc_auth_failures",
+            "Failed authentications by route and reason (missing or wrong token)",
+            ["route", "reason"],
+            registry=self.registry,
+        )
+        self.ingest_cancelled = Counter(
+            "arc_ingest_cancelled",
+            "Documents whose reading stopped: the client left or ARC_READ_TIMEOUT passed",
+            registry=self.registry,
+        )
+        self.embedding_fallbacks = Counter(
+            "arc_embedding_fallbacks", "Answers served full-text only", registry=self.registry
+        )
 
     def watch(self, collector: Callable[[], Iterator]) -> None:
         """Register a callable that yields metric families on each scrape (caches, pool)."""
@@ -83,12 +99,15 @@ def pool_families(stats: dict[str, int]) -> Iterator:
 def database_families(stats: list) -> Iterator:
     """Searches, failures, staleness and replay lag per database (worker/store/replicas.py)."""
     searches = CounterMetricFamily("arc_database_searches", "Searches by database", labels=["database"])
-    errors = CounterMetricFamily("arc_database_errors", "Failed searches by database (failed over)",
-                                 labels=["database"])
-    behind = CounterMetricFamily("arc_database_behind", "Questions that found a replica behind the primary",
-                                 labels=["database"])
-    lag = GaugeMetricFamily("arc_database_lag_seconds", "Replay lag Postgres reported at the last search",
-                            labels=["database"])
+    errors = CounterMetricFamily(
+        "arc_database_errors", "Failed searches by database (failed over)", labels=["database"]
+    )
+    behind = CounterMetricFamily(
+        "arc_database_behind", "Questions that found a replica behind the primary", labels=["database"]
+    )
+    lag = GaugeMetricFamily(
+        "arc_database_lag_seconds", "Replay lag Postgres reported at the last search", labels=["database"]
+    )
     healthy = GaugeMetricFamily("arc_database_healthy", "1 while a database takes searches", labels=["database"])
     for s in stats:
         searches.add_metric([s.name], s.searches)

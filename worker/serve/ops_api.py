@@ -29,8 +29,7 @@ def readyz() -> Any:
             runtime.ensure_schema()
         except Exception:  # a schema error is also "not ready"; it is logged by ensure_schema
             db_ok = False
-    body = {"status": "ready" if db_ok else "not_ready", "database": db_ok,
-            "embedding_model": runtime.embedder.model}
+    body = {"status": "ready" if db_ok else "not_ready", "database": db_ok, "embedding_model": runtime.embedder.model}
     empty = knowledge_base.is_empty(runtime.db) if db_ok else None
     if empty is not None:
         # ready all the same (documents arrive through the ingest webhook), but never silently empty

@@ -42,8 +42,7 @@ from .services import services
 from .upload_jobs import UploadJobs
 from .webhooks import saved_upload
 
-pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static",
-                  static_url_path="/assets")
+pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/assets")
 
 PAGE_SIZE = 50
 PUBLIC_ENDPOINTS = {"pages.login", "pages.static"}
@@ -141,10 +140,16 @@ def _error_page(exc: HTTPException) -> Any:
 def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
-    return {"csrf_token": session["csrf"], "signed_in": _admin_token() is not None and _shown_signed_in(),
-            "needs_login": _admin_token() is not None, "link": link, "admin_token_is": _admin_token_is,
-            "community": g.get("community"), "communities": g.get("communities", []),
-            "community_carried": g.get("carry_community", False)}
+    return {
+        "csrf_token": session["csrf"],
+        "signed_in": _admin_token() is not None and _shown_signed_in(),
+        "needs_login": _admin_token() is not None,
+        "link": link,
+        "admin_token_is": _admin_token_is,
+        "community": g.get("community"),
+        "communities": g.get("communities", []),
+        "community_carried": g.get("carry_community", False),
+    }
 
 
 def link(endpoint: str, **values: Any) -> str:
@@ -167,8 +172,11 @@ def _community() -> str:
             abort(404, f"community: no community {named[:80]!r} in this knowledge base")
         chosen = named
     elif len(known) > 1 and DEFAULT_COMMUNITY not in known:
-        abort(400, f"community: this knowledge base holds {len(known)} communities "
-                   f"({', '.join(sorted(known)[:10])}); add ?community=NAME")
+        abort(
+            400,
+            f"community: this knowledge base holds {len(known)} communities "
+            f"({', '.join(sorted(known)[:10])}); add ?community=NAME",
+        )
     else:
         chosen = DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
     g.community, g.carry_community = chosen, named is not None or len(known) > 1
@@ -180,8 +188,12 @@ def start() -> str:
     knowledge = services().knowledge
     knowledge.runtime.ensure_schema()
     documents = knowledge.list_documents(_community())
-    return render_template("pages/start.html", documents=len(documents),
-                           chunks=sum(d.chunks for d in documents), settings=knowledge.runtime.settings)
+    return render_template(
+        "pages/start.html",
+        documents=len(documents),
+        chunks=sum(d.chunks for d in documents),
+        settings=knowledge.runtime.settings,
+    )
 
 
 @pages.route("/login", methods=["GET", "POST"])
@@ -189,8 +201,14 @@ def login() -> Any:
     error = None
     if request.method == "POST":
         expected, arc = _admin_token(), services()
-        verdict = authenticate(expected, request.form.get("token") or None, address=request.remote_addr or "unknown",
-                               guard=arc.auth_guard, route=request.path, failures=arc.metrics.auth_failures)
+        verdict = authenticate(
+            expected,
+            request.form.get("token") or None,
+            address=request.remote_addr or "unknown",
+            guard=arc.auth_guard,
+            route=request.path,
+            failures=arc.metrics.auth_failures,
+        )
         if expected is not None and verdict.ok:
             runtime = arc.runtime
             runtime.ensure_schema()
@@ -201,8 +219,11 @@ def login() -> Any:
             return redirect(keeper_sessions.own_path(request.args.get("next")) or url_for("pages.start"))
         if verdict.retry_after:  # as every door: the right token first, then the brake
             abort(429, f"too many failed sign-ins; try again in {max(1, math.ceil(verdict.retry_after))} s")
-        error = ("This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
-                 if expected == CLOSED else "That token is not the admin token.")
+        error = (
+            "This worker has no admin token: set ARC_INGEST_TOKEN (or ARC_INGEST_WITH_API_TOKEN=true)."
+            if expected == CLOSED
+            else "That token is not the admin token."
+        )
     return render_template("pages/login.html", error=error), 401 if error else 200
 
 
@@ -245,9 +266,16 @@ def documents() -> str:
         page = min(max(int(request.args.get("page", "1")), 1), pages_total)
     except ValueError:
         abort(400, "page: a whole number")
-    rows = _rows(found)[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-    return render_template("pages/documents.html", rows=rows, page=page, pages_total=pages_total,
-                           total=len(found), document_types=DOCUMENT_TYPES, message=request.args.get("message"))
+    rows = _rows(found)[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    return render_template(
+        "pages/documents.html",
+        rows=rows,
+        page=page,
+        pages_total=pages_total,
+        total=len(found),
+        document_types=DOCUMENT_TYPES,
+        message=request.args.get("message"),
+    )
 
 
 @pages.get("/documents/<path:document_id>")
@@ -277,19 +305,25 @@ def upload() -> Any:
         try:
             saved = saved_upload(folder, form)
         except (ValidationError, InvalidInput) as exc:
-            message = str(exc) if isinstance(exc, InvalidInput) else "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            message = (
+                str(exc)
+                if isinstance(exc, InvalidInput)
+                else "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            )
             return render_template("pages/error.html", title="Not ingested", message=message), 422
         try:  # reading the document counts against admission control, as on the ingest webhook
             slots.enter_context(knowledge.ingest_slots())
         except Overloaded as exc:
-            page = render_template("pages/error.html", title="Not ingested: the worker is busy",
-                                   message=f"The worker is busy ({exc}); nothing was stored. Upload it again "
-                                           "in a moment.")
+            page = render_template(
+                "pages/error.html",
+                title="Not ingested: the worker is busy",
+                message=f"The worker is busy ({exc}); nothing was stored. Upload it again in a moment.",
+            )
             return page, 429, {"Retry-After": str(exc.retry_after)}
         job = _jobs().create(session, file=saved.filename, community=saved.described.community)
-        threading.Thread(target=job.run, args=(knowledge, saved, folder, slots), name=f"upload-{job.id[:8]}",
-                         daemon=True).start()
+        threading.Thread(
+            target=job.run, args=(knowledge, saved, folder, slots), name=f"upload-{job.id[:8]}", daemon=True
+        ).start()
         handed_over = True
     finally:
         if not handed_over:
@@ -362,28 +396,45 @@ def ask() -> Any:
         else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
             answer = knowledge.ask(req, record=False)
     settings = knowledge.runtime.settings
-    permalink = link("pages.ask", **{k: [v for v in form.getlist(k) if v] for k in ASK_FIELDS
-                                     if any(form.getlist(k))})
-    return render_template("pages/ask.html", answer=answer, error=error, form=form, document_types=DOCUMENT_TYPES,
-                           scale=status_scale(answer, settings),
-                           reranker=knowledge.retriever.reranker is not None,
-                           permalink=permalink if answer else None), 422 if error else 200
+    permalink = link("pages.ask", **{k: [v for v in form.getlist(k) if v] for k in ASK_FIELDS if any(form.getlist(k))})
+    return render_template(
+        "pages/ask.html",
+        answer=answer,
+        error=error,
+        form=form,
+        document_types=DOCUMENT_TYPES,
+        scale=status_scale(answer, settings),
+        reranker=knowledge.retriever.reranker is not None,
+        permalink=permalink if answer else None,
+    ), 422 if error else 200
 
 
 # The retrieval testing form's fields, as a link to a question carries them.
-ASK_FIELDS = ("query", "document_types", "binding_only", "include_superseded", "rerank", "token_budget",
-              "top_k", "min_relevance", "vector_weight", "fts_weight")
+ASK_FIELDS = (
+    "query",
+    "document_types",
+    "binding_only",
+    "include_superseded",
+    "rerank",
+    "token_budget",
+    "top_k",
+    "min_relevance",
+    "vector_weight",
+    "fts_weight",
+)
 _CHECKED = ("on", "true", "1")
 
 
 def _asked(form) -> dict[str, Any]:
     """The request fields a form or link gives; left empty, a setting keeps its default (pydantic
     checks the rest and names the field)."""
-    fields: dict[str, Any] = {"query": form.get("query", ""),
-                              "document_types": form.getlist("document_types") or None,
-                              "binding_only": form.get("binding_only") in _CHECKED,
-                              "include_superseded": form.get("include_superseded") in _CHECKED,
-                              "rerank": {"on": True, "off": False}.get(form.get("rerank", ""))}
+    fields: dict[str, Any] = {
+        "query": form.get("query", ""),
+        "document_types": form.getlist("document_types") or None,
+        "binding_only": form.get("binding_only") in _CHECKED,
+        "include_superseded": form.get("include_superseded") in _CHECKED,
+        "rerank": {"on": True, "off": False}.get(form.get("rerank", "")),
+    }
     for name in ("token_budget", "top_k", "min_relevance"):
         if form.get(name, "").strip():
             fields[name] = form[name].strip()
@@ -410,8 +461,8 @@ class StatusScale:
     """
 
     calibrated: bool
-    score: float | None          # the number the cuts act on
-    cuts: tuple[float, float]    # no_results below the first, success from the second
+    score: float | None  # the number the cuts act on
+    cuts: tuple[float, float]  # no_results below the first, success from the second
     relevance_cuts: tuple[float, float]  # the same cuts on the relevance (chunk bars') scale
     floor: float | None = None
     top: float | None = None
@@ -424,8 +475,9 @@ def status_scale(answer: RetrievalResponse | None, settings) -> StatusScale | No
     if confidence.get("calibrated") and confidence.get("floor") is not None and confidence.get("top") is not None:
         floor, top = confidence["floor"], confidence["top"]
         cuts = (settings.status.no_results_at, settings.status.success_at)
-        return StatusScale(True, confidence.get("score"), cuts,
-                           tuple(round(floor + c * (top - floor), 4) for c in cuts), floor, top)
+        return StatusScale(
+            True, confidence.get("score"), cuts, tuple(round(floor + c * (top - floor), 4) for c in cuts), floor, top
+        )
     fixed = (settings.status.no_results_below, settings.status.low_confidence_below)
     return StatusScale(False, confidence.get("relevance"), fixed, fixed)
 
@@ -444,7 +496,8 @@ def questions() -> str:
     runtime.ensure_schema()
     community = _community()
     with runtime.db.connect() as conn:
-        recent = conn.execute(sqlfiles.query("recent_questions"),
-                              {"status": status, "limit": 100, "community": community}).fetchall()
+        recent = conn.execute(
+            sqlfiles.query("recent_questions"), {"status": status, "limit": 100, "community": community}
+        ).fetchall()
         mix = conn.execute(sqlfiles.query("status_mix"), {"community": community}).fetchall()
     return render_template("pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES)

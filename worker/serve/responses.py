@@ -61,8 +61,13 @@ def database_dropped(exc: psycopg.OperationalError) -> Any:
 
 
 def http_error(exc: HTTPException) -> Any:
-    code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
-            415: "unsupported_media_type"}.get(exc.code or 500, "http_error")
+    code = {
+        400: "bad_request",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "payload_too_large",
+        415: "unsupported_media_type",
+    }.get(exc.code or 500, "http_error")
     field = "body" if exc.code in (400, 413, 415) else None
     return error(exc.code or 500, code, exc.description or code, field)
 
@@ -74,8 +79,12 @@ def unexpected(exc: Exception) -> Any:
 
 
 HANDLERS: tuple[tuple[type[Exception], Any], ...] = (
-    (ArcError, arc_error), (Overloaded, overloaded), (psycopg.OperationalError, database_dropped),
-    (HTTPException, http_error), (Exception, unexpected))
+    (ArcError, arc_error),
+    (Overloaded, overloaded),
+    (psycopg.OperationalError, database_dropped),
+    (HTTPException, http_error),
+    (Exception, unexpected),
+)
 
 
 def answer_for(exc: Exception) -> Any:

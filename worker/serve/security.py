@@ -50,8 +50,10 @@ def check_exposure(bind_hosts: list[str], *, api_token: str | None, auth_disable
     """Refuse to listen beyond loopback without a token unless explicitly allowed."""
     exposed = [h for h in bind_hosts if not is_loopback(h)]
     if exposed and not api_token and not auth_disabled:
-        raise SystemExit(f"refusing to listen on {', '.join(exposed)} without ARC_API_TOKEN "
-                         f"(set it, or ARC_AUTH_DISABLED=true if a proxy authenticates)")
+        raise SystemExit(
+            f"refusing to listen on {', '.join(exposed)} without ARC_API_TOKEN "
+            f"(set it, or ARC_AUTH_DISABLED=true if a proxy authenticates)"
+        )
 
 
 class RateLimiter:
@@ -172,9 +174,16 @@ class Verdict:
     reason: str | None = None  # not ok: "missing" or "wrong"
 
 
-def authenticate(expected: str | None, presented: str | None, *, address: str, guard: FailedAuthGuard,
-                 route: str, community_tokens: Mapping[str, CommunityGrant] | None = None,
-                 failures: Any = None) -> Verdict:
+def authenticate(
+    expected: str | None,
+    presented: str | None,
+    *,
+    address: str,
+    guard: FailedAuthGuard,
+    route: str,
+    community_tokens: Mapping[str, CommunityGrant] | None = None,
+    failures: Any = None,
+) -> Verdict:
     """The one authentication every door makes. The right token is compared first and always
     passes, whatever others sent from the same address; only a failure meets the brake
     (``guard``: ``ARC_AUTH_FAILURES_PER_MINUTE`` per address), so a stranger behind the same NAT,

@@ -53,7 +53,7 @@ class BufferedSocket:
 
     def recv_into(self, buffer: Any, size: int = 0, flags: int = 0) -> int:
         chunk = self.recv(size or len(buffer), flags)
-        buffer[:len(chunk)] = chunk
+        buffer[: len(chunk)] = chunk
         return len(chunk)
 
     def __getattr__(self, name: str) -> Any:  # send, sendall, fileno, setblocking, close ...
@@ -66,7 +66,7 @@ def request_complete(buffer: bytes | bytearray, body_limit: int) -> bool:
     end = buffer.find(_HEADER_END)
     if end < 0:
         return len(buffer) > _MAX_HEADER_BYTES
-    header = buffer[:end + 2]
+    header = buffer[: end + 2]
     if _TRANSFER_ENCODING.search(header):
         return True  # chunked: the thread reads it
     length = _CONTENT_LENGTH.search(header)

@@ -70,9 +70,22 @@ class StreamLimits:
 
 
 async def _too_many(send: Send, per_client: int) -> None:
-    body = json.dumps({"error": "rate_limited", "message": f"this client already holds {per_client} event "
-                       "stream(s) (ARC_MCP_STREAMS_PER_CLIENT); close one first"}).encode()
-    await send({"type": "http.response.start", "status": 429,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"retry-after", b"5")]})
+    body = json.dumps(
+        {
+            "error": "rate_limited",
+            "message": f"this client already holds {per_client} event "
+            "stream(s) (ARC_MCP_STREAMS_PER_CLIENT); close one first",
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 429,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", b"5"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -49,8 +49,22 @@ NOTHING_STORED = "Nothing was stored: the knowledge base is as it was."
 # The ingest's progress bars (worker/ingest: "OCR <file>", "embedding <what>", "storing <what>"),
 # by the stage each stands for.
 BARS = (("OCR ", "ocr"), ("embedding", "embedding"), ("storing", "storing"))
-PUBLIC = ("id", "file", "community", "state", "stage", "done", "total", "unit", "message", "steps", "report",
-          "error", "started", "updated")
+PUBLIC = (
+    "id",
+    "file",
+    "community",
+    "state",
+    "stage",
+    "done",
+    "total",
+    "unit",
+    "message",
+    "steps",
+    "report",
+    "error",
+    "started",
+    "updated",
+)
 
 
 class UploadJobs:
@@ -61,19 +75,36 @@ class UploadJobs:
     def under(cls, data_dir: Path) -> UploadJobs:
         return cls(Path(data_dir) / FOLDER)
 
-    def create(self, session: MutableMapping[str, Any], *, file: str, community: str | None,
-               pid: int | None = None) -> UploadJob:
+    def create(
+        self, session: MutableMapping[str, Any], *, file: str, community: str | None, pid: int | None = None
+    ) -> UploadJob:
         """A new running job of ``session`` (given a key of its own if it has none yet)."""
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._sweep()
         if not session.get(SESSION_KEY):
             session[SESSION_KEY] = secrets.token_urlsafe(24)
         now = time.time()
-        job = UploadJob(self, {
-            "id": secrets.token_urlsafe(24), "owner": _owner(session[SESSION_KEY]), "pid": pid or os.getpid(),
-            "file": file, "community": community, "state": "running", "stage": "queued", "done": 0, "total": 0,
-            "unit": "", "message": f"{file} received", "steps": [], "report": None, "error": None,
-            "started": now, "updated": now})
+        job = UploadJob(
+            self,
+            {
+                "id": secrets.token_urlsafe(24),
+                "owner": _owner(session[SESSION_KEY]),
+                "pid": pid or os.getpid(),
+                "file": file,
+                "community": community,
+                "state": "running",
+                "stage": "queued",
+                "done": 0,
+                "total": 0,
+                "unit": "",
+                "message": f"{file} received",
+                "steps": [],
+                "report": None,
+                "error": None,
+                "started": now,
+                "updated": now,
+            },
+        )
         job.save()
         return job
 
@@ -90,8 +121,11 @@ class UploadJobs:
         if not hmac.compare_digest(str(state.get("owner", "")), _owner(key)):
             return None
         if state["state"] == "running" and not _alive(state["pid"]):
-            state.update(state="failed", error=f"The worker process reading {state['file']} stopped (a restart?) "
-                                               f"before the ingest ended. {NOTHING_STORED} Upload it again.")
+            state.update(
+                state="failed",
+                error=f"The worker process reading {state['file']} stopped (a restart?) "
+                f"before the ingest ended. {NOTHING_STORED} Upload it again.",
+            )
         return {k: state[k] for k in PUBLIC}
 
     def _sweep(self) -> None:
@@ -122,8 +156,9 @@ class UploadJob:
             self.stage("reading")
             document = upload.read(ingestor, Budget(ingestor.limits.read_seconds))
             self.stage("chunked")  # told once reading and chunking are over (no bar of their own)
-            return document, ingestor.write([document], replace=upload.described.replace,
-                                            community=upload.described.community)
+            return document, ingestor.write(
+                [document], replace=upload.described.replace, community=upload.described.community
+            )
 
         try:
             with slots, watching_progress(self.progress):
@@ -137,9 +172,16 @@ class UploadJob:
             log.error("keeper's upload failed", extra={"error_type": type(exc).__name__})
             self.fail("The ingest failed unexpectedly (the error was logged).")
         else:
-            log.info("document ingested", extra={"document_id": document.document_id, "community": report.community,
-                                                 "chunks": report.chunks, "replaced": list(report.replaced),
-                                                 "via": "keeper's pages"})
+            log.info(
+                "document ingested",
+                extra={
+                    "document_id": document.document_id,
+                    "community": report.community,
+                    "chunks": report.chunks,
+                    "replaced": list(report.replaced),
+                    "via": "keeper's pages",
+                },
+            )
             self.finish(document, report)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -162,7 +204,8 @@ class UploadJob:
         if stage == "chunked":  # reading (and chunking) done: what follows is the embedding's bar
             if state["steps"]:
                 state["message"] = state["steps"][-1]["label"] = (
-                    f"Read and chunked {state['file']}" if state["stage"] == "reading" else f"Chunked {state['file']}")
+                    f"Read and chunked {state['file']}" if state["stage"] == "reading" else f"Chunked {state['file']}"
+                )
             self._end_step(now)
             self._write(force=True)
             return
@@ -176,17 +219,32 @@ class UploadJob:
 
     def finish(self, document: DocumentInput, report: IngestReport) -> None:
         self._end_step(time.time())
-        self.state.update(state="done", message=f"Ingested {document.name}", report={
-            "document_id": document.document_id, "name": document.name, "community": report.community,
-            "chunks": report.chunks, "replaced": report.replaced_line(), "replaced_chunks": report.replaced_chunks,
-            "amended_chunks": report.amended_chunks, "notes": list(report.notes), "ocr_pages": report.ocr_pages,
-            "ocr_seconds": round(report.ocr_seconds, 1), "seconds": round(time.time() - self.state["started"], 1)})
+        self.state.update(
+            state="done",
+            message=f"Ingested {document.name}",
+            report={
+                "document_id": document.document_id,
+                "name": document.name,
+                "community": report.community,
+                "chunks": report.chunks,
+                "replaced": report.replaced_line(),
+                "replaced_chunks": report.replaced_chunks,
+                "amended_chunks": report.amended_chunks,
+                "notes": list(report.notes),
+                "ocr_pages": report.ocr_pages,
+                "ocr_seconds": round(report.ocr_seconds, 1),
+                "seconds": round(time.time() - self.state["started"], 1),
+            },
+        )
         self._write(force=True)
 
     def fail(self, message: str) -> None:
         self._end_step(time.time())
-        self.state.update(state="failed", error=f"{message.rstrip('. ')}. {NOTHING_STORED}",
-                          message=f"{self.state['file']} was not ingested")
+        self.state.update(
+            state="failed",
+            error=f"{message.rstrip('. ')}. {NOTHING_STORED}",
+            message=f"{self.state['file']} was not ingested",
+        )
         self._write(force=True)
 
     def _label(self, stage: str, done: int, total: int) -> str:
@@ -194,8 +252,11 @@ class UploadJob:
         if stage == "reading":
             return f"Reading {file}"
         if stage == "ocr":
-            return f"Reading scanned pages by OCR: page {min(done + 1, total)} of {total}" if done < total \
+            return (
+                f"Reading scanned pages by OCR: page {min(done + 1, total)} of {total}"
+                if done < total
                 else f"Read {total} scanned page{'s' * (total != 1)} by OCR"
+            )
         if stage == "chunking":
             return f"Chunking {file}"
         if stage == "embedding":

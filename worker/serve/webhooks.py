@@ -76,21 +76,42 @@ def ingest() -> Any:
         document, report = knowledge.ingest(store)
     except ValidationError as exc:
         return validation_error(exc)
-    log.info("document ingested", extra={"document_id": document.document_id, "document_name": document.name,
-                                         "community": report.community,
-                                         "chunks": report.chunks, "replaced": list(report.replaced)})
-    return jsonify(IngestResponse(status="ingested", community=report.community, document_id=document.document_id,
-                                  document_name=document.name, chunks=report.chunks,
-                                  replaced_chunks=report.replaced_chunks, replaced=list(report.replaced),
-                                  amended_chunks=report.amended_chunks, notes=list(report.notes),
-                                  request_id=g.request_id).model_dump(mode="json"))
+    log.info(
+        "document ingested",
+        extra={
+            "document_id": document.document_id,
+            "document_name": document.name,
+            "community": report.community,
+            "chunks": report.chunks,
+            "replaced": list(report.replaced),
+        },
+    )
+    return jsonify(
+        IngestResponse(
+            status="ingested",
+            community=report.community,
+            document_id=document.document_id,
+            document_name=document.name,
+            chunks=report.chunks,
+            replaced_chunks=report.replaced_chunks,
+            replaced=list(report.replaced),
+            amended_chunks=report.amended_chunks,
+            notes=list(report.notes),
+            request_id=g.request_id,
+        ).model_dump(mode="json")
+    )
 
 
 def _posted_request() -> IngestRequest:
     """A document sent as JSON: its text and what describes it."""
-    return IngestRequest.model_validate(unwrap(json_body(
-        "send the document as JSON (Content-Type: application/json) or as a form upload "
-        "(multipart/form-data, the file in a field named file)")))
+    return IngestRequest.model_validate(
+        unwrap(
+            json_body(
+                "send the document as JSON (Content-Type: application/json) or as a form upload "
+                "(multipart/form-data, the file in a field named file)"
+            )
+        )
+    )
 
 
 def _posted_document(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> DocumentInput:
@@ -147,12 +168,18 @@ class SavedUpload:
     def read(self, ingestor: Ingestor, budget: Budget | None = None) -> DocumentInput:
         """Read as the command line reads a file (by its suffix: Markdown, text, HTML, PDF with
         OCR for scanned pages, Word)."""
-        return ingestor.prepare_file(self.copy, source_name=self.filename, metadata={"source": "webhook"},
-                                     budget=budget, **self.described.document_args())
+        return ingestor.prepare_file(
+            self.copy,
+            source_name=self.filename,
+            metadata={"source": "webhook"},
+            budget=budget,
+            **self.described.document_args(),
+        )
 
 
-def _uploaded_document(ingestor: Ingestor, form: Mapping[str, str] | None = None,
-                       budget: Budget | None = None) -> tuple[DocumentInput, bool, str | None]:
+def _uploaded_document(
+    ingestor: Ingestor, form: Mapping[str, str] | None = None, budget: Budget | None = None
+) -> tuple[DocumentInput, bool, str | None]:
     """A form upload, read (see :func:`saved_upload` for ``form``)."""
     with tempfile.TemporaryDirectory(prefix="arc-upload-") as folder:
         upload = saved_upload(Path(folder), form)
@@ -167,8 +194,9 @@ def saved_upload(folder: Path, form: Mapping[str, str] | None = None) -> SavedUp
     if upload is None:
         raise InvalidInput("send the document in a form field named file", "file")
     # an empty field is one not filled in (forms, and n8n's ingest workflow, send every field)
-    fields: dict[str, Any] = {key: value for key, value in (request.form if form is None else form).items()
-                              if value.strip()}
+    fields: dict[str, Any] = {
+        key: value for key, value in (request.form if form is None else form).items() if value.strip()
+    }
     for flag in ("is_binding", "replace", "allow_duplicate"):
         if flag in fields:
             fields[flag] = _form_bool(fields[flag], flag)
@@ -176,8 +204,9 @@ def saved_upload(folder: Path, form: Mapping[str, str] | None = None) -> SavedUp
         try:
             fields["amends"] = json.loads(fields["amends"])
         except ValueError:
-            raise InvalidInput('JSON text: [{"document_id": "...", "sections": ["Article VII Section 4"]}]',
-                               "amends") from None
+            raise InvalidInput(
+                'JSON text: [{"document_id": "...", "sections": ["Article VII Section 4"]}]', "amends"
+            ) from None
     named = fields.pop("format", None)
     if named is not None and named not in FORMAT_SUFFIX:
         raise InvalidInput(f"one of {', '.join(FORMAT_SUFFIX)}", "format")

@@ -26,8 +26,16 @@ def log_answer(answer: RetrievalResponse) -> None:
     """One INFO line per question, enough to follow a conversation in the logs (the request id
     comes with every line); never the question's text, a credential or a passage."""
     score = "-" if answer.best_score is None else f"{answer.best_score:.2f}"
-    log.info(f"question {answer.status}: best {score}, {len(answer.chunks)} chunks, {answer.context_tokens} "
-             f"tokens, {answer.timings_ms.get('total', 0.0):.0f} ms", extra={
-        "status": answer.status, "best_score": answer.best_score, "chunks": len(answer.chunks),
-        "sources": answer.sources, "context_tokens": answer.context_tokens,
-        "ms": round(answer.timings_ms.get("total", 0.0), 1), "warnings": len(answer.warnings)})
+    log.info(
+        f"question {answer.status}: best {score}, {len(answer.chunks)} chunks, {answer.context_tokens} "
+        f"tokens, {answer.timings_ms.get('total', 0.0):.0f} ms",
+        extra={
+            "status": answer.status,
+            "best_score": answer.best_score,
+            "chunks": len(answer.chunks),
+            "sources": answer.sources,
+            "context_tokens": answer.context_tokens,
+            "ms": round(answer.timings_ms.get("total", 0.0), 1),
+            "warnings": len(answer.warnings),
+        },
+    )

@@ -20,19 +20,23 @@ from ..store.replicas import ReadReplicas
 def build_reranker(settings: Settings) -> Reranker | None:
     reranking = settings.reranking
     if reranking.reranker in SHAPES:
-        return ServiceReranker(reranking.reranker, reranking.rerank_base_url or "",
-                               api_key=reranking.rerank_api_key, model=reranking.rerank_model,
-                               timeout=reranking.rerank_timeout,
-                               scale=ScoreScale(reranking.rerank_score, reranking.rerank_success_score,
-                                                reranking.rerank_no_results_score),
-                               guard_min=settings.status.low_confidence_below)
+        return ServiceReranker(
+            reranking.reranker,
+            reranking.rerank_base_url or "",
+            api_key=reranking.rerank_api_key,
+            model=reranking.rerank_model,
+            timeout=reranking.rerank_timeout,
+            scale=ScoreScale(reranking.rerank_score, reranking.rerank_success_score, reranking.rerank_no_results_score),
+            guard_min=settings.status.low_confidence_below,
+        )
     if reranking.reranker != "llm":
         return None
     from ..embeddings import make_openai_client
 
     client = make_openai_client(settings, timeout=reranking.llm_timeout, for_embeddings=False, max_retries=0)
-    return LLMReranker(client, reranking.llm_model, timeout=reranking.llm_timeout,
-                       guard_min=settings.status.low_confidence_below)
+    return LLMReranker(
+        client, reranking.llm_model, timeout=reranking.llm_timeout, guard_min=settings.status.low_confidence_below
+    )
 
 
 def build_retriever(runtime: Runtime) -> Retriever:
@@ -44,29 +48,40 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend = SupabaseBackend(database.supabase_url, database.supabase_key)
     else:
         backend = PostgresBackend(runtime.db, read_replicas(runtime))
-    return Retriever(embedder=runtime.embedder, backend=backend, reranker=build_reranker(settings),
-                     thresholds=Thresholds(status.no_results_below, status.low_confidence_below),
-                     cuts=StatusCuts(status.success_at, status.no_results_at, status.status_answer_types),
-                     calibrate=status.status_calibration,
-                     calibration_questions=status.calibration_questions,
-                     near_miss_reach=status.near_miss_reach,
-                     policy=ContextPolicy(**settings.context.model_dump()),
-                     embedding_timeout=settings.embedding.embedding_timeout,
-                     search_cache=SearchCache(ttl_seconds=settings.search.search_cache_seconds))
+    return Retriever(
+        embedder=runtime.embedder,
+        backend=backend,
+        reranker=build_reranker(settings),
+        thresholds=Thresholds(status.no_results_below, status.low_confidence_below),
+        cuts=StatusCuts(status.success_at, status.no_results_at, status.status_answer_types),
+        calibrate=status.status_calibration,
+        calibration_questions=status.calibration_questions,
+        near_miss_reach=status.near_miss_reach,
+        policy=ContextPolicy(**settings.context.model_dump()),
+        embedding_timeout=settings.embedding.embedding_timeout,
+        search_cache=SearchCache(ttl_seconds=settings.search.search_cache_seconds),
+    )
 
 
 def read_replicas(runtime: Runtime) -> ReadReplicas | None:
     if not runtime.replicas:
         return None
     database = runtime.settings.database
-    return ReadReplicas(runtime.db, runtime.replicas, max_wait=database.replica_max_wait_ms / 1000,
-                        timeout=database.replica_timeout_ms / 1000,
-                        retry_after=database.replica_retry_seconds)
+    return ReadReplicas(
+        runtime.db,
+        runtime.replicas,
+        max_wait=database.replica_max_wait_ms / 1000,
+        timeout=database.replica_timeout_ms / 1000,
+        retry_after=database.replica_retry_seconds,
+    )
 
 
 def build_ingestor(runtime: Runtime, *, progress: bool = False) -> Ingestor:
     """``progress``: draw OCR's progress bar (the command line on a terminal)."""
     reading = runtime.settings.reading
-    return Ingestor(runtime.db, runtime.embedder,
-                    ocr=Ocr(reading.ocr, reading.ocr_language, progress=progress),
-                    limits=ReadLimits.from_settings(reading))
+    return Ingestor(
+        runtime.db,
+        runtime.embedder,
+        ocr=Ocr(reading.ocr, reading.ocr_language, progress=progress),
+        limits=ReadLimits.from_settings(reading),
+    )

@@ -42,8 +42,7 @@ log = logging.getLogger("arc.service")
 T = TypeVar("T")
 
 # With the service, the types the doors name (they import neither the ingestor nor the pipeline).
-__all__ = ["AnswerMetrics", "DocumentInput", "IngestReport", "Ingestor", "KnowledgeService", "NoMetrics",
-           "Retriever"]
+__all__ = ["AnswerMetrics", "DocumentInput", "IngestReport", "Ingestor", "KnowledgeService", "NoMetrics", "Retriever"]
 
 
 class AnswerMetrics(Protocol):
@@ -70,9 +69,15 @@ class KnowledgeService:
     given, so a command that only lists documents builds no retriever), the query log, the
     admission bounds and the metrics."""
 
-    def __init__(self, runtime: Runtime, *, retriever: Retriever | None = None,
-                 ingestor: Ingestor | None = None, metrics: AnswerMetrics | None = None,
-                 progress: bool = False):
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        retriever: Retriever | None = None,
+        ingestor: Ingestor | None = None,
+        metrics: AnswerMetrics | None = None,
+        progress: bool = False,
+    ):
         settings = runtime.settings
         self.runtime = runtime
         self._retriever = retriever
@@ -100,8 +105,9 @@ class KnowledgeService:
 
     # -- questions ---------------------------------------------------------------------------
 
-    def ask(self, request: RetrievalRequest, *, request_id: str | None = None,
-            record: bool = True) -> RetrievalResponse:
+    def ask(
+        self, request: RetrievalRequest, *, request_id: str | None = None, record: bool = True
+    ) -> RetrievalResponse:
         """The answer to a validated request whose community the door has checked against the
         caller's token. ``record``: keep it in the query log, log its line and count it (False
         for a keeper's or developer's test question, which is not a resident's)."""
@@ -173,17 +179,30 @@ class KnowledgeService:
         ``fields`` (``ingestor.ingest_paths``'s)."""
         return self.ingest(lambda ingestor: ingest_paths(ingestor, paths, **fields))
 
-    def ingest_manifest(self, folder: Path, *, progress: bool = False, replace: bool = False,
-                        community: str | None = None, allow_duplicate: bool = False) -> IngestReport:
+    def ingest_manifest(
+        self,
+        folder: Path,
+        *,
+        progress: bool = False,
+        replace: bool = False,
+        community: str | None = None,
+        allow_duplicate: bool = False,
+    ) -> IngestReport:
         """Every document a folder's ``manifest.json`` lists."""
-        return self.ingest(lambda ingestor: ingest_manifest(ingestor, folder, progress=progress,
-                                                            replace=replace, community=community,
-                                                            allow_duplicate=allow_duplicate))
+        return self.ingest(
+            lambda ingestor: ingest_manifest(
+                ingestor,
+                folder,
+                progress=progress,
+                replace=replace,
+                community=community,
+                allow_duplicate=allow_duplicate,
+            )
+        )
 
     def ingest_sample(self, *, progress: bool = False, community: str | None = None) -> IngestReport:
         """The bundled Cedar Hollow sample corpus."""
-        return self.ingest(lambda ingestor: ingest_sample_corpus(ingestor, progress=progress,
-                                                                 community=community))
+        return self.ingest(lambda ingestor: ingest_sample_corpus(ingestor, progress=progress, community=community))
 
     def load_sample_if_empty(self) -> None:
         """The sample corpus, when the knowledge base holds nothing (``--load-sample``)."""
@@ -213,4 +232,3 @@ class KnowledgeService:
         """Stop the retriever's background work; the runtime is its owner's to close."""
         if self._retriever is not None:
             self._retriever.close()
-

@@ -34,8 +34,14 @@ class RefreshReport:
     stale: int  # chunks still written with an older average length
 
 
-def refresh(db: Database, *, seconds: float | None = STEP_SECONDS, step_rows: int = STEP_ROWS,
-            force: bool = False, community: str | None = None) -> RefreshReport:
+def refresh(
+    db: Database,
+    *,
+    seconds: float | None = STEP_SECONDS,
+    step_rows: int = STEP_ROWS,
+    force: bool = False,
+    community: str | None = None,
+) -> RefreshReport:
     """Open a new generation if the average length drifted, then rewrite stale chunks for at most
     ``seconds`` (None: until none is left); ``force`` opens one even without drift (after a change
     of k1 or b). A failed step is logged and ends the run; the next

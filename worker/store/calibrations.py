@@ -65,17 +65,29 @@ def _reading(row: dict[str, Any] | None) -> Reading:
         raise DatabaseUnavailable("the stored status calibration could not be read")
     stored = None
     if row.get("kb_version") is not None:
-        stored = StoredCalibration(kb_version=int(row["kb_version"]), floor=row.get("floor"),
-                                   match=row.get("match"), near_miss=row.get("near_miss"),
-                                   questions=int(row.get("questions") or 0),
-                                   too_small=bool(row.get("too_small")))
+        stored = StoredCalibration(
+            kb_version=int(row["kb_version"]),
+            floor=row.get("floor"),
+            match=row.get("match"),
+            near_miss=row.get("near_miss"),
+            questions=int(row.get("questions") or 0),
+            too_small=bool(row.get("too_small")),
+        )
     return Reading(stored, int(row.get("current_version") or 0))
 
 
 def _put_args(community: str, model: str, stored: StoredCalibration, measured_ms: int) -> dict[str, Any]:
-    return {"community": community, "embedding_model": model, "kb_version": stored.kb_version,
-            "floor": stored.floor, "match": stored.match, "near_miss": stored.near_miss,
-            "questions": stored.questions, "too_small": stored.too_small, "measured_ms": int(measured_ms)}
+    return {
+        "community": community,
+        "embedding_model": model,
+        "kb_version": stored.kb_version,
+        "floor": stored.floor,
+        "match": stored.match,
+        "near_miss": stored.near_miss,
+        "questions": stored.questions,
+        "too_small": stored.too_small,
+        "measured_ms": int(measured_ms),
+    }
 
 
 class PostgresCalibrations:
@@ -89,25 +101,36 @@ class PostgresCalibrations:
 
         with self.db.connection() as conn:
             cur = conn.cursor(row_factory=psycopg.rows.dict_row)
-            return _reading(cur.execute(sqlfiles.query("status_calibration"),
-                                        {"community": community, "embedding_model": model}).fetchone())
+            return _reading(
+                cur.execute(
+                    sqlfiles.query("status_calibration"), {"community": community, "embedding_model": model}
+                ).fetchone()
+            )
 
     def stale(self, model: str) -> list[Stale]:
         with self.db.connection() as conn:
-            rows = conn.execute(sqlfiles.query("stale_status_calibrations"),
-                                {"embedding_model": model}).fetchall()
+            rows = conn.execute(sqlfiles.query("stale_status_calibrations"), {"embedding_model": model}).fetchall()
         return [Stale(row[0], int(row[1])) for row in rows]
 
     def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
         with self.db.connection() as conn:
-            return bool(one_row(conn.execute(sqlfiles.query("claim_status_calibration"),
-                                     {"community": community, "embedding_model": model, "kb_version": version,
-                                      "lease_seconds": lease_seconds}))[0])
+            return bool(
+                one_row(
+                    conn.execute(
+                        sqlfiles.query("claim_status_calibration"),
+                        {
+                            "community": community,
+                            "embedding_model": model,
+                            "kb_version": version,
+                            "lease_seconds": lease_seconds,
+                        },
+                    )
+                )[0]
+            )
 
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         with self.db.connection() as conn:
-            conn.execute(sqlfiles.query("store_status_calibration"),
-                         _put_args(community, model, stored, measured_ms))
+            conn.execute(sqlfiles.query("store_status_calibration"), _put_args(community, model, stored, measured_ms))
 
 
 class RpcCalibrations:
@@ -137,9 +160,17 @@ class RpcCalibrations:
         return [Stale(row["community"], int(row["current_version"])) for row in rows]
 
     def claim(self, community: str, model: str, version: int, lease_seconds: float) -> bool:
-        return bool(self._rpc("arc_claim_status_calibration",
-                              {"community": community, "embedding_model": model, "kb_version": version,
-                               "lease_seconds": lease_seconds}))
+        return bool(
+            self._rpc(
+                "arc_claim_status_calibration",
+                {
+                    "community": community,
+                    "embedding_model": model,
+                    "kb_version": version,
+                    "lease_seconds": lease_seconds,
+                },
+            )
+        )
 
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         self._rpc("arc_store_status_calibration", _put_args(community, model, stored, measured_ms))

@@ -26,8 +26,9 @@ def resolve(requested: str | None, known: Collection[str]) -> str:
             raise UnknownCommunity(f"community: no community {requested!r} in this knowledge base")
         return requested
     if len(known) > 1:
-        raise CommunityRequired(f"community: required, this knowledge base holds {len(known)} communities "
-                                f"({', '.join(sorted(known)[:10])})")
+        raise CommunityRequired(
+            f"community: required, this knowledge base holds {len(known)} communities ({', '.join(sorted(known)[:10])})"
+        )
     return next(iter(known), DEFAULT_COMMUNITY)
 
 
@@ -36,7 +37,8 @@ def resolve_for_write(requested: str | None, known: Collection[str]) -> str:
     (or ``default`` in an empty knowledge base)."""
     if requested is not None:
         if not re.fullmatch(COMMUNITY_PATTERN, requested):
-            raise UnknownCommunity(f"community: lowercase letters, digits, - and _ only (at most 63), "
-                                   f"got {requested[:80]!r}")
+            raise UnknownCommunity(
+                f"community: lowercase letters, digits, - and _ only (at most 63), got {requested[:80]!r}"
+            )
         return requested
     return resolve(None, known)

@@ -25,8 +25,15 @@ log = logging.getLogger("arc.database")
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 4, statement_timeout_ms: int = 5000,
-                 connect_timeout: float = 3.0, write_lock_wait: float = 30.0):
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        statement_timeout_ms: int = 5000,
+        connect_timeout: float = 3.0,
+        write_lock_wait: float = 30.0,
+    ):
         self.url = url
         self.pool_size = pool_size
         self.statement_timeout_ms = statement_timeout_ms
@@ -115,7 +122,8 @@ class Database:
             raise WritesBusy(
                 f"another ingest or delete has been writing the knowledge base for over "
                 f"{self.write_lock_wait:g} s (ARC_WRITE_LOCK_WAIT), so this one was not stored; "
-                f"retry after the Retry-After delay") from None
+                f"retry after the Retry-After delay"
+            ) from None
         conn.execute(sqlfiles.query("write_lock_taken"), {"statement_timeout": str(int(self.statement_timeout_ms))})
 
     # -- schema --------------------------------------------------------------------------------
@@ -158,7 +166,8 @@ class Database:
             raise SchemaMismatch(
                 f"embedding model {model} makes {dim}-dim vectors but knowledge_chunks.embedding "
                 f"is vector({table_dim}); use the model the table was built with, or a fresh "
-                f"database (ARC_DATA_DIR / DATABASE_URL)")
+                f"database (ARC_DATA_DIR / DATABASE_URL)"
+            )
 
     def recorded_model(self) -> str | None:
         """The embedding model that wrote the chunks (sql/040), or None while there are none."""

@@ -19,16 +19,19 @@ def list_documents(db: Database, community: str = DEFAULT_COMMUNITY) -> list[Doc
     return [_summary(row) for row in rows]
 
 
-def document_chunks(db: Database, document_id: str,
-                    community: str = DEFAULT_COMMUNITY) -> tuple[DocumentSummary, list[DocumentChunk]]:
+def document_chunks(
+    db: Database, document_id: str, community: str = DEFAULT_COMMUNITY
+) -> tuple[DocumentSummary, list[DocumentChunk]]:
     named = {"document_id": document_id, "community": community}
     with db.connect() as conn:
         summary = conn.execute(sqlfiles.query("list_documents"), named).fetchone()
         if summary is None:
             raise UnknownDocument(document_id)
         rows = conn.execute(sqlfiles.query("document_chunks"), named).fetchall()
-    return _summary(summary), [DocumentChunk(id=r[0], chunk_index=r[1], section_path=r[2], page_number=r[3],
-                                             token_count=r[4], content=r[5]) for r in rows]
+    return _summary(summary), [
+        DocumentChunk(id=r[0], chunk_index=r[1], section_path=r[2], page_number=r[3], token_count=r[4], content=r[5])
+        for r in rows
+    ]
 
 
 def delete_document(db: Database, document_id: str, community: str = DEFAULT_COMMUNITY) -> int:
@@ -46,13 +49,24 @@ def delete_document(db: Database, document_id: str, community: str = DEFAULT_COM
 
 
 def _summary(row) -> DocumentSummary:
-    return DocumentSummary(document_id=row[0], name=row[1], document_type=row[2], is_binding=row[3],
-                           superseded_by=row[4], chunks=row[5], pages=row[6], ingested_at=row[7],
-                           source_file=row[8], amended_by=sorted(row[9].split(",")) if row[9] else [])
+    return DocumentSummary(
+        document_id=row[0],
+        name=row[1],
+        document_type=row[2],
+        is_binding=row[3],
+        superseded_by=row[4],
+        chunks=row[5],
+        pages=row[6],
+        ingested_at=row[7],
+        source_file=row[8],
+        amended_by=sorted(row[9].split(",")) if row[9] else [],
+    )
 
 
-EMPTY_WARNING = ("the knowledge base is empty: no document has been ingested "
-                 "(arc-retrieval ingest PATHS, the ingest webhook, or serve --load-sample)")
+EMPTY_WARNING = (
+    "the knowledge base is empty: no document has been ingested "
+    "(arc-retrieval ingest PATHS, the ingest webhook, or serve --load-sample)"
+)
 
 
 def is_empty(db: Database) -> bool | None:
@@ -62,4 +76,3 @@ def is_empty(db: Database) -> bool | None:
             return bool(one_row(conn.execute(sqlfiles.query("knowledge_base_empty")))[0])
     except Exception:  # unreachable or not migrated yet: not this check's to report
         return None
-

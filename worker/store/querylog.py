@@ -28,14 +28,23 @@ class QueryLog:
         vector_scores = [c.vector_score for c in chunks if c.vector_score is not None]
         fts_scores = [c.fts_score for c in chunks if c.fts_score is not None]
         row = {
-            "community": answer.community, "request_id": answer.request_id, "query": answer.query.original[:2000],
-            "normalized_query": answer.query.normalized[:2000], "query_type": answer.query.query_type,
-            "status": answer.status, "best_score": answer.best_score, "result_count": answer.sources,
-            "candidate_count": len(chunks), "both_legs_count": both, "vector_only_count": vector_only,
+            "community": answer.community,
+            "request_id": answer.request_id,
+            "query": answer.query.original[:2000],
+            "normalized_query": answer.query.normalized[:2000],
+            "query_type": answer.query.query_type,
+            "status": answer.status,
+            "best_score": answer.best_score,
+            "result_count": answer.sources,
+            "candidate_count": len(chunks),
+            "both_legs_count": both,
+            "vector_only_count": vector_only,
             "fts_only_count": fts_only,
             "avg_vector_score": sum(vector_scores) / len(vector_scores) if vector_scores else None,
             "avg_fts_score": sum(fts_scores) / len(fts_scores) if fts_scores else None,
-            "reranked": answer.reranked, "warnings": answer.warnings, "timings_ms": Jsonb(answer.timings_ms),
+            "reranked": answer.reranked,
+            "warnings": answer.warnings,
+            "timings_ms": Jsonb(answer.timings_ms),
         }
         try:
             with self.db.connection(timeout=0.5) as conn:

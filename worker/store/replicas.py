@@ -41,15 +41,22 @@ class ReplicaStats:
     name: str
     searches: int = 0
     errors: int = 0
-    behind: int = 0          # questions that found it behind the primary and went elsewhere
+    behind: int = 0  # questions that found it behind the primary and went elsewhere
     lag_seconds: float = 0.0  # Postgres's own replay lag at the last check (grows while the primary is idle)
     healthy: bool = True
     retry_at: float = 0.0
 
 
 class ReadReplicas:
-    def __init__(self, primary: Database, replicas: list[Database], *, max_wait: float = 0.1,
-                 timeout: float = 1.0, retry_after: float = 30.0):
+    def __init__(
+        self,
+        primary: Database,
+        replicas: list[Database],
+        *,
+        max_wait: float = 0.1,
+        timeout: float = 1.0,
+        retry_after: float = 30.0,
+    ):
         self.primary = primary
         self.replicas = replicas
         self.max_wait = max_wait
@@ -130,9 +137,10 @@ class ReadReplicas:
         stats.healthy = False
         stats.retry_at = time.monotonic() + self.retry_after
         # The message names the failure, never the connection string (it may hold a password).
-        log.warning("read replica failed; skipped for a while",
-                    extra={"replica": stats.name, "error": type(exc).__name__,
-                           "retry_in_s": self.retry_after})
+        log.warning(
+            "read replica failed; skipped for a while",
+            extra={"replica": stats.name, "error": type(exc).__name__, "retry_in_s": self.retry_after},
+        )
 
     def close(self, timeout: float = 5.0) -> None:
         for replica in self.replicas:

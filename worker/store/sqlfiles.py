@@ -84,9 +84,11 @@ def migrations() -> tuple[Migration, ...]:
     root = sql_dir()
     functions = sorted((root / FUNCTIONS).glob("*.sql"), key=_function_order)
     numbered = sorted(p for p in root.glob("*.sql") if re.match(r"\d{3}_", p.name))
-    return (Migration("extensions", (root / "extensions.sql").read_text(), repeatable=True),
-            *(Migration(f"{FUNCTIONS}/{p.stem}", p.read_text(), repeatable=True) for p in functions),
-            *(Migration(p.stem, p.read_text()) for p in numbered))
+    return (
+        Migration("extensions", (root / "extensions.sql").read_text(), repeatable=True),
+        *(Migration(f"{FUNCTIONS}/{p.stem}", p.read_text(), repeatable=True) for p in functions),
+        *(Migration(p.stem, p.read_text()) for p in numbered),
+    )
 
 
 PASTE_HEADER = """\
@@ -108,14 +110,16 @@ def _paste_block(migration: Migration, dim: int) -> str:
         raise ValueError(f"{migration.name}.sql uses a dollar quote the paste reserves")
     checksum = migration.checksum(dim)
     applied = f"name = '{migration.name}'" + (f" and checksum = '{checksum}'" if migration.repeatable else "")
-    return (f"-- ===== {migration.name}.sql =====\n"
-            f"do {_BLOCK_QUOTE}\nbegin\n"
-            f"  if exists (select 1 from schema_migrations where {applied}) then\n    return;\n  end if;\n"
-            f"  execute {_TEXT_QUOTE}\n{text}\n{_TEXT_QUOTE};\n"
-            f"  insert into schema_migrations (name, checksum) values ('{migration.name}', '{checksum}')\n"
-            f"    on conflict (name) do update set checksum = excluded.checksum, applied_at = now();\n"
-            f"  raise notice 'arc-retrieval: applied {migration.name}';\n"
-            f"end\n{_BLOCK_QUOTE};\n")
+    return (
+        f"-- ===== {migration.name}.sql =====\n"
+        f"do {_BLOCK_QUOTE}\nbegin\n"
+        f"  if exists (select 1 from schema_migrations where {applied}) then\n    return;\n  end if;\n"
+        f"  execute {_TEXT_QUOTE}\n{text}\n{_TEXT_QUOTE};\n"
+        f"  insert into schema_migrations (name, checksum) values ('{migration.name}', '{checksum}')\n"
+        f"    on conflict (name) do update set checksum = excluded.checksum, applied_at = now();\n"
+        f"  raise notice 'arc-retrieval: applied {migration.name}';\n"
+        f"end\n{_BLOCK_QUOTE};\n"
+    )
 
 
 def all_migrations_sql(dim: int) -> str:
@@ -125,9 +129,12 @@ def all_migrations_sql(dim: int) -> str:
     migration and records it with the checksum ``db init`` would, so after a paste the worker
     applies nothing, and a second paste applies nothing either.
     """
-    parts = [PASTE_HEADER.format(dim=int(dim)), query("function_bodies_unchecked") + ";\n",
-             query("create_migrations_table") + ";\n",
-             query("lock_migrations") + ";\n"]
+    parts = [
+        PASTE_HEADER.format(dim=int(dim)),
+        query("function_bodies_unchecked") + ";\n",
+        query("create_migrations_table") + ";\n",
+        query("lock_migrations") + ";\n",
+    ]
     parts += [_paste_block(m, dim) for m in migrations()]
     return "\n".join(parts)
 

@@ -30,18 +30,37 @@ from .layout import DocumentWords, parse_pages, parse_text, rejoin
 from .markdown import parse_markdown
 from .pdf import markdown_table, parse_pdf, pdf_tables
 
-__all__ = ["TEXT_SUFFIXES", "CorpusRecord", "DocumentWords", "ParsedDocument", "markdown_table",
-           "parse_formatted", "parse_markdown", "parse_pages", "parse_pdf", "parse_text", "pdf_tables",
-           "read_beir_corpus", "read_path", "rejoin"]
+__all__ = [
+    "TEXT_SUFFIXES",
+    "CorpusRecord",
+    "DocumentWords",
+    "ParsedDocument",
+    "markdown_table",
+    "parse_formatted",
+    "parse_markdown",
+    "parse_pages",
+    "parse_pdf",
+    "parse_text",
+    "pdf_tables",
+    "read_beir_corpus",
+    "read_path",
+    "rejoin",
+]
 
 
 # The text files the readers know, by suffix (PDF and Word are read by their own readers).
-TEXT_SUFFIXES: dict[str, TextFormat] = {".md": "markdown", ".markdown": "markdown", ".txt": "text",
-                                        ".html": "html", ".htm": "html"}
+TEXT_SUFFIXES: dict[str, TextFormat] = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".html": "html",
+    ".htm": "html",
+}
 
 
-def read_path(path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS,
-              budget: Budget | None = None) -> ParsedDocument:
+def read_path(
+    path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS, budget: Budget | None = None
+) -> ParsedDocument:
     """A file as its reader reads it, without unsafe links (worker/ingest/links.py)."""
     return _safe_links(_read_path(path, ocr, limits, budget))
 
@@ -54,12 +73,14 @@ def _read_path(path: Path, ocr: Ocr, limits: ReadLimits, budget: Budget | None) 
         return parse_pdf(path, ocr, limits, budget)
     if suffix == ".docx":
         return parse_markdown(docx_markdown_bounded(path, limits, budget))
-    raise ValueError(f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html "
-                     "or a BEIR corpus.jsonl")
+    raise ValueError(
+        f"unsupported file type {suffix or '(none)'}: use .md, .txt, .pdf, .docx, .html or a BEIR corpus.jsonl"
+    )
 
 
-def parse_formatted(text: str, format: TextFormat, limits: ReadLimits = DEFAULT_LIMITS,
-                    budget: Budget | None = None) -> ParsedDocument:
+def parse_formatted(
+    text: str, format: TextFormat, limits: ReadLimits = DEFAULT_LIMITS, budget: Budget | None = None
+) -> ParsedDocument:
     """Text in a format a caller names (a file's suffix, the ingest webhook's `format`), without
     unsafe links."""
     if format == "text":
@@ -85,8 +106,9 @@ def _utf8(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                         "save it as UTF-8") from None
+        raise ValueError(
+            f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
     if (nul := text.find("\x00")) >= 0:  # Postgres text cannot hold it; no text file has one
         raise ValueError(f"a NUL byte at character {nul}: not a text file")
     return text

@@ -24,5 +24,6 @@ def read_beir_corpus(path: Path) -> Iterator[CorpusRecord]:
         for line in fh:
             if line.strip():
                 row = json.loads(line)
-                yield CorpusRecord(str(row["_id"]), normalise_text(row.get("title") or ""),
-                                   normalise_text(row.get("text") or ""))
+                yield CorpusRecord(
+                    str(row["_id"]), normalise_text(row.get("title") or ""), normalise_text(row.get("text") or "")
+                )

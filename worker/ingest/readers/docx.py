@@ -27,8 +27,9 @@ def docx_to_markdown(path: Path, limits: ReadLimits = DEFAULT_LIMITS) -> str:
     no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
     try:
         with marked_pages(path) as (marked, pages), marked.open("rb") as fh:
-            html = mammoth.convert_to_html(fh, style_map="p[style-name='Title'] => h1:fresh",
-                                           convert_image=no_images).value
+            html = mammoth.convert_to_html(
+                fh, style_map="p[style-name='Title'] => h1:fresh", convert_image=no_images
+            ).value
     except (zipfile.BadZipFile, KeyError, ParseError) as exc:
         raise ValueError(f"not a readable Word (.docx) file ({type(exc).__name__})") from None
     # mammoth nests a list's levels as <ol>s that the XML wrote flat, so the limit applies again

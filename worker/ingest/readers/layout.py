@@ -80,21 +80,35 @@ def parse_pages(pages: Sequence[tuple[int | None, str]]) -> ParsedDocument:
                 continue
             if i in edges and (_furniture_key(line) in furniture or _PAGE_NUMBER.match(line)):
                 continue
-            if not titled and not paragraph and _is_title(line) and not _TEXT_HEADING_L1.match(line) \
-                    and not _TEXT_HEADING_NUM.match(line):
+            if (
+                not titled
+                and not paragraph
+                and _is_title(line)
+                and not _TEXT_HEADING_L1.match(line)
+                and not _TEXT_HEADING_NUM.match(line)
+            ):
                 stack[-1] = (stack[-1][0], f"{stack[-1][1]} {line}")  # "ARTICLE I" + "Definitions"
                 titled = True
                 continue
             level = _text_heading_level(line)
             # The document's own name on its first line ("Maple Court Design Rules"), then its
             # first heading: the name is the title, not a paragraph the heading would join
-            named = title is None and not blocks and not stack and len(paragraph) == 1 \
-                and _is_title(paragraph[0]) and _title_case(paragraph[0])
+            named = (
+                title is None
+                and not blocks
+                and not stack
+                and len(paragraph) == 1
+                and _is_title(paragraph[0])
+                and _title_case(paragraph[0])
+            )
             if level is not None and (section := _SECTION_WORD.match(line)):
                 # "Section 2. Driveways": a sibling of "Section 1. Roofs", inside the ARTICLE above
                 # them if there is one; a wrapped sentence's line "Section 3 of the Declaration" is no heading
-                level = _section_level(section.group(1), stack) \
-                    if not paragraph or _ends_sentence(paragraph[-1]) or named else None
+                level = (
+                    _section_level(section.group(1), stack)
+                    if not paragraph or _ends_sentence(paragraph[-1]) or named
+                    else None
+                )
             if level is not None:
                 if named:
                     title = paragraph.pop()
@@ -132,14 +146,15 @@ def _normalised(text: str) -> str:
 _RUN_IN_SECTION = re.compile(
     r"^(?:SECTION|[Ss]ection)\s+(\d+(?:\.\d+)*)\.?"
     r"(?:\s+(?:(?:[A-Z0-9][\w'’/&:,()-]*|of|and|or|for|the|to|on|in|an?|under|by)\s+){0,9}"
-    r"[A-Z0-9][\w'’/&:,()-]*\.(?=\s|$))?")
+    r"[A-Z0-9][\w'’/&:,()-]*\.(?=\s|$))?"
+)
 _BARE_HEADING = re.compile(rf"^{_HEADING_WORDS}\s+[\w.\"'-]{{1,8}}$", re.I)
 _PAGE_NUMBER = re.compile(r"^(?:.*\bpage\s+\S{1,4}(?:\s+of\s+\S{1,4})?|[-\u2013 ]*\d{1,4}[-\u2013 ]*)$", re.I)
 _SENTENCE_END = (".", ":", ";", "?", "!", ".\"", ".\u201d", ".)")
 
 
 def _title_case(text: str) -> bool:
-    """"Fences and Walls" is a title; "Owners must keep their lots free of" (a numbered rule's
+    """ "Fences and Walls" is a title; "Owners must keep their lots free of" (a numbered rule's
     first line, wrapped) is not."""
     words = [w for w in re.findall(r"[A-Za-z][\w'’-]*", text) if len(w) > 3]
     return len(text.split()) <= 8 and sum(w[0].isupper() for w in words) * 2 >= len(words)
@@ -148,8 +163,11 @@ def _title_case(text: str) -> bool:
 def _names_a_document(heading: str) -> bool:
     """A heading that can be the document's name: not a scanned title's stray word ("OF" between
     "ARTICLES" and "INCORPORATION") nor a numbered part ("ARTICLE I"), which name no document."""
-    return (re.search(r"[A-Za-z]{4}", heading) is not None and not _TEXT_HEADING_L1.match(heading)
-            and not _TEXT_HEADING_NUM.match(heading))
+    return (
+        re.search(r"[A-Za-z]{4}", heading) is not None
+        and not _TEXT_HEADING_L1.match(heading)
+        and not _TEXT_HEADING_NUM.match(heading)
+    )
 
 
 def _ends_sentence(line: str) -> bool:
@@ -157,8 +175,12 @@ def _ends_sentence(line: str) -> bool:
 
 
 def _is_title(line: str) -> bool:
-    return (len(line.split()) <= 8 and line[0].isupper() and not line.endswith((".", ",", ";", ":"))
-            and not ITEM.match(line))
+    return (
+        len(line.split()) <= 8
+        and line[0].isupper()
+        and not line.endswith((".", ",", ";", ":"))
+        and not ITEM.match(line)
+    )
 
 
 def _join_lines(lines: list[str], spelled: DocumentWords | None = None) -> str:
@@ -207,8 +229,7 @@ def rejoin(head: str, tail: str, spelled: DocumentWords) -> str:
         keep = True
     else:
         known = english_words()
-        keep = (first + second not in known and len(first) > 1 and len(second) > 1
-                and first in known and second in known)
+        keep = first + second not in known and len(first) > 1 and len(second) > 1 and first in known and second in known
     return head + tail if keep else head[:-1] + tail
 
 
@@ -235,7 +256,7 @@ def _page_furniture(pages: list[tuple[int | None, list[str], set[int]]]) -> set[
 
 
 def _section_level(number: str, stack: list[tuple[int, str]]) -> int:
-    """"Section 4.2" sits one level below an article, chapter or part above it, and beside
+    """ "Section 4.2" sits one level below an article, chapter or part above it, and beside
     "Section 4.1": the sections met before it are its siblings, never its parents."""
     in_part = any(not _SECTION_WORD.match(name) for level, name in stack if level == 1)
     return number.count(".") + (2 if in_part else 1)
@@ -246,7 +267,7 @@ def _text_heading_level(line: str) -> int | None:
         return None
     if _TEXT_HEADING_L1.match(line):
         return 1
-    if (m := _TEXT_HEADING_NUM.match(line)) and _title_case(line[m.end(1):]):
+    if (m := _TEXT_HEADING_NUM.match(line)) and _title_case(line[m.end(1) :]):
         return m.group(1).count(".") + 1
     if line.isupper() and len(line.split()) <= 8 and any(c.isalpha() for c in line):
         return 1

@@ -21,8 +21,9 @@ log = logging.getLogger("arc.readers")
 _MIN_PAGE_LETTERS = 20
 
 
-def parse_pdf(path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS,
-              budget: Budget | None = None) -> ParsedDocument:
+def parse_pdf(
+    path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_LIMITS, budget: Budget | None = None
+) -> ParsedDocument:
     """The text layer of each page; pages that are images (scans) are read by OCR. At most
     ``limits.max_pages`` pages and ``limits.max_ocr_pages`` scanned ones (a 1.6 MB PDF of 10,000
     blank pages sharing one image would have kept Tesseract busy for hours)."""
@@ -40,11 +41,15 @@ def parse_pdf(path: Path, ocr: Ocr = DEFAULT_OCR, limits: ReadLimits = DEFAULT_L
         for n, page in enumerate(reader.pages, start=1):
             budget.check()
             pages.append((n, page.extract_text() or ""))
-        scanned = [n for (n, text), page in zip(pages, reader.pages, strict=True)
-                   if sum(c.isalpha() for c in text) < _MIN_PAGE_LETTERS and _has_image(page)]
+        scanned = [
+            n
+            for (n, text), page in zip(pages, reader.pages, strict=True)
+            if sum(c.isalpha() for c in text) < _MIN_PAGE_LETTERS and _has_image(page)
+        ]
         if len(scanned) > limits.max_ocr_pages:
-            raise ValueError(f"{len(scanned):,} pages need OCR (at most {limits.max_ocr_pages:,}, "
-                             "ARC_MAX_OCR_PAGES): split the PDF")
+            raise ValueError(
+                f"{len(scanned):,} pages need OCR (at most {limits.max_ocr_pages:,}, ARC_MAX_OCR_PAGES): split the PDF"
+            )
         ruled = [n for n, page in enumerate(reader.pages, start=1) if n not in scanned and _has_rules(page)]
     except (PyPdfError, OSError, KeyError, TypeError, AttributeError) as exc:
         # pypdf raises its own errors and, on damaged files, plain Python ones from its parser
@@ -88,8 +93,10 @@ def pdf_tables(path: Path, numbers: list[int]) -> dict[int, str]:
         with pdfplumber.open(path) as pdf:
             for number in numbers:
                 page = pdf.pages[number - 1]
-                tables = sorted(((t.bbox, rows) for t in page.find_tables() if _holds_a_table(rows := t.extract())),
-                                key=lambda found_table: found_table[0][1])
+                tables = sorted(
+                    ((t.bbox, rows) for t in page.find_tables() if _holds_a_table(rows := t.extract())),
+                    key=lambda found_table: found_table[0][1],
+                )
                 if not tables:
                     continue
                 parts, top = [], 0.0
