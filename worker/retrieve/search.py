@@ -18,7 +18,7 @@ from cachetools import TTLCache
 
 from ..errors import DatabaseUnavailable
 from ..models import ChunkResult
-from ..store import sqlfiles
+from ..store import rpc, sqlfiles
 from ..store.calibrations import PostgresCalibrations, RpcCalibrations
 from ..store.database import Database
 from ..store.replicas import ReadReplicas
@@ -228,17 +228,8 @@ class SupabaseBackend:
         return [row["community"] for row in self._rpc("community_names", {})]
 
     def _rpc(self, function: str, args: dict[str, Any]) -> list[dict[str, Any]]:
-        from postgrest.exceptions import APIError
-
-        try:
-            # postgrest types a reply as any JSON; these functions return rows
-            return cast(list[dict[str, Any]], self.client.rpc(function, args).execute().data or [])
-        except APIError as exc:
-            raise DatabaseUnavailable(f"supabase rpc {function} failed: {exc.message or exc.code}") from exc
-        except Exception as exc:  # httpx transport errors: the service is unreachable
-            if type(exc).__module__.startswith("httpx"):
-                raise DatabaseUnavailable(f"supabase unreachable: {type(exc).__name__}") from exc
-            raise
+        # postgrest types a reply as any JSON; these functions return rows
+        return cast(list[dict[str, Any]], rpc.call(self.client, function, args) or [])
 
 
 class SearchCache:

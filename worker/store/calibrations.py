@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import DatabaseUnavailable
-from . import sqlfiles
+from . import rpc, sqlfiles
 from .database import Database
 from .rows import one_row
 
@@ -140,16 +140,7 @@ class RpcCalibrations:
         self.client = client
 
     def _rpc(self, function: str, args: dict[str, Any]) -> Any:
-        from postgrest.exceptions import APIError
-
-        try:
-            return self.client.rpc(function, args).execute().data
-        except APIError as exc:
-            raise DatabaseUnavailable(f"supabase rpc {function} failed: {exc.message or exc.code}") from exc
-        except Exception as exc:  # httpx transport errors: the service is unreachable
-            if type(exc).__module__.startswith("httpx"):
-                raise DatabaseUnavailable(f"supabase unreachable: {type(exc).__name__}") from exc
-            raise
+        return rpc.call(self.client, function, args)
 
     def read(self, community: str, model: str) -> Reading:
         rows = self._rpc("arc_status_calibration", {"community": community, "embedding_model": model}) or []
