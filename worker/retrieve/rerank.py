@@ -51,7 +51,67 @@ class RerankFailed(Exception):
     pass
 
 
-class LLMReranker:
+class CachedReranker:
+    """What every reranker shares: a question's candidates scored once in a few minutes (cached
+    by the question and the candidates), a failure that keeps the first-stage order with a
+    warning, and the order the scores give with the source's authority (:func:`order_scored`).
+    A subclass scores (:meth:`_score`), names its cache key and the usage it counts."""
+
+    max_candidates: int
+    adjustments: Adjustments
+    guard_top: int
+    guard_min: float
+    unscored_last = False  # where a chunk the reply did not score goes (order_scored)
+    _cache: TTLCache
+    _lock: threading.Lock
+
+    def _cache_key(self, question: str, pool: list[ChunkResult]) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def _new_usage(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def _score(
+        self, question: str, pool: list[ChunkResult], usage: dict[str, int]
+    ) -> tuple[dict[int, Score], list[str]]:
+        """The pool's scores and any warnings about them; raises RerankFailed."""
+        raise NotImplementedError
+
+    def _log_extra(self) -> dict[str, str]:
+        return {}
+
+    def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
+        pool = candidates[: self.max_candidates]
+        if not pool:
+            return RerankOutcome([], reranked=False)
+        key = self._cache_key(question, pool)
+        with self._lock:
+            cached = self._cache.get(key)
+        usage = self._new_usage()
+        warnings: list[str] = []
+        if cached is None:
+            try:
+                cached, warnings = self._score(question, pool, usage)
+            except RerankFailed as exc:
+                log.warning("reranker skipped", extra={"reason": str(exc), **self._log_extra()})
+                warning = f"reranker skipped: {exc}; results keep the first-stage order"
+                return RerankOutcome(candidates, reranked=False, warnings=[warning], usage=usage)
+            with self._lock:
+                self._cache[key] = cached
+        else:
+            usage["cache_hit"] = 1
+        ordered = order_scored(
+            candidates,
+            cached,
+            self.adjustments,
+            guard_top=self.guard_top,
+            guard_min=self.guard_min,
+            unscored_last=self.unscored_last,
+        )
+        return RerankOutcome(ordered, reranked=True, warnings=warnings, usage=usage)
+
+
+class LLMReranker(CachedReranker):
     def __init__(
         self,
         client: Any,
@@ -86,30 +146,16 @@ class LLMReranker:
     def close(self) -> None:
         self._pool.shutdown()
 
-    def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
-        pool = candidates[: self.max_candidates]
-        if not pool:
-            return RerankOutcome([], reranked=False)
-        key = (self.model, question, tuple(c.id for c in pool))
-        with self._lock:
-            cached = self._cache.get(key)
-        usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "llm_requests": 0}
-        if cached is None:
-            try:
-                cached = self._score_all(question, pool, usage)
-            except RerankFailed as exc:
-                log.warning("reranker skipped", extra={"reason": str(exc)})
-                return RerankOutcome(
-                    candidates,
-                    reranked=False,
-                    warnings=[f"reranker skipped: {exc}; results keep the first-stage order"],
-                    usage=usage,
-                )
-            with self._lock:
-                self._cache[key] = cached
-        else:
-            usage["cache_hit"] = 1
-        return RerankOutcome(self._order(candidates, cached, top_k), reranked=True, usage=usage)
+    def _cache_key(self, question: str, pool: list[ChunkResult]) -> tuple[Any, ...]:
+        return (self.model, question, tuple(c.id for c in pool))
+
+    def _new_usage(self) -> dict[str, int]:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "llm_requests": 0}
+
+    def _score(
+        self, question: str, pool: list[ChunkResult], usage: dict[str, int]
+    ) -> tuple[dict[int, Score], list[str]]:
+        return self._score_all(question, pool, usage), []
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -186,11 +232,6 @@ class LLMReranker:
 
     def prompt(self, question: str, batch: Sequence[ChunkResult]) -> str:
         return render_prompt(question, batch, lambda text: self._tokens.truncate(text, self.chunk_token_cap))
-
-    # -- ordering ------------------------------------------------------------------------------
-
-    def _order(self, candidates: list[ChunkResult], scores: dict[int, Score], top_k: int) -> list[ChunkResult]:
-        return order_scored(candidates, scores, self.adjustments, guard_top=self.guard_top, guard_min=self.guard_min)
 
 
 def order_scored(

@@ -33,7 +33,7 @@ from ..models import ChunkResult
 from ..tokens import default_counter
 from .authority import Adjustments
 from .executor import BoundedExecutor
-from .rerank import RerankFailed, RerankOutcome, order_scored
+from .rerank import CachedReranker, RerankFailed
 from .rerank_prompt import Score
 
 log = logging.getLogger("arc.rerank")
@@ -125,8 +125,11 @@ class Verdict:
     score: float
 
 
-class ServiceReranker:
+class ServiceReranker(CachedReranker):
     """Scores a question's candidates with a rerank service, one request per question."""
+
+    # a cross-encoder's probabilities and the first-stage scale do not mix
+    unscored_last = True
 
     def __init__(
         self,
@@ -174,30 +177,14 @@ class ServiceReranker:
         self._pool.shutdown()
         self._http.close()
 
-    def rerank(self, question: str, candidates: list[ChunkResult], top_k: int) -> RerankOutcome:
-        pool = candidates[: self.max_candidates]
-        if not pool:
-            return RerankOutcome([], reranked=False)
-        key = (self.service, self.model, question, tuple(c.id for c in pool))
-        with self._lock:
-            cached = self._cache.get(key)
-        usage: dict[str, int] = {"rerank_requests": 0}
-        warnings: list[str] = []
-        if cached is None:
-            try:
-                cached, warnings = self._score(question, pool, usage)
-            except RerankFailed as exc:
-                log.warning("reranker skipped", extra={"reason": str(exc), "service": self.service})
-                warning = f"reranker skipped: {exc}; results keep the first-stage order"
-                return RerankOutcome(candidates, reranked=False, usage=usage, warnings=[warning])
-            with self._lock:
-                self._cache[key] = cached
-        else:
-            usage["cache_hit"] = 1
-        ordered = order_scored(
-            candidates, cached, self.adjustments, guard_top=self.guard_top, guard_min=self.guard_min, unscored_last=True
-        )
-        return RerankOutcome(ordered, reranked=True, warnings=warnings, usage=usage)
+    def _cache_key(self, question: str, pool: list[ChunkResult]) -> tuple[Any, ...]:
+        return (self.service, self.model, question, tuple(c.id for c in pool))
+
+    def _new_usage(self) -> dict[str, int]:
+        return {"rerank_requests": 0}
+
+    def _log_extra(self) -> dict[str, str]:
+        return {"service": self.service}
 
     def verdict(self, candidates: list[ChunkResult]) -> Verdict | None:
         """The status the best service score sets. Demotions count (a superseded or amended
