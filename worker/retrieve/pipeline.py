@@ -259,19 +259,18 @@ class Retriever:
         service_status = service.status if service is not None else None
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, request.min_relevance)
-            if status_stage.first(confidence, service=service_status, reading=reading)[0] == "no_results":
+            opening = status_stage.first(confidence, service=service_status, reading=reading)
+            if opening[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
                 built = self._assemble(qualifying, request)
             lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
             verdict = status_stage.settle(
-                confidence,
+                opening,
                 context_chunks=len(built.chunks),
                 minimum=request.min_relevance,
                 best=best,
                 lacking=lacking,
-                service=service_status,
-                reading=reading,
             )
             status, message = verdict.status, verdict.message
             warnings.extend(verdict.warnings)

@@ -74,24 +74,21 @@ def first(
 
 
 def settle(
-    confidence: Confidence,
+    opening: tuple[Status, str | None],
     *,
     context_chunks: int,
     minimum: float | None,
     best: float | None,
     lacking: AnswerType | None,
-    service: Status | None = None,
-    reading: Reading | None = None,
 ) -> Verdict:
     """The status, its message and the warnings that explain a lowered one.
 
+    ``opening``: the status and message :func:`first` gave before the context was assembled;
     ``context_chunks``: how many chunks the context holds; ``minimum``: the request's explicit
     ``min_relevance`` (None: the default context); ``best``: the best final score, named in the
-    warning; ``lacking``: the kind of answer the question asks for that the context does not hold;
-    ``service``: the status a rerank service's best score sets; ``reading``: the question's
-    language and whether the model reads it.
+    warning; ``lacking``: the kind of answer the question asks for that the context does not hold.
     """
-    status, message = first(confidence, service=service, reading=reading)
+    status, message = opening
     if status == "no_results":
         return Verdict("no_results", message)
     if minimum is not None and context_chunks == 0:
