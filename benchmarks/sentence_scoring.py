@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_answer_dataset(args.dataset)
     settings = Settings.from_env()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
-    data_dir = settings.data_dir.resolve()
+    data_dir = settings.database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     wanted = [c for c in args.communities.split(",") if c]
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             if not questions or (wanted and community not in wanted):
                 continue
             manifest = load_manifest(folder)
-            db = Database(_new_database(url, community), statement_timeout_ms=settings.statement_timeout_ms)
+            db = Database(_new_database(url, community), statement_timeout_ms=settings.database.statement_timeout_ms)
             try:
                 db.migrate(embedder.dim)
                 ingestor = Ingestor(db, embedder)
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 ingestor.write(documents, cache.embed(embedding_texts(documents)))
                 cache.save()
                 _, retriever = _webhook_client(settings, db, embedder)
-                if settings.status_calibration:
+                if settings.status.status_calibration:
                     retriever.calibrate_now()
                 rows += replay(retriever, community, questions, section_variant=not args.no_section)
             finally:

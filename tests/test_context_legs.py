@@ -103,6 +103,13 @@ def test_a_caller_given_budget_is_filled(retriever):
     assert 0 < small.context_tokens <= 300
 
 
+def test_a_budget_alone_is_filled_as_far_as_it_goes(retriever):
+    # No top_k: the budget, not a count of chunks, bounds the context (the fence rules are short).
+    answer = retriever.answer(RetrievalRequest(query="what are the fence rules", token_budget=4000))
+    assert answer.context.count("reviews every new fence") > 20
+    assert answer.context_tokens <= 4000
+
+
 def test_leg_tops_follow_the_rankings_best():
     ranked = [chunk(i, 1 - i / 100) for i in range(10)]
     ranked[8].fts_rank = 2

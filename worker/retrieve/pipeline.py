@@ -74,7 +74,6 @@ class ContextPolicy:
     steer_boost: float = 1.1  # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1  # a document the question names (``the shops bylaws``, retrieve/naming.py)
     leg_top: int = 3  # each leg's best few follow those first chunks (context.leg_tops_first)
-    fill_chunks: int = 20  # a caller who gives a token_budget without top_k: chunks it may fill
     sentence_top: int = 0  # the first candidates re-ordered by their best sentence (sentences.py);
     sentence_share: float = 0.0  # its share of the blend (0: off; measured in docs/answers.md)
 
@@ -330,7 +329,8 @@ class Retriever:
         explicit = request.min_relevance is not None
         given = request.model_fields_set
         sized = "token_budget" in given or "top_k" in given
-        max_chunks = request.top_k if "top_k" in given or not sized else max(request.top_k, self.policy.fill_chunks)
+        # A budget without top_k is filled as far as it goes: the candidates bound it, not a count.
+        max_chunks = request.top_k if "top_k" in given or not sized else max(request.top_k, len(ranked))
         first = max_chunks if sized else self.policy.min_context_chunks
         if not explicit:
             ranked, first = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
