@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -38,16 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 from worker.config import Settings  # noqa: E402
 from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
-from worker.evaluation.answer_harness import VectorCache, _new_database, _webhook_client  # noqa: E402
+from worker.evaluation.answer_harness import VectorCache, _webhook_client, each_community  # noqa: E402
 from worker.evaluation.answers import evidence_found, load_answer_dataset, split_sources  # noqa: E402
 from worker.evaluation.metrics import percentile  # noqa: E402
-from worker.ingest.ingestor import Ingestor, embedding_texts, manifest_documents  # noqa: E402
-from worker.ingest.manifest import load_manifest  # noqa: E402
 from worker.models import RetrievalRequest  # noqa: E402
 from worker.retrieve import context as context_stage  # noqa: E402
 from worker.retrieve import sentences as sentence_stage  # noqa: E402
-from worker.store.database import Database  # noqa: E402
-from worker.store.embedded import EmbeddedPostgres  # noqa: E402
 
 BUDGETS = (None, 500, 1000, 2000)
 SECTION_RADIUS = 8
@@ -137,31 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     wanted = [c for c in args.communities.split(",") if c]
     rows: list[dict] = []
-    workdir = Path(tempfile.mkdtemp(prefix="sentences-", dir=data_dir))
-    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
-    try:
-        url = server.start()
-        for community, folder in dataset.communities.items():
-            questions = [q for q in dataset.questions if q.community == community]
-            if not questions or (wanted and community not in wanted):
-                continue
-            manifest = load_manifest(folder)
-            db = Database(_new_database(url, community), statement_timeout_ms=settings.database.statement_timeout_ms)
-            try:
-                db.migrate(embedder.dim)
-                ingestor = Ingestor(db, embedder)
-                documents = manifest_documents(ingestor, manifest)
-                ingestor.write(documents, cache.embed(embedding_texts(documents)))
-                cache.save()
-                _, retriever = _webhook_client(settings, db, embedder)
-                if settings.status.status_calibration:
-                    retriever.calibrate_now()
-                rows += replay(retriever, community, questions, section_variant=not args.no_section)
-            finally:
-                db.close()
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    for each in each_community(dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data_dir,
+                               only=wanted):
+        cache.save()
+        _, retriever = _webhook_client(settings, each.db, embedder)
+        if settings.status.status_calibration:
+            retriever.calibrate_now()
+        rows += replay(retriever, each.community, each.questions, section_variant=not args.no_section)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "questions.json").write_text(json.dumps(rows, indent=1) + "\n")
     summary = summarise(rows)

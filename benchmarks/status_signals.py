@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,15 +30,11 @@ sys.path.insert(0, str(ROOT))
 
 from worker.config import Settings  # noqa: E402
 from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
-from worker.evaluation.answer_harness import VectorCache, _new_database, _webhook_client  # noqa: E402
+from worker.evaluation.answer_harness import VectorCache, _webhook_client, each_community  # noqa: E402
 from worker.evaluation.answers import evidence_found, load_answer_dataset, split_sources  # noqa: E402
-from worker.ingest.ingestor import Ingestor, embedding_texts, manifest_documents  # noqa: E402
-from worker.ingest.manifest import load_manifest  # noqa: E402
 from worker.models import RetrievalRequest  # noqa: E402
 from worker.retrieve import confidence as confidence_stage  # noqa: E402
 from worker.retrieve import sentences as sentence_stage  # noqa: E402
-from worker.store.database import Database  # noqa: E402
-from worker.store.embedded import EmbeddedPostgres  # noqa: E402
 
 SENTENCE_TOP = 10  # candidates whose best sentence is scored
 KEPT = ("id", "vector_score", "fts_score", "bm25_score", "vector_rank", "fts_rank", "relevance", "final_score")
@@ -144,32 +138,15 @@ def dump(args: argparse.Namespace) -> int:
     cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
     wanted = [c for c in args.communities.split(",") if c]
     args.out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="signals-", dir=data_dir))
-    server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
-    try:
-        url = server.start()
-        for community, folder in dataset.communities.items():
-            questions = [q for q in dataset.questions if q.community == community]
-            if not questions or (wanted and community not in wanted):
-                continue
-            db = Database(_new_database(url, community), statement_timeout_ms=settings.database.statement_timeout_ms)
-            try:
-                db.migrate(embedder.dim)
-                ingestor = Ingestor(db, embedder)
-                documents = manifest_documents(ingestor, load_manifest(folder))
-                ingestor.write(documents, cache.embed(embedding_texts(documents)))
-                cache.save()
-                _, retriever = _webhook_client(settings, db, embedder)
-                retriever.calibrate_now()
-                foreign = [q for q in dataset.questions if q.community != community] if args.foreign else []
-                dumped = replay(retriever, db, community, questions, foreign)
-                (args.out / f"{community}.json").write_text(json.dumps(dumped) + "\n")
-                print(community, len(dumped["questions"]), len(dumped["probes"]), flush=True)
-            finally:
-                db.close()
-    finally:
-        server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    loaded = each_community(dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data_dir, only=wanted)
+    for each in loaded:
+        cache.save()
+        _, retriever = _webhook_client(settings, each.db, embedder)
+        retriever.calibrate_now()
+        foreign = [q for q in dataset.questions if q.community != each.community] if args.foreign else []
+        dumped = replay(retriever, each.db, each.community, each.questions, foreign)
+        (args.out / f"{each.community}.json").write_text(json.dumps(dumped) + "\n")
+        print(each.community, len(dumped["questions"]), len(dumped["probes"]), flush=True)
     return 0
 
 

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -24,8 +25,8 @@ from tqdm import tqdm
 
 from ..config import Settings
 from ..embeddings import CachedEmbedder
-from ..ingest.ingestor import Ingestor, embedding_texts, manifest_documents
-from ..ingest.manifest import load_manifest
+from ..ingest.ingestor import DocumentInput, Ingestor, embedding_texts, manifest_documents
+from ..ingest.manifest import Manifest, load_manifest
 from ..retrieve import answer_type
 from ..runtime import Runtime
 from ..store.database import Database
@@ -132,13 +133,74 @@ def evaluate_answers(
     outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
     budgets = budget.BudgetRuns()
     calibrations: dict[str, dict | None] = {}
+    for loaded in each_community(dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data_dir):
+        community, questions, manifest = loaded.community, loaded.questions, loaded.manifest
+        index = anchors.build_index([manifest.path_of(e) for e in manifest.documents], cache.embed)
+        cache.save()
+        client, retriever = _webhook_client(settings, loaded.db, embedder)
+        # What a deployed worker does in the background after an ingest, done before
+        # the first question so that every question is answered calibrated.
+        calibration = retriever.calibrate_now() if settings.status.status_calibration else None
+        calibrations[community] = (
+            None
+            if calibration is None
+            else {**calibration.anchors(), "questions": calibration.questions, "kb_version": calibration.version}
+        )
+        corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in loaded.documents)
+        for question in tqdm(questions, desc=community, unit="q", disable=not progress):
+            outcome = _ask_worker(client, settings, question)
+            outcome.evidence_in_kb = question.kind == "answerable" and evidence_found(question.evidence, corpus)
+            outcomes[ARC].append(outcome)
+            budget.measure(
+                budgets,
+                question,
+                outcomes[ARC][-1],
+                index=index,
+                embedder=embedder,
+                counter=counter,
+                ask=partial(_ask_budget, client, settings, question),
+            )
+            outcomes[N8N].append(_anchor(question, index, embedder, counter, hybrid=False))
+            outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
+    return AnswerResults(
+        dataset.name,
+        embedder.model,
+        outcomes,
+        budgets=budgets,
+        calibrations=calibrations,
+        reranker="on" if settings.reranking.reranker == "llm" else "off",
+    )
+
+
+@dataclass
+class LoadedCommunity:
+    """One community of an answer dataset, ingested into a database of its own."""
+
+    community: str
+    questions: list[Question]
+    manifest: Manifest
+    documents: list[DocumentInput]
+    db: Database
+
+
+def each_community(
+    dataset: AnswerDataset,
+    *,
+    settings: Settings,
+    embedder: CachedEmbedder,
+    cache: VectorCache,
+    data_dir: Path,
+    only: Collection[str] = (),
+) -> Iterator[LoadedCommunity]:
+    """Each community with questions (of ``only``, when given), ingested through the normal path
+    into its own database on one embedded server; the database closes when the next one comes."""
     workdir = Path(tempfile.mkdtemp(prefix="answers-", dir=data_dir))
     server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
     try:
         server_url = server.start()
         for community, folder in dataset.communities.items():
             questions = [q for q in dataset.questions if q.community == community]
-            if not questions:
+            if not questions or (only and community not in only):
                 continue
             manifest = load_manifest(folder)
             db = Database(
@@ -149,47 +211,9 @@ def evaluate_answers(
                 ingestor = Ingestor(db, embedder)
                 documents = manifest_documents(ingestor, manifest)
                 ingestor.write(documents, cache.embed(embedding_texts(documents)))
-                index = anchors.build_index([manifest.path_of(e) for e in manifest.documents], cache.embed)
-                cache.save()
-                client, retriever = _webhook_client(settings, db, embedder)
-                # What a deployed worker does in the background after an ingest, done before
-                # the first question so that every question is answered calibrated.
-                calibration = retriever.calibrate_now() if settings.status.status_calibration else None
-                calibrations[community] = (
-                    None
-                    if calibration is None
-                    else {
-                        **calibration.anchors(),
-                        "questions": calibration.questions,
-                        "kb_version": calibration.version,
-                    }
-                )
-                corpus = "\n".join(" ".join(c.content for c in d.chunks) for d in documents)
-                for question in tqdm(questions, desc=community, unit="q", disable=not progress):
-                    outcome = _ask_worker(client, settings, question)
-                    outcome.evidence_in_kb = question.kind == "answerable" and evidence_found(question.evidence, corpus)
-                    outcomes[ARC].append(outcome)
-                    budget.measure(
-                        budgets,
-                        question,
-                        outcomes[ARC][-1],
-                        index=index,
-                        embedder=embedder,
-                        counter=counter,
-                        ask=partial(_ask_budget, client, settings, question),
-                    )
-                    outcomes[N8N].append(_anchor(question, index, embedder, counter, hybrid=False))
-                    outcomes[HYBRID].append(_anchor(question, index, embedder, counter, hybrid=True))
+                yield LoadedCommunity(community, questions, manifest, documents, db)
             finally:
                 db.close()
-        return AnswerResults(
-            dataset.name,
-            embedder.model,
-            outcomes,
-            budgets=budgets,
-            calibrations=calibrations,
-            reranker="on" if settings.reranking.reranker == "llm" else "off",
-        )
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
