@@ -244,8 +244,8 @@ class Retriever:
 
         candidates = bring_amendments(candidates, request.top_k)
         best = candidates[0].final_score if candidates else None
-        # The status carries without the reranker: it reads the first-stage relevance, the one
-        # score the calibration measured, whether or not an LLM reordered the list.
+        # The status carries without the reranker: it reads the first-stage relevance on its
+        # calibrated scale, whether or not an LLM reordered the list.
         scale = self.calibrator.for_question(community) if known else None
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
