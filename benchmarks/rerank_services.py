@@ -71,7 +71,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/rerank_services"))
     parser.add_argument("--calibration", action="store_true", help="the status calibration's cost instead")
-    parser.add_argument("--delays", default="0,0.05,0.2", help="the stand-in's seconds per request (--calibration)")
+    parser.add_argument("--delays", default="0,0.05,0.2",
+                        help="the stand-in's seconds per request (--calibration)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="arc-rerank-bench-") as tmp:
         embedded = EmbeddedPostgres(Path(tmp) / "pg")
@@ -107,7 +108,8 @@ def calibration_cost(url: str, rounds: int, delays: list[float]) -> dict[str, di
         return elapsed
 
     measure(None)  # the embedding model loaded, the searches' plans cached
-    results: dict[str, dict] = {"none": {"ms": summary([measure(None) for _ in range(rounds)]), "requests": 0}}
+    alone = [measure(None) for _ in range(rounds)]
+    results: dict[str, dict] = {"none": {"ms": summary(alone), "requests": 0}}
     for name in SERVICES:
         with RerankStandin(name, api_key=KEY) as standin:
             reranker = ServiceReranker(name, standin.url, api_key=KEY, model="bench-model", timeout=10)
@@ -117,7 +119,8 @@ def calibration_cost(url: str, rounds: int, delays: list[float]) -> dict[str, di
                     standin.reset(delay=delay)
                     times.append(measure(reranker))
                     requests.append(len(standin.calls))
-                results[f"{name} {delay:g}"] = {"ms": summary(times), "requests": max(requests), "delay_s": delay}
+                results[f"{name} {delay:g}"] = {"ms": summary(times), "requests": max(requests),
+                                                "delay_s": delay}
             reranker.close()
     db.close()
     return results
@@ -136,15 +139,17 @@ def write_calibration(results: dict[str, dict], args: argparse.Namespace) -> Non
              "one sentence from each chunk that has one asked back) through the real pipeline, embedded",
              "Postgres and local embeddings, the service a local stand-in answering after `delay` seconds",
              "(0: at once, so what is left is the worker's own cost; 0.05 and 0.2 stand for a service's",
-             f"inference and network time). The service gets one request per text, {SERVICE_REQUESTS_AT_ONCE} "
-             "in flight at once.", "",
-             "| reranker | delay s | requests | p50 ms | p95 ms | added p50 ms |", "|---|---|---|---|---|---|",
+             "inference and network time). The service gets one request per text, "
+             f"{SERVICE_REQUESTS_AT_ONCE} in flight at once.", "",
+             "| reranker | delay s | requests | p50 ms | p95 ms | added p50 ms |",
+             "|---|---|---|---|---|---|",
              f"| none (first-stage scale only) | - | 0 | {base} | {results['none']['ms']['p95_ms']} | - |"]
     for name, row in results.items():
         if name == "none":
             continue
-        lines.append(f"| {name.split()[0]} | {row['delay_s']:g} | {row['requests']} | {row['ms']['p50_ms']} | "
-                     f"{row['ms']['p95_ms']} | {round(row['ms']['p50_ms'] - base, 1)} |")
+        ms = row["ms"]
+        lines.append(f"| {name.split()[0]} | {row['delay_s']:g} | {row['requests']} | {ms['p50_ms']} | "
+                     f"{ms['p95_ms']} | {round(ms['p50_ms'] - base, 1)} |")
     lines += ["", "A knowledge base of 120 chunks or more is asked 120 sentences: some 160 requests a",
               "measurement, once per version of a community's documents (at ingest, or at a first question",
               "finding none stored), and again only after a service failed while it was measured."]

@@ -65,8 +65,8 @@ def ask(app, query: str) -> dict:
 
 def stored_rows(url: str, key_part: str) -> list[dict]:
     with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
-        return conn.execute("select * from status_calibrations where embedding_model like %s order by embedding_model",
-                            (f"%{key_part}%",)).fetchall()
+        return conn.execute("select * from status_calibrations where embedding_model like %s "
+                            "order by embedding_model", (f"%{key_part}%",)).fetchall()
 
 
 @pytest.fixture()
@@ -157,8 +157,10 @@ def test_the_services_scale_is_stored_and_another_process_reads_it(sample_runtim
     finally:
         retriever_of(app).close()
     [row] = stored_rows(sample_runtime.db.url, cohere.url.split("//")[1])
-    assert row["embedding_model"].startswith(f"{sample_runtime.embedder.model} + rerank cohere {MODEL} probability")
-    assert row["rerank_failure"] is None and row["rerank_floor"] < row["rerank_near_miss"] < row["rerank_match"]
+    key = f"{sample_runtime.embedder.model} + rerank cohere {MODEL} probability"
+    assert row["embedding_model"].startswith(key)
+    assert row["rerank_failure"] is None
+    assert row["rerank_floor"] < row["rerank_near_miss"] < row["rerank_match"]
     assert row["floor"] < row["match"] and row["kb_version"] is not None
 
     cohere.reset(scorer=LOW)
@@ -231,7 +233,8 @@ def test_a_service_down_while_calibrating_leaves_the_fixed_cuts_with_a_warning_t
         assert answer["status"] == "low_confidence" and answer["confidence"]["calibrated"] is False
         assert answer["confidence"]["first_stage"]["calibrated"] is True
         [warning] = [w for w in answer["warnings"] if w.startswith("rerank score uncalibrated")]
-        assert "Cohere answered HTTP 503 while calibrating" in warning and "RERANK_SUCCESS_SCORE 0.5" in warning
+        assert "Cohere answered HTTP 503 while calibrating" in warning
+        assert "RERANK_SUCCESS_SCORE 0.5" in warning
         assert len(cohere.calls) == 1  # not measured again before its time
 
         retriever.calibrator.service_retry_seconds = 0.0  # as ten minutes later
@@ -246,7 +249,8 @@ def test_a_service_down_while_calibrating_leaves_the_fixed_cuts_with_a_warning_t
         retriever.close()
 
 
-def test_a_knowledge_base_too_small_reads_the_fixed_cuts_and_says_why(make_database, embedder, tmp_path, cohere):
+def test_a_knowledge_base_too_small_reads_the_fixed_cuts_and_says_why(make_database, embedder, tmp_path,
+                                                                       cohere):
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_markdown
     from worker.store.database import Database
@@ -254,8 +258,9 @@ def test_a_knowledge_base_too_small_reads_the_fixed_cuts_and_says_why(make_datab
     db = Database(make_database("rrsmall"))
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    ingestor.write([ingestor.prepare_text(parse_markdown("# Fences\n\nFences may be four feet tall.\n"),
-                                          document_id="fences", name=None, document_type="design_guidelines")])
+    parsed = parse_markdown("# Fences\n\nFences may be four feet tall.\n")
+    ingestor.write([ingestor.prepare_text(parsed, document_id="fences", name=None,
+                                          document_type="design_guidelines")])
     cohere.reset(scorer=LOW)
     app = service_app(Runtime(make_settings(tmp_path, db.url), db, embedder), cohere, tmp_path)
     try:
