@@ -280,4 +280,6 @@ select arc_claim_status_calibration(%(community)s::text, %(embedding_model)s::te
 select arc_store_status_calibration(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
                                     %(floor)s::double precision, %(match)s::double precision,
                                     %(near_miss)s::double precision, %(questions)s::integer,
-                                    %(too_small)s::boolean, %(measured_ms)s::integer)
+                                    %(too_small)s::boolean, %(measured_ms)s::integer,
+                                    %(rerank_floor)s::double precision, %(rerank_match)s::double precision,
+                                    %(rerank_near_miss)s::double precision, %(rerank_failure)s::text)

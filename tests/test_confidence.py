@@ -268,5 +268,6 @@ def test_the_webhook_reports_the_confidence(client):
     answer = client.post(RETRIEVAL_ROUTE, json={"query": ANSWERED}).get_json()
     assert {"status", "message", "best_score", "confidence"} <= set(answer)
     assert set(answer["confidence"]) == {"score", "relevance", "calibrated", "floor", "match", "near_miss", "top",
-                                         "kb_version", "rerank", "decided_on"}
+                                         "kb_version", "rerank", "decided_on", "first_stage"}
+    assert answer["confidence"]["first_stage"] is None  # decided on the first-stage relevance itself
     assert answer["confidence"]["score"] is None or 0 <= answer["confidence"]["score"] <= 1

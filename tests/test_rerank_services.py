@@ -363,6 +363,10 @@ def test_the_retrieval_testing_page_shows_the_service_score(standin, service_app
     assert 'title="rerank score 0.920"' in text and 'title="rerank score 0.020"' in text
     assert '<span id="rerank-best">0.92</span>' in text
     assert "the rerank service's score set the status" in text
+    # calibration off: the best rerank score against the fixed RERANK_* cuts, not the relevance's
+    assert "Rerank score uncalibrated, decided on the fixed cuts: best rerank score" in text
+    assert "RERANK_SUCCESS_SCORE" in text
+    assert "Uncalibrated, decided on the fixed cuts: best relevance" not in text
 
 
 # -- through the MCP server (stdio, its own process, configured from the environment) ----------

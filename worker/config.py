@@ -401,7 +401,8 @@ class Reranking(Group):
     )
     # A rerank service (RERANKER=cohere|jina|voyage|tei|infinity): where it is, its key and model,
     # how long a question waits for it, how its score reads (a 0..1 probability, or a raw logit
-    # the worker passes through a sigmoid) and the cuts on the best score that set the status.
+    # the worker passes through a sigmoid), whether its scale is calibrated on the knowledge base,
+    # and the fixed cuts on the best score that set the status without that scale.
     rerank_base_url: str | None = setting(
         "RERANK_BASE_URL",
         None,
@@ -425,8 +426,18 @@ class Reranking(Group):
         "probability",
         "the service's score is a 0..1 `probability`, or a raw `logit` the worker puts through a sigmoid",
     )
+    rerank_calibration: bool = setting(
+        "RERANK_CALIBRATION",
+        True,
+        "measure the service's score scale on the knowledge base with the status calibration and "
+        "cut it there; `false`: the fixed cuts below",
+    )
     rerank_success_score: float = setting(
-        "RERANK_SUCCESS_SCORE", 0.5, "with a rerank service, `success` needs its best score at least this", ge=0, le=1
+        "RERANK_SUCCESS_SCORE",
+        0.5,
+        "without the service's calibrated scale, `success` needs its best score at least this",
+        ge=0,
+        le=1,
     )
     rerank_no_results_score: float = setting(
         "RERANK_NO_RESULTS_SCORE", 0.05, "... and below this the answer is `no_results`", ge=0, le=1

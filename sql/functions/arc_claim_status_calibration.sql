@@ -1,5 +1,6 @@
 -- Claim the measurement of a community at a version: true when this caller is to measure it
--- (no calibration at that version is stored, and no live claim for it or a later one).
+-- (no calibration at that version is stored, or one whose rerank service's scale failed to be
+-- measured (042), and no live claim for it or a later one).
 create or replace function arc_claim_status_calibration(community text, embedding_model text,
                                                         kb_version bigint,
                                                         lease_seconds double precision default 120)
@@ -17,7 +18,7 @@ begin
      set claimed_at = now(), claimed_version = arc_claim_status_calibration.kb_version
    where s.community = arc_claim_status_calibration.community
      and s.embedding_model = arc_claim_status_calibration.embedding_model
-     and s.kb_version is distinct from arc_claim_status_calibration.kb_version
+     and (s.kb_version is distinct from arc_claim_status_calibration.kb_version or s.rerank_failure is not null)
      and (s.claimed_at is null
           or s.claimed_at < now() - make_interval(secs => lease_seconds)
           or s.claimed_version < arc_claim_status_calibration.kb_version);

@@ -1,13 +1,17 @@
 -- The stored calibration and the community's current version, in one row (the calibration's
--- columns null when none is stored).
+-- columns null when none is stored), with a rerank service's scale when one was measured (042).
+drop function if exists arc_status_calibration(text, text);
 create or replace function arc_status_calibration(community text, embedding_model text)
 returns table (kb_version bigint, floor double precision, match double precision, near_miss double precision,
-               questions integer, too_small boolean, measured_at timestamptz, current_version bigint)
+               questions integer, too_small boolean, measured_at timestamptz, current_version bigint,
+               rerank_floor double precision, rerank_match double precision,
+               rerank_near_miss double precision, rerank_failure text)
 language sql stable
 set search_path = public, extensions
 as $$
   select s.kb_version, s.floor, s.match, s.near_miss, coalesce(s.questions, 0), coalesce(s.too_small, false),
-         s.measured_at, knowledge_base_version(arc_status_calibration.community)
+         s.measured_at, knowledge_base_version(arc_status_calibration.community),
+         s.rerank_floor, s.rerank_match, s.rerank_near_miss, s.rerank_failure
   from (select 1) one
   left join status_calibrations s
     on s.community = arc_status_calibration.community

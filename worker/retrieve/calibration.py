@@ -16,22 +16,36 @@ question on it. A reader that finds it
 
 Many processes finding the same calibration missing or stale measure it once: each claims the
 measurement in the database first, and the others wait for the row the claimant stores.
+
+With a rerank service setting the status (``rerank_services.py``), the same measurement also asks
+the service the same texts over their first-stage candidates, one request each, through the
+reranker that answers questions (its wire shape, key and model), and stores the floor, match and
+near miss of the score the status reads beside the first-stage ones, under the embedding model
+and the service's identity: another service or model is another calibration. A service that fails
+meanwhile leaves the first-stage scale stored with the reason (the service's status reads the
+fixed ``RERANK_*`` cuts, with a warning), and the service's scale is measured again in the
+background once :data:`SERVICE_RETRY_SECONDS` have passed.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import statistics
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from ..models import ChunkResult
 from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
 from . import confidence as confidence_stage
 from .preprocess import preprocess
+from .rerank import RerankFailed
+from .rerank_services import ServiceReranker, ServiceScale
 from .search import SearchBackend, SearchParams
 from .vocabulary import compound_candidates, compound_expansions, expand
 
@@ -50,13 +64,30 @@ TOO_SMALL_WARNING = (
 
 Order = Callable[[list[ChunkResult]], list[ChunkResult]]
 
+# A rerank service's scale that could not be measured (the service failed meanwhile) is tried again
+# this long after, in the background; meanwhile its status reads the fixed RERANK_* cuts.
+SERVICE_RETRY_SECONDS = 600.0
+# Calibration requests to a rerank service in flight at once: some 160 a measurement, a few
+# seconds' work for a hosted service this way, and room left in its pool for questions' requests.
+SERVICE_REQUESTS_AT_ONCE = 4
+
 
 @dataclass(frozen=True)
 class Lookup:
-    """The calibration a question is decided on (None: the fixed cuts), and why none when none."""
+    """The calibration a question is decided on (None: the fixed cuts), and why none when none;
+    ``rerank``: the rerank service's scale (None: no service's scale is calibrated here)."""
 
     calibration: confidence_stage.Calibration | None
     warning: str | None = None
+    rerank: ServiceScale | None = None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A calibration text and its first-stage candidates, for the rerank service to score."""
+
+    text: str
+    candidates: list[ChunkResult]
 
 
 class CalibrationStopped(Exception):
@@ -87,7 +118,7 @@ class LocalCalibrations:
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         held = self._rows.get((community, model))
         if held is None or held.kb_version <= stored.kb_version:
-            self._rows[(community, model)] = stored
+            self._rows[(community, model)] = replace(stored, measured_at=datetime.now(UTC))
 
 
 def store_of(backend: SearchBackend) -> CalibrationStore:
@@ -112,8 +143,13 @@ class Calibrations:
         fusion: str = "weighted",
         lease_seconds: float = CLAIM_LEASE_SECONDS,
         wait_seconds: float = WAIT_FOR_OTHERS_SECONDS,
+        reranker: object = None,
+        service_retry_seconds: float = SERVICE_RETRY_SECONDS,
     ):
         self.embedder = embedder
+        # The rerank service whose scale is measured too (an LLM reranker sets no status: none).
+        self.service = reranker if isinstance(reranker, ServiceReranker) and reranker.calibrated else None
+        self.service_retry_seconds = service_retry_seconds
         self.backend = backend
         self.order = order
         self.store = store if store is not None else store_of(backend)
@@ -125,6 +161,7 @@ class Calibrations:
         self.wait_seconds = wait_seconds
         # The last calibration this process read or measured per community (None: too small).
         self.known: dict[str, confidence_stage.Calibration | None] = {}
+        self.known_service: dict[str, ServiceScale] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._wanted: set[str] = set()
@@ -139,6 +176,12 @@ class Calibrations:
     def model(self) -> str:
         return str(self.embedder.model)
 
+    @property
+    def key(self) -> str:
+        """What the stored calibration is kept under: the embedding model, and the rerank
+        service's identity when its scale is measured too."""
+        return self.model if self.service is None else f"{self.model} + {self.service.identity}"
+
     # -- reading -------------------------------------------------------------------------------
 
     def for_question(self, community: str) -> Lookup:
@@ -147,31 +190,68 @@ class Calibrations:
         if not self.enabled:
             return Lookup(None)
         try:
-            reading = self.store.read(community, self.model)
+            reading = self.store.read(community, self.key)
         except Exception:  # the database is unreachable: the search reports it; keep what was read
-            return self._lookup(self.known.get(community), community in self.known)
+            found = self._lookup(self.known.get(community), community in self.known)
+            return replace(found, rerank=self.known_service.get(community, self._unmeasured("not read")))
         if reading.stored is None:
             try:
                 stored = self.ensure(community)
             except Exception as exc:  # the provider failed mid-measurement: the fixed cuts, this once
                 log.warning("status calibration failed", extra={"community": community, "reason": type(exc).__name__})
-                return Lookup(None)
+                return Lookup(None, rerank=self._unmeasured("measured"))
         else:
             stored = reading.stored
-            if not reading.fresh:
+            if not self._settled(reading):
                 self.in_background({community})
         return self._remember(community, stored)
 
     def _remember(self, community: str, stored: StoredCalibration | None) -> Lookup:
         if stored is None:  # nothing could be measured (the database went away mid-measurement)
-            return Lookup(None)
+            return Lookup(None, rerank=self._unmeasured("measured"))
         calibration = self._calibration(stored)
         self.known[community] = calibration
-        return self._lookup(calibration, True)
+        found = self._lookup(calibration, True)
+        if self.service is None:
+            return found
+        self.known_service[community] = self._service_scale(stored)
+        return replace(found, rerank=self.known_service[community])
 
     @staticmethod
     def _lookup(calibration: confidence_stage.Calibration | None, measured: bool) -> Lookup:
         return Lookup(calibration, TOO_SMALL_WARNING if measured and calibration is None else None)
+
+    def _unmeasured(self, what: str) -> ServiceScale | None:
+        if self.service is None:
+            return None
+        return ServiceScale(None, f"the status calibration could not be {what}")
+
+    def _service_scale(self, stored: StoredCalibration) -> ServiceScale:
+        """The rerank service's scale as stored, or why there is none."""
+        if stored.too_small:
+            return ServiceScale(None, "the knowledge base is too small to calibrate")
+        if stored.rerank_floor is None or stored.rerank_match is None:
+            return ServiceScale(None, stored.rerank_failure or "the service's scale was not measured")
+        return ServiceScale(
+            confidence_stage.Calibration(
+                version=stored.kb_version,
+                floor=stored.rerank_floor,
+                match=stored.rerank_match,
+                questions=stored.questions,
+                near_miss=stored.rerank_near_miss,
+                reach=self.reach,
+            )
+        )
+
+    def _settled(self, reading: Reading) -> bool:
+        """Fresh, and not holding a rerank service's scale that failed and is due for another try."""
+        stored = reading.stored
+        if not reading.fresh or stored is None:
+            return False
+        if self.service is None or not stored.rerank_failure or stored.measured_at is None:
+            return True
+        age = (datetime.now(UTC) - stored.measured_at).total_seconds()
+        return age < self.service_retry_seconds
 
     def _calibration(self, stored: StoredCalibration) -> confidence_stage.Calibration | None:
         if stored.too_small or stored.floor is None or stored.match is None:
@@ -191,15 +271,15 @@ class Calibrations:
         """``community``'s calibration at its current version: read, or measured and stored by this
         process or (waited for) by another that claimed it first."""
         with self._lock_for(community):
-            reading = self.store.read(community, self.model)
-            if reading.fresh:
+            reading = self.store.read(community, self.key)
+            if self._settled(reading):
                 return reading.stored
             version = reading.current_version
-            if not self.store.claim(community, self.model, version, self.lease_seconds):
+            if not self.store.claim(community, self.key, version, self.lease_seconds):
                 deadline = time.monotonic() + self.wait_seconds
                 while time.monotonic() < deadline and not self._stopping.is_set():
                     time.sleep(_POLL_SECONDS)
-                    reading = self.store.read(community, self.model)
+                    reading = self.store.read(community, self.key)
                     if reading.stored is not None and reading.stored.kb_version >= version:
                         return reading.stored
             return self._measure_and_store(community, version)
@@ -214,7 +294,7 @@ class Calibrations:
         if not self.enabled:
             return {}
         measured = {}
-        for stale in self.store.stale(self.model):
+        for stale in self.store.stale(self.key):
             measured[stale.community] = self.current(stale.community)
         return measured
 
@@ -228,7 +308,7 @@ class Calibrations:
         if not self.enabled:
             return
         try:
-            stale = self.store.stale(self.model)
+            stale = self.store.stale(self.key)
         except Exception as exc:  # the database is not up yet: the first question measures it
             log.warning("status calibration not read", extra={"reason": type(exc).__name__})
             return
@@ -277,16 +357,30 @@ class Calibrations:
     def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
         started = time.perf_counter()
         chunks = self.backend.calibration_chunks(self.questions * 2, community)
+        # Each call's texts and their candidates: the off-domain questions', then the sentences'.
+        asked: list[list[Asked]] = []
         found = confidence_stage.calibrate(
-            lambda texts: self.best_relevances(texts, community), chunks, version, self.questions, self.reach
+            lambda texts: self.best_relevances(texts, community, asked),
+            chunks,
+            version,
+            self.questions,
+            self.reach,
         )
-        ms = round((time.perf_counter() - started) * 1000)
         stored = (
             StoredCalibration(version, None, None, None, 0, too_small=True)
             if found is None
             else StoredCalibration(version, found.floor, found.match, found.near_miss, found.questions)
         )
-        self.store.put(community, self.model, stored, ms)
+        service = self._measure_service(asked, version) if found is not None and self.service else None
+        if service is not None and service.calibration is not None:
+            scale = service.calibration
+            stored = replace(
+                stored, rerank_floor=scale.floor, rerank_match=scale.match, rerank_near_miss=scale.near_miss
+            )
+        elif service is not None:
+            stored = replace(stored, rerank_failure=service.failure)
+        ms = round((time.perf_counter() - started) * 1000)
+        self.store.put(community, self.key, stored, ms)
         log.info(
             "status calibrated",
             extra={
@@ -295,13 +389,77 @@ class Calibrations:
                 "ms": ms,
                 "embedding_model": self.model,
                 **confidence_stage.anchors(found),
+                **(self._service_log(service) if service is not None else {}),
             },
         )
         return stored
 
-    def best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
+    def _measure_service(self, asked: list[list[Asked]], version: int) -> ServiceScale:
+        """The rerank service's scale from the texts the first-stage measurement asked: the median
+        best score the status reads of the off-domain questions (floor) and of the sentences
+        (match), and of the sentences among the passages that do not hold them (near miss). A
+        failing service is the reason there is none (and is logged), never an exception."""
+        assert self.service is not None and len(asked) == 2
+        outside, inside = asked
+        try:
+            scored = self._service_bests(outside + inside)
+        except RerankFailed as exc:
+            log.warning(
+                "rerank service not calibrated; tried again later",
+                extra={"service": self.service.service, "reason": str(exc)},
+            )
+            return ServiceScale(None, f"{exc} while calibrating")
+        floor = statistics.median(b.relevance for b in scored[: len(outside)])
+        matched = scored[len(outside) :]
+        match = statistics.median(b.relevance for b in matched)
+        if match <= floor:
+            return ServiceScale(
+                None, "the service scores the knowledge base's own sentences no higher than unrelated ones"
+            )
+        near_miss = statistics.median(b.elsewhere for b in matched)
+        calibration = confidence_stage.Calibration(version, floor, match, len(matched), near_miss, self.reach)
+        return ServiceScale(calibration)
+
+    def _service_bests(self, asked: list[Asked]) -> list[confidence_stage.Best]:
+        """Each text's best service score over its candidates, and its best among those that do
+        not hold it; a few requests in flight at once, the first failure ending them all."""
+        service = self.service
+        assert service is not None
+
+        def best(one: Asked) -> confidence_stage.Best:
+            if self._stopping.is_set():
+                raise CalibrationStopped
+            scores = service.judged(one.text, one.candidates)
+            quoted = _spaced(one.text)
+            texts = {c.id: _spaced(c.content) for c in one.candidates}
+            others = [score for id_, score in scores.items() if quoted not in texts[id_]]
+            return confidence_stage.Best(max(scores.values(), default=0.0), max(others, default=0.0))
+
+        pool = ThreadPoolExecutor(SERVICE_REQUESTS_AT_ONCE, thread_name_prefix="arc-calibration-rerank")
+        try:
+            return list(pool.map(best, asked))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _service_log(self, service: ServiceScale) -> dict[str, object]:
+        assert self.service is not None
+        anchors = confidence_stage.anchors(service.calibration)
+        return {
+            "reranker": self.service.identity,
+            **{f"rerank_{k}": v for k, v in anchors.items()},
+            "rerank_failure": service.failure,
+        }
+
+    def best_relevances(
+        self, texts: Sequence[str], community: str | None = None, asked: list[list[Asked]] | None = None
+    ) -> list[confidence_stage.Best]:
         """Each text's best first-stage relevance in ``community``, by the same path a question
-        takes, and its best among the passages that do not hold it (its near miss)."""
+        takes, and its best among the passages that do not hold it (its near miss); ``asked``
+        gains the texts with their candidates (for the rerank service's scale)."""
+        kept: list[Asked] | None = None
+        if asked is not None:
+            kept = []
+            asked.append(kept)
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed_queries([p.normalized for p in processed])
         # One lookup of every text's compound words, not one round trip per text.
@@ -323,6 +481,8 @@ class Calibrations:
                 community=community,
             )
             found = self.order(self.backend.search(params))
+            if kept is not None:
+                kept.append(Asked(text, found))
             quoted = _spaced(text)
             best.append(
                 confidence_stage.Best(

@@ -140,6 +140,7 @@ class Retriever:
             questions=calibration_questions,
             reach=near_miss_reach,
             fusion=default_fusion,
+            reranker=reranker,
         )
 
     def close(self) -> None:
@@ -242,8 +243,8 @@ class Retriever:
 
         candidates = bring_amendments(candidates, request.top_k)
         best = candidates[0].final_score if candidates else None
-        # The status carries without the reranker: it reads the first-stage relevance, the one
-        # score the calibration measured, whether or not an LLM reordered the list.
+        # The status carries without the reranker: it reads the first-stage relevance on its
+        # calibrated scale, whether or not an LLM reordered the list.
         scale = self.calibrator.for_question(community) if known else None
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
@@ -253,8 +254,15 @@ class Retriever:
             self.cuts,
             self.thresholds,
         )
-        # A rerank service's best score, when one scored the candidates, sets the first status.
-        service = rerank_services.verdict(self.reranker, candidates) if reranked else None
+        # A rerank service's best score, when one scored the candidates, sets the first status, on
+        # the service's scale measured with the calibration (the fixed RERANK_* cuts without one).
+        service = (
+            rerank_services.verdict(self.reranker, candidates, scale.rerank if scale else None, self.cuts)
+            if reranked
+            else None
+        )
+        if service is not None and service.warning:
+            warnings.append(service.warning)
         service_status = service.status if service is not None else None
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, request.min_relevance)
@@ -303,6 +311,7 @@ class Retriever:
                 **reading.public(),
                 "rerank": _best_rerank(candidates) if reranked else None,
                 "decided_on": "rerank" if service is not None else "relevance",
+                **(service.public(confidence) if service is not None else {"first_stage": None}),
             },
             reranked=reranked,
             warnings=warnings,

@@ -10,8 +10,13 @@ warning, within ``timeout`` seconds.
 The service's score also decides the answer's status (:func:`verdict`, called from the rerank
 stage of :mod:`worker.retrieve.pipeline`): its best score, read as a 0..1 probability (Cohere,
 Jina and Voyage reply with one; TEI and Infinity too unless asked for raw scores) or as a raw
-logit put through a sigmoid (``RERANK_SCORE=logit``), is cut at ``RERANK_SUCCESS_SCORE`` and
-``RERANK_NO_RESULTS_SCORE``.
+logit put through a sigmoid (``RERANK_SCORE=logit``), is placed on the service's own scale on
+this knowledge base, measured with the status calibration (:mod:`worker.retrieve.calibration`
+asks the service the same off-domain questions and own sentences over their first-stage
+candidates, :meth:`ServiceReranker.judged`), and cut where the first-stage confidence is
+(``confidence.SUCCESS_AT``, ``NO_RESULTS_BELOW``). Without that scale (calibration off, a
+knowledge base too small, the service failing while it was measured) the best score is cut at the
+fixed ``RERANK_SUCCESS_SCORE`` and ``RERANK_NO_RESULTS_SCORE``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeGuard
+from urllib.parse import urlsplit
 
 import httpx
 from cachetools import TTLCache
@@ -32,6 +38,7 @@ from ..errors import ProvidersBusy
 from ..models import ChunkResult
 from ..tokens import default_counter
 from .authority import Adjustments
+from .confidence import DEFAULT_CUTS, DEFAULT_THRESHOLDS, Calibration, Confidence, StatusCuts, anchors, decide
 from .executor import BoundedExecutor
 from .rerank import CachedReranker, RerankFailed
 from .rerank_prompt import Score
@@ -118,11 +125,34 @@ class ScoreScale:
 
 
 @dataclass(frozen=True)
+class ServiceScale:
+    """A service's score scale on one knowledge base, as the status calibration measured it: the
+    calibration (floor, match, near miss of the score the status reads), or why there is none."""
+
+    calibration: Calibration | None
+    failure: str | None = None  # why it could not be measured (None with a calibration)
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """The status a rerank service's best score sets, and that score."""
+    """The status a rerank service's best score sets, that score, and the scale it was read on
+    (``confidence``: the calibrated one; None: the fixed cuts, ``warning`` saying why when a
+    calibration was wanted)."""
 
     status: Status
     score: float
+    confidence: Confidence | None = None
+    warning: str | None = None
+
+    def public(self, first_stage: Confidence) -> dict[str, object]:
+        """The answer's ``confidence`` keys when this verdict set the status: the service scale's
+        score and anchors (empty on the fixed cuts), the best first-stage relevance, and the
+        first-stage confidence in full under ``first_stage``."""
+        if self.confidence is not None:
+            scale = self.confidence.public()
+        else:
+            scale = {"score": None, "calibrated": False, **anchors(None), "top": None, "kb_version": None}
+        return {**scale, "relevance": first_stage.public()["relevance"], "first_stage": first_stage.public()}
 
 
 class ServiceReranker(CachedReranker):
@@ -145,8 +175,11 @@ class ServiceReranker(CachedReranker):
         adjustments: Adjustments | None = None,
         cache_ttl: float = 300.0,
         chunk_token_cap: int = 400,
+        calibrated: bool = True,
     ):
         self.service = service
+        # measure the service's scale with the status calibration (False: the fixed cuts always)
+        self.calibrated = calibrated
         self.shape = SHAPES[service]
         self.url = base_url.rstrip("/") + self.shape.path
         self.model = model
@@ -186,17 +219,55 @@ class ServiceReranker(CachedReranker):
     def _log_extra(self) -> dict[str, str]:
         return {"service": self.service}
 
-    def verdict(self, candidates: list[ChunkResult]) -> Verdict | None:
-        """The status the best service score sets. Demotions count (a superseded or amended
+    @property
+    def identity(self) -> str:
+        """What the service's score scale depends on, naming its stored calibration: the service,
+        its model, how its score is read, and its address (a TEI or Infinity server serves the
+        model it was started with; the address's user and password, if any, are left out)."""
+        url = urlsplit(self.url)
+        where = f"{url.hostname or ''}{f':{url.port}' if url.port else ''}{url.path}"
+        return f"rerank {self.service} {self.model or '(served model)'} {self.scale.kind} at {where}"
+
+    def status_score(self, chunk: ChunkResult, score: float) -> float:
+        """The score the status reads for a passage. Demotions count (a superseded or amended
         passage is no longer the rule) and boosts do not: a weak passage in a binding document
         does not make the answer more certain."""
-        scores = [
-            c.rerank_score * min(1.0, self.adjustments.factor(c)) for c in candidates if c.rerank_score is not None
-        ]
+        return score * min(1.0, self.adjustments.factor(chunk))
+
+    def judged(self, question: str, pool: list[ChunkResult]) -> dict[int, float]:
+        """``{chunk id: the score the status reads}`` for the first of ``pool`` (as many as a
+        question sends), asked of the service now, bypassing the cache: the status calibration
+        measures the service's scale with it. Raises :class:`RerankFailed`."""
+        sent = pool[: self.max_candidates]
+        if not sent:
+            return {}
+        scores, _ = self._score(question, sent, self._new_usage())
+        return {c.id: self.status_score(c, scores[c.id].value) for c in sent if c.id in scores}
+
+    def verdict(
+        self,
+        candidates: list[ChunkResult],
+        scale: ServiceScale | None = None,
+        cuts: StatusCuts = DEFAULT_CUTS,
+    ) -> Verdict | None:
+        """The status the best service score sets: on the service's calibrated ``scale`` with the
+        confidence's ``cuts``, else on the fixed cuts (with a warning when ``scale`` says why
+        there is no calibration)."""
+        scores = [self.status_score(c, c.rerank_score) for c in candidates if c.rerank_score is not None]
         if not scores:
             return None
         best = max(scores)
-        return Verdict(self.scale.status(best), round(best, 4))
+        if scale is not None and scale.calibration is not None:
+            confidence = decide(best, scale.calibration, cuts, DEFAULT_THRESHOLDS)
+            return Verdict(confidence.status, round(best, 4), confidence)
+        warning = None
+        if scale is not None and scale.failure:
+            warning = (
+                f"rerank score uncalibrated: {scale.failure}; the status reads the {self.shape.name} score "
+                f"on the fixed cuts (success from RERANK_SUCCESS_SCORE {self.scale.success_at:g}, "
+                f"no_results below RERANK_NO_RESULTS_SCORE {self.scale.no_results_below:g})"
+            )
+        return Verdict(self.scale.status(best), round(best, 4), None, warning)
 
     # -- the request ---------------------------------------------------------------------------
 
@@ -325,7 +396,13 @@ def retry_after(value: str | None) -> float | None:
     return min(max(seconds, 0.0), MAX_PAUSE_SECONDS)
 
 
-def verdict(reranker: object, candidates: list[ChunkResult]) -> Verdict | None:
-    """The status a rerank service sets for this answer; None for any other reranker (the LLM's
-    scores order the list but the first-stage relevance keeps the status)."""
-    return reranker.verdict(candidates) if isinstance(reranker, ServiceReranker) else None
+def verdict(
+    reranker: object,
+    candidates: list[ChunkResult],
+    scale: ServiceScale | None = None,
+    cuts: StatusCuts = DEFAULT_CUTS,
+) -> Verdict | None:
+    """The status a rerank service sets for this answer, on its calibrated ``scale`` when there is
+    one; None for any other reranker (the LLM's scores order the list but the first-stage
+    relevance keeps the status)."""
+    return reranker.verdict(candidates, scale, cuts) if isinstance(reranker, ServiceReranker) else None

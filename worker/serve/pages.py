@@ -457,7 +457,9 @@ class StatusScale:
 
     Calibrated: the calibrated score (0 = the knowledge base's floor, 1 = its top) against the
     cuts on it, and those cuts translated to relevance (the chunk bars' scale: the best final
-    score is the best relevance). Uncalibrated: the best relevance against the fixed cuts.
+    score is the best relevance). Uncalibrated: the best relevance against the fixed cuts. When a
+    rerank service's score set the status (``rerank``), the same on the service's score: its
+    calibrated scale, or its best score against the fixed ``RERANK_*`` cuts.
     """
 
     calibrated: bool
@@ -466,18 +468,22 @@ class StatusScale:
     relevance_cuts: tuple[float, float]  # the same cuts on the relevance (chunk bars') scale
     floor: float | None = None
     top: float | None = None
+    rerank: bool = False  # decided on the rerank service's score, not the first-stage relevance
 
 
 def status_scale(answer: RetrievalResponse | None, settings) -> StatusScale | None:
     if answer is None:
         return None
     confidence = answer.confidence or {}
+    rerank = confidence.get("decided_on") == "rerank"
     if confidence.get("calibrated") and confidence.get("floor") is not None and confidence.get("top") is not None:
         floor, top = confidence["floor"], confidence["top"]
         cuts = (settings.status.no_results_at, settings.status.success_at)
-        return StatusScale(
-            True, confidence.get("score"), cuts, tuple(round(floor + c * (top - floor), 4) for c in cuts), floor, top
-        )
+        translated = (round(floor + cuts[0] * (top - floor), 4), round(floor + cuts[1] * (top - floor), 4))
+        return StatusScale(True, confidence.get("score"), cuts, translated, floor, top, rerank)
+    if rerank:
+        fixed = (settings.reranking.rerank_no_results_score, settings.reranking.rerank_success_score)
+        return StatusScale(False, confidence.get("rerank"), fixed, fixed, rerank=True)
     fixed = (settings.status.no_results_below, settings.status.low_confidence_below)
     return StatusScale(False, confidence.get("relevance"), fixed, fixed)
 

@@ -28,6 +28,7 @@ def build_reranker(settings: Settings) -> Reranker | None:
             timeout=reranking.rerank_timeout,
             scale=ScoreScale(reranking.rerank_score, reranking.rerank_success_score, reranking.rerank_no_results_score),
             guard_min=settings.status.low_confidence_below,
+            calibrated=reranking.rerank_calibration,
         )
     if reranking.reranker != "llm":
         return None

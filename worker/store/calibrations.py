@@ -1,5 +1,7 @@
 """The stored status calibrations (``sql/036_status_calibrations.sql``), one per community and
-embedding model, read and written directly (psycopg) or through Supabase's RPC route.
+embedding model (and rerank service, when one sets the status: its scale in the ``rerank_*``
+columns, ``sql/042_rerank_calibration.sql``), read and written directly (psycopg) or through
+Supabase's RPC route.
 
 What a calibration is and how it is measured: ``worker/retrieve/confidence.py`` and
 ``worker/retrieve/calibration.py``. This module only moves the measured numbers in and out.
@@ -8,6 +10,7 @@ What a calibration is and how it is measured: ``worker/retrieve/confidence.py`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..errors import DatabaseUnavailable
@@ -26,6 +29,12 @@ class StoredCalibration:
     near_miss: float | None
     questions: int
     too_small: bool = False
+    # A rerank service's scale, measured beside (a calibration stored under a service's name)
+    rerank_floor: float | None = None
+    rerank_match: float | None = None
+    rerank_near_miss: float | None = None
+    rerank_failure: str | None = None  # why the service's scale could not be measured
+    measured_at: datetime | None = None  # as read back (the database's clock)
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,20 @@ def _reading(row: dict[str, Any] | None) -> Reading:
             near_miss=row.get("near_miss"),
             questions=int(row.get("questions") or 0),
             too_small=bool(row.get("too_small")),
+            rerank_floor=row.get("rerank_floor"),
+            rerank_match=row.get("rerank_match"),
+            rerank_near_miss=row.get("rerank_near_miss"),
+            rerank_failure=row.get("rerank_failure"),
+            measured_at=_moment(row.get("measured_at")),
         )
     return Reading(stored, int(row.get("current_version") or 0))
+
+
+def _moment(value: object) -> datetime | None:
+    """A timestamp as psycopg gives it, or as PostgREST's JSON spells it."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value)
+    return value if isinstance(value, datetime) else None
 
 
 def _put_args(community: str, model: str, stored: StoredCalibration, measured_ms: int) -> dict[str, Any]:
@@ -87,6 +108,10 @@ def _put_args(community: str, model: str, stored: StoredCalibration, measured_ms
         "questions": stored.questions,
         "too_small": stored.too_small,
         "measured_ms": int(measured_ms),
+        "rerank_floor": stored.rerank_floor,
+        "rerank_match": stored.rerank_match,
+        "rerank_near_miss": stored.rerank_near_miss,
+        "rerank_failure": stored.rerank_failure,
     }
 
 
