@@ -29,8 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..models import ChunkResult
+from ..store import language_scales as language_store
 from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
 from . import confidence as confidence_stage
+from . import language, language_scale
 from .preprocess import preprocess
 from .search import SearchBackend, SearchParams
 from .vocabulary import compound_candidates, compound_expansions, expand
@@ -117,6 +119,9 @@ class Calibrations:
         self.backend = backend
         self.order = order
         self.store = store if store is not None else store_of(backend)
+        # The scales of questions in other languages, stored beside the calibrations (language_scale.py)
+        self.language_store = language_store.beside(self.store)
+        self._language_scales: dict[str, tuple[int, dict[str, language_store.StoredScale]]] = {}
         self.enabled = enabled
         self.questions = questions
         self.reach = reach
@@ -277,9 +282,16 @@ class Calibrations:
     def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
         started = time.perf_counter()
         chunks = self.backend.calibration_chunks(self.questions * 2, community)
-        found = confidence_stage.calibrate(
-            lambda texts: self.best_relevances(texts, community), chunks, version, self.questions, self.reach
-        )
+        asked: dict[str, language_scale.Scored] = {}
+
+        def best(texts: Sequence[str]) -> list[confidence_stage.Best]:
+            found = self.scored(texts, community)
+            asked.update(zip(texts, found, strict=True))
+            return list(found)
+
+        found = confidence_stage.calibrate(best, chunks, version, self.questions, self.reach)
+        if found is not None:  # stored before the calibration: a reader of it finds them
+            self._measure_languages(community, version, asked)
         ms = round((time.perf_counter() - started) * 1000)
         stored = (
             StoredCalibration(version, None, None, None, 0, too_small=True)
@@ -302,6 +314,13 @@ class Calibrations:
     def best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
         """Each text's best first-stage relevance in ``community``, by the same path a question
         takes, and its best among the passages that do not hold it (its near miss)."""
+        return list(self.scored(texts, community))
+
+    def scored(
+        self, texts: Sequence[str], community: str | None = None, language_code: str | None = None
+    ) -> list[language_scale.Scored]:
+        """:meth:`best_relevances`, with the same for the vector leg alone; ``language_code``: the
+        texts' language when it is not English (asked as a question in it is)."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed_queries([p.normalized for p in processed])
         # One lookup of every text's compound words, not one round trip per text.
@@ -313,24 +332,67 @@ class Calibrations:
             if self._stopping.is_set():
                 raise CalibrationStopped
             expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
+            weights = language.FOREIGN_WEIGHTS if language_code not in (None, "en") else p.weights
             params = SearchParams(
                 query_text=p.normalized,
                 embedding=vector,
                 expansion_text=" ".join(expansion) or None,
-                vector_weight=p.weights[0],
-                fts_weight=p.weights[1],
+                vector_weight=weights[0],
+                fts_weight=weights[1],
                 fusion=self.fusion,
                 community=community,
             )
             found = self.order(self.backend.search(params))
             quoted = _spaced(text)
+            elsewhere = [c for c in found if quoted not in _spaced(c.content)]
             best.append(
-                confidence_stage.Best(
+                language_scale.Scored(
                     relevance=max((c.relevance for c in found), default=0.0),
-                    elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0),
+                    elsewhere=max((c.relevance for c in elsewhere), default=0.0),
+                    vector=max((c.vector_score or 0.0 for c in found), default=0.0),
+                    vector_elsewhere=max((c.vector_score or 0.0 for c in elsewhere), default=0.0),
                 )
             )
         return best
+
+    # -- questions in other languages (language_scale.py) -------------------------------------
+
+    def _measure_languages(self, community: str, version: int, asked: dict[str, language_scale.Scored]) -> None:
+        """With a model that reads other languages: each shipped language's scale, stored."""
+        if self.model in language.ENGLISH_ONLY_MODELS:
+            return
+        english = language_scale.english_cosines(asked)
+        if english is None:
+            return
+        scales = language_scale.measure(lambda texts, code: self.scored(texts, community, code), english)
+        if scales:
+            self.language_store.put(community, self.model, version, scales)
+            log.info(
+                "language scales measured",
+                extra={"community": community, "kb_version": version, "languages": [s.language for s in scales]},
+            )
+
+    def for_language(
+        self, community: str, reading: language.Reading, lookup: Lookup | None
+    ) -> confidence_stage.Calibration | None:
+        """The scale a question in another language that the model reads is decided on: its
+        language's, measured with ``lookup``'s calibration; None for English, an unread language,
+        a language without one, or no calibration."""
+        calibration = lookup.calibration if lookup is not None else None
+        if calibration is None or reading.language is None or not reading.readable:
+            return None
+        held = self._language_scales.get(community)
+        if held is None or held[0] != calibration.version:
+            try:
+                scales = self.language_store.read(community, self.model, calibration.version)
+            except Exception:  # the database is unreachable: the search reports it
+                return None
+            if not scales:  # none stored at this version (yet): read again next time
+                return None
+            held = (calibration.version, scales)
+            self._language_scales[community] = held
+        scale = held[1].get(reading.language.code)
+        return None if scale is None else language_scale.calibration(scale, calibration.version, self.reach)
 
 
 def _spaced(text: str) -> str:
