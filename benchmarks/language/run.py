@@ -41,9 +41,7 @@ def spanish_questions(path: Path = SPANISH) -> list[dict]:
 
 def both_languages(hoa_dev: Path, communities: set[str] | None) -> list[dict]:
     """Each Spanish question and its English original, as harness questions ids ``en:ID``, ``es:ID``."""
-    english = {
-        row["id"]: row for row in map(json.loads, (hoa_dev / "questions.jsonl").read_text().splitlines())
-    }
+    english = {row["id"]: row for row in map(json.loads, (hoa_dev / "questions.jsonl").read_text().splitlines())}
     rows = []
     for spanish in spanish_questions():
         original = english[spanish["id"]]
@@ -75,8 +73,35 @@ def run(args: argparse.Namespace) -> None:
         env = {**os.environ, "EMBEDDING_PROVIDER": "local", "EMBEDDING_MODEL": args.model}
         command = [sys.executable, "-m", "worker.cli", "eval", str(dataset), "--out", str(out)]
         print(" ".join(command), file=sys.stderr, flush=True)
-        subprocess.run(command, env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+        scales = _run_keeping_scales(command, env)
     (out / "command.txt").write_text(" ".join(["python benchmarks/language/run.py", *sys.argv[1:]]) + "\n")
+    (out / "language-scales.json").write_text(json.dumps(scales, indent=1) + "\n")
+
+
+def _run_keeping_scales(command: list[str], env: dict[str, str]) -> list[dict]:
+    """Run the harness, its log passed through; returns each calibration's language scales (from
+    its log line) with the English anchors of the calibration they were measured with."""
+    measured: list[dict] = []
+    pending: dict | None = None
+    with subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stderr is not None
+        for line in process.stderr:
+            sys.stderr.write(line)
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("msg") == "language scales measured":
+                pending = record.get("scales")
+            elif record.get("msg") == "status calibrated" and pending is not None:
+                anchors = {k: record.get(k) for k in ("floor", "match", "near_miss")}
+                measured.append({"anchors": anchors, "scales": pending})
+                pending = None
+    if process.returncode:
+        raise SystemExit(f"the harness failed ({process.returncode})")
+    return measured
 
 
 def _mean(values: list[bool]) -> str:
@@ -93,9 +118,27 @@ def _unread(row: dict) -> bool:
     return any("was not understood" in w for w in row.get("warnings") or [])
 
 
-def summary_rows(folder: Path) -> list[tuple[str, str, dict[str, str]]]:
-    results = json.loads((folder / "results.json").read_text())
-    rows = results["questions"]["arc-retrieval"]
+def _scaled(row: dict) -> bool:
+    return any("own scale" in w for w in row.get("warnings") or [])
+
+
+def summary_rows(folders: list[Path]) -> tuple[list[tuple[str, str, dict[str, str]]], str, dict, dict]:
+    """Per community and language (and ``all``), over every folder (one model's runs)."""
+    rows: list[dict] = []
+    calibrations: dict = {}
+    scales: dict = {}
+    model = ""
+    for folder in folders:
+        results = json.loads((folder / "results.json").read_text())
+        model = results.get("embedding_model") or model
+        rows += results["questions"]["arc-retrieval"]
+        found = results.get("calibrations") or {}
+        calibrations.update(found)
+        measured = folder / "language-scales.json"
+        for entry in json.loads(measured.read_text()) if measured.exists() else []:
+            for community, anchors in found.items():
+                if anchors and all(anchors.get(k) == v for k, v in entry["anchors"].items()):
+                    scales[community] = entry["scales"]
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         language = row["id"].split(":", 1)[0]
@@ -117,14 +160,13 @@ def summary_rows(folder: Path) -> list[tuple[str, str, dict[str, str]]]:
                     "source1": _mean([bool(r["evidence_in_source1"]) for r in answerable]),
                     "status_right": _mean([_status_right(r) for r in found]),
                     "answerable_no_results": str(sum(r["status"] == "no_results" for r in answerable)),
-                    "negatives_success": str(
-                        sum(r["status"] == "success" for r in found if r["kind"] != "answerable")
-                    ),
+                    "negatives_success": str(sum(r["status"] == "success" for r in found if r["kind"] != "answerable")),
                     "unread": str(sum(_unread(r) for r in found)),
+                    "scaled": str(sum(_scaled(r) for r in found)),
                 },
             )
         )
-    return table, results.get("embedding_model"), results.get("calibrations")
+    return table, model, calibrations, scales
 
 
 def report(args: argparse.Namespace) -> None:
@@ -133,38 +175,55 @@ def report(args: argparse.Namespace) -> None:
         "",
         "Spanish versions of hoa-dev questions (`questions-es.jsonl`, written as homeowners type: "
         "accents and opening marks sometimes left out), each asked beside its English original "
-        'through the webhook with nothing but `{"query": ...}`. `unread`: answers that said the '
-        "embedding model cannot read the question's language.",
+        'through the webhook with nothing but `{"query": ...}`. Each cell is English / Spanish. '
+        "`unread`: answers that said the embedding model cannot read the question's language; "
+        "`own scale`: answers whose status was decided on the language's own scale.",
         "",
     ]
+    by_model: dict[str, list[Path]] = defaultdict(list)
     for folder in map(Path, args.folders):
-        table, model, calibrations = summary_rows(folder)
-        command = (folder / "command.txt").read_text().strip() if (folder / "command.txt").exists() else ""
+        by_model[json.loads((folder / "results.json").read_text()).get("embedding_model", "")].append(folder)
+    for folders in by_model.values():
+        table, model, calibrations, scales = summary_rows(folders)
+        commands = [(f / "command.txt").read_text().strip() for f in folders if (f / "command.txt").exists()]
+        lines += [f"## {model}", "", *(f"Command: `{c}`" + "  " for c in commands), ""]
         lines += [
-            f"## {model}",
-            "",
-            f"Command: `{command}`",
-            "",
-            "| community | language | questions | evidence in context | SOURCE 1 | status right | "
-            "answerable `no_results` | negatives `success` | unread |",
+            "| community | questions | evidence in context | SOURCE 1 | status right | "
+            "answerable `no_results` | negatives `success` | unread | own scale |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        for community, language, cells in table:
+        cells = {(community, language): c for community, language, c in table}
+        for community in dict.fromkeys(community for community, _, _ in table):
+            en, es = cells.get((community, "en"), {}), cells.get((community, "es"), {})
+
+            def pair(key: str, en: dict = en, es: dict = es) -> str:
+                return f"{en.get(key, '-')} / {es.get(key, '-')}"
+
             lines.append(
-                f"| {community} | {language} | {cells['questions']} | {cells['evidence']} | "
-                f"{cells['source1']} | {cells['status_right']} | {cells['answerable_no_results']} | "
-                f"{cells['negatives_success']} | {cells['unread']} |"
+                f"| {community} | {pair('questions')} | {pair('evidence')} | {pair('source1')} | "
+                f"**{pair('status_right')}** | {pair('answerable_no_results')} | "
+                f"{pair('negatives_success')} | {pair('unread')} | {pair('scaled')} |"
             )
         lines += [
             "",
-            "Calibration anchors: "
+            "Calibration anchors (English, on the blended relevance): "
             + "; ".join(
                 f"{c}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}"
-                for c, v in (calibrations or {}).items()
+                for c, v in calibrations.items()
                 if v
             ),
             "",
         ]
+        if scales:
+            lines += [
+                "Language scales (on the vector leg's cosine): "
+                + "; ".join(
+                    f"{c} {code}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}, drop {v['drop']}"
+                    for c, found in scales.items()
+                    for code, v in found.items()
+                ),
+                "",
+            ]
     print("\n".join(lines))
 
 

@@ -369,7 +369,19 @@ class Calibrations:
             self.language_store.put(community, self.model, version, scales)
             log.info(
                 "language scales measured",
-                extra={"community": community, "kb_version": version, "languages": [s.language for s in scales]},
+                extra={
+                    "community": community,
+                    "kb_version": version,
+                    "scales": {
+                        s.language: {
+                            "floor": round(s.floor, 4),
+                            "match": round(s.match, 4),
+                            "near_miss": round(s.near_miss, 4),
+                            "drop": round(s.drop, 4),
+                        }
+                        for s in scales
+                    },
+                },
             )
 
     def for_language(

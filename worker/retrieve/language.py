@@ -185,6 +185,13 @@ class Reading:
             return "low_confidence", FOREIGN_MESSAGE.format(language=self.language.name)
         return status, message
 
+    def scale_warning(self) -> str:
+        name = self.language.name if self.language else "English"
+        return (
+            f"status decided on the own scale of questions in {name}, measured on this knowledge base "
+            "with the calibration (the vector leg's cosine)"
+        )
+
     def public(self) -> dict[str, object]:
         """The keys the answer's ``confidence`` gains for a question in another language."""
         if self.language is None:

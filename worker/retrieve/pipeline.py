@@ -250,7 +250,9 @@ class Retriever:
             warnings.append(scale.warning)
         # A question in another language the model reads, on its language's own scale (language_scale.py).
         own = self.calibrator.for_language(community, reading, scale) if embedding is not None else None
-        reading = replace(reading, scaled=own is not None)
+        if own is not None:
+            reading = replace(reading, scaled=True)
+            warnings.append(reading.scale_warning())
         confidence = confidence_stage.decide(
             language_scale.relevance(candidates) if own else max((c.relevance for c in candidates), default=None),
             own or (scale.calibration if scale else None),
