@@ -5,14 +5,20 @@ type them (accents and opening marks sometimes left out), each under its hoa-dev
 makes an answer dataset of those questions in both languages (the evidence, gold document and
 kind come from hoa-dev's own file; the community folders are linked, not copied), runs the
 ordinary harness on it (``arc-retrieval eval DATASET --out DIR``) with the embedding model asked
-for, and writes, per community and language, evidence in context, evidence in SOURCE 1 and status
-right, plus how many answers said the question's language could not be read.
+for, and writes, per community, English beside Spanish: evidence in context, evidence in SOURCE 1
+and status right, how many answers said the question's language could not be read, and how many
+were decided on the language's own scale (whose anchors the harness's log gives, kept in
+``language-scales.json``). ``compare`` checks the English answers against hoa-dev's benchmark.
+e5 runs are slow (a passage a second or so on one core): run its communities as two jobs.
 
     python benchmarks/language/run.py run --model all-MiniLM-L6-v2 --out benchmarks/language/all-MiniLM-L6-v2
     python benchmarks/language/run.py run --model multilingual-e5-small \
-        --out benchmarks/language/multilingual-e5-small
+        --communities franklin-square,heronwood,timbers --out benchmarks/language/multilingual-e5-small
+    python benchmarks/language/run.py run --model multilingual-e5-small \
+        --communities wyndham-forest --out benchmarks/language/multilingual-e5-small-wyndham-forest
     python benchmarks/language/run.py report benchmarks/language/all-MiniLM-L6-v2 \\
-        benchmarks/language/multilingual-e5-small > benchmarks/language/results.md
+        benchmarks/language/multilingual-e5-small benchmarks/language/multilingual-e5-small-wyndham-forest
+    python benchmarks/language/run.py compare benchmarks/language/all-MiniLM-L6-v2
 
 ``run`` needs ``../shared/datasets/hoa-dev`` (or ``--hoa-dev``); ``ARC_DATA_DIR`` keeps the
 passage vectors between runs (``.arc-data/cache``), so a second run embeds only questions.
@@ -227,6 +233,28 @@ def report(args: argparse.Namespace) -> None:
     print("\n".join(lines))
 
 
+COMPARED = ("status", "best_score", "evidence_in_context", "evidence_in_source1", "tokens")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """The English answers of a run beside the hoa-dev benchmark's, question by question: with the
+    default model, asking them beside Spanish ones must change none of them."""
+    reference = {r["id"]: r for r in json.loads(Path(args.reference).read_text())["questions"]["arc-retrieval"]}
+    same: dict[str, list[bool]] = defaultdict(list)
+    for row in json.loads((Path(args.folder) / "results.json").read_text())["questions"]["arc-retrieval"]:
+        language, question = row["id"].split(":", 1)
+        if language != "en":
+            continue
+        before = reference[question]
+        differs = [k for k in COMPARED if row.get(k) != before.get(k)]
+        same[row["community"]].append(not differs)
+        if differs:
+            print(f"{question}: " + ", ".join(f"{k} {before.get(k)} -> {row.get(k)}" for k in differs))
+    for community, found in sorted(same.items()):
+        print(f"{community}: {sum(found)} of {len(found)} English answers identical ({', '.join(COMPARED)})")
+    print(f"all: {sum(sum(f) for f in same.values())} of {sum(len(f) for f in same.values())} identical")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -237,8 +265,11 @@ def main() -> None:
     one.add_argument("--hoa-dev", default=str(ROOT.parent / "shared" / "datasets" / "hoa-dev"))
     both = sub.add_parser("report")
     both.add_argument("folders", nargs="+")
+    same = sub.add_parser("compare")
+    same.add_argument("folder")
+    same.add_argument("--reference", default=str(ROOT / "benchmarks" / "answers" / "hoa-dev" / "results.json"))
     args = parser.parse_args()
-    run(args) if args.command == "run" else report(args)
+    {"run": run, "report": report, "compare": compare}[args.command](args)
 
 
 if __name__ == "__main__":
