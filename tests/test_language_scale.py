@@ -149,3 +149,22 @@ def test_a_store_without_a_database_keeps_the_newest_version_only():
     store.put("default", "m", 2, [spanish])
     store.put("default", "m", 1, [StoredScale("es", 0.1, 0.2, 0.15, 0.0, 40)])
     assert store.read("default", "m", 2) == {"es": spanish} and store.read("default", "m", 1) == {}
+
+
+def test_the_scales_go_through_supabase_rpc_as_through_postgres(sample_runtime):
+    from tests.postgrest_standin import PostgrestStandin
+    from worker.retrieve.search import PostgresBackend, SupabaseBackend
+    from worker.store.language_scales import PostgresLanguageScales, RpcLanguageScales, beside
+
+    spanish = StoredScale("es", 0.78, 0.85, 0.8, 0.04, 40)
+    with PostgrestStandin(sample_runtime.db.url) as postgrest:
+        via_rpc = beside(SupabaseBackend(postgrest.url, postgrest.api_key).calibration_store())
+        assert isinstance(via_rpc, RpcLanguageScales)
+        via_rpc.put("default", "rpc-model", 7, [spanish])
+        via_rpc.put("default", "rpc-model", 6, [StoredScale("es", 0.1, 0.2, 0.15, 0.0, 40)])  # older: kept out
+        assert {"arc_store_language_scale"} <= {name for name, _ in postgrest.calls}
+        assert via_rpc.read("default", "rpc-model", 7) == {"es": spanish}
+        assert via_rpc.read("default", "rpc-model", 6) == {}
+    direct = beside(PostgresBackend(sample_runtime.db).calibration_store())
+    assert isinstance(direct, PostgresLanguageScales)
+    assert direct.read("default", "rpc-model", 7) == {"es": spanish}
