@@ -95,6 +95,25 @@ def test_the_spanish_scale_is_stored_beside_the_calibration(e5_client, e5_runtim
     assert 0 < drop < 0.2 and floor < near_miss <= match < 1
 
 
+def test_a_calibration_stored_without_scales_gets_them_in_the_background(e5_client, e5_runtime):
+    import threading
+
+    from worker.serve.app import create_app
+
+    _ask(e5_client, FENCE_ES)  # calibrated, with the scales
+    with psycopg.connect(e5_runtime.db.url, autocommit=True) as conn:
+        conn.execute("delete from status_language_scales")  # as a release that did not measure them left it
+    client = create_app(runtime=e5_runtime).test_client()  # another process: nothing read yet
+    before = _ask(client, FENCE_ES)
+    assert before["confidence"]["language_scale"] is False and before["status"] == "low_confidence"
+    for thread in [t for t in threading.enumerate() if t.name == "arc-language-scales"]:
+        thread.join(timeout=300)
+    after = _ask(client, FENCE_ES)
+    assert after["confidence"]["language_scale"] is True and after["status"] == "success"
+    with psycopg.connect(e5_runtime.db.url) as conn:
+        assert conn.execute("select count(*) from status_language_scales").fetchone()[0] == 1
+
+
 def test_an_english_question_keeps_the_english_scale(e5_client):
     answer = _ask(e5_client, FENCE_EN)
     assert answer["status"] == "success" and "language" not in answer["confidence"]

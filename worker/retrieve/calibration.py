@@ -122,6 +122,7 @@ class Calibrations:
         # The scales of questions in other languages, stored beside the calibrations (language_scale.py)
         self.language_store = language_store.beside(self.store)
         self._language_scales: dict[str, tuple[int, dict[str, language_store.StoredScale]]] = {}
+        self._languages_tried: set[tuple[str, int]] = set()
         self.enabled = enabled
         self.questions = questions
         self.reach = reach
@@ -279,8 +280,10 @@ class Calibrations:
         with self._locks_lock:
             return self._locks.setdefault(community, threading.Lock())
 
-    def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
-        started = time.perf_counter()
+    def _calibrate(
+        self, community: str, version: int
+    ) -> tuple[confidence_stage.Calibration | None, dict[str, language_scale.Scored]]:
+        """The calibration measured now, and the scores of every text it asked."""
         chunks = self.backend.calibration_chunks(self.questions * 2, community)
         asked: dict[str, language_scale.Scored] = {}
 
@@ -289,7 +292,11 @@ class Calibrations:
             asked.update(zip(texts, found, strict=True))
             return list(found)
 
-        found = confidence_stage.calibrate(best, chunks, version, self.questions, self.reach)
+        return confidence_stage.calibrate(best, chunks, version, self.questions, self.reach), asked
+
+    def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
+        started = time.perf_counter()
+        found, asked = self._calibrate(community, version)
         if found is not None:  # stored before the calibration: a reader of it finds them
             self._measure_languages(community, version, asked)
         ms = round((time.perf_counter() - started) * 1000)
@@ -384,6 +391,29 @@ class Calibrations:
                 },
             )
 
+    def _languages_missing(self, community: str, version: int) -> None:
+        """A calibration stored without language scales (by a release that did not measure them):
+        measure them in the background, once per process and version."""
+        if self.model in language.ENGLISH_ONLY_MODELS or not language_scale.languages() or self._stopping.is_set():
+            return
+        with self._wanted_lock:
+            if (community, version) in self._languages_tried:
+                return
+            self._languages_tried.add((community, version))
+        threading.Thread(
+            target=self._measure_languages_alone, args=(community, version), name="arc-language-scales", daemon=True
+        ).start()
+
+    def _measure_languages_alone(self, community: str, version: int) -> None:
+        try:
+            found, asked = self._calibrate(community, version)
+            if found is not None:
+                self._measure_languages(community, version, asked)
+        except CalibrationStopped:
+            return
+        except Exception as exc:  # the database or the provider failed: the old rule stays meanwhile
+            log.warning("language scales not measured", extra={"community": community, "reason": type(exc).__name__})
+
     def for_language(
         self, community: str, reading: language.Reading, lookup: Lookup | None
     ) -> confidence_stage.Calibration | None:
@@ -399,7 +429,8 @@ class Calibrations:
                 scales = self.language_store.read(community, self.model, calibration.version)
             except Exception:  # the database is unreachable: the search reports it
                 return None
-            if not scales:  # none stored at this version (yet): read again next time
+            if not scales:  # none stored at this version: measured in the background, read next time
+                self._languages_missing(community, calibration.version)
                 return None
             held = (calibration.version, scales)
             self._language_scales[community] = held
