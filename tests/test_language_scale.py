@@ -2,9 +2,9 @@
 (worker/retrieve/language_scale.py), on a real database with the real multilingual-e5-small.
 
 The sample corpus (English) is embedded with e5 and calibrated as a serving worker does; the
-calibration also measures the Spanish scale and stores it beside itself (sql/043). Through the
-webhook a Spanish question whose answer is in an English passage is then ``success`` (on the
-English scale alone it read as unrelated and was held at ``low_confidence``), an unrelated
+calibration also measures the Spanish and French scales and stores them beside itself (sql/043).
+Through the webhook a Spanish or French question whose answer is in an English passage is then
+``success`` (on the English scale alone it read as unrelated and was held at ``low_confidence``), an unrelated
 Spanish question is not, an English question is decided on the English scale as before, and a
 question in a language without a scale of its own keeps the rule that it is never ``no_results``.
 """
@@ -28,8 +28,9 @@ FENCE_ES = "¿Qué altura puede tener la cerca de mi patio trasero?"
 SHED_ES = "puedo construir un cobertizo en el patio de atras? de que tamaño"
 EGG_ES = "¿cuánto tiempo hay que hervir un huevo para que la yema quede cremosa?"
 FENCE_EN = "What's the max fence height allowed in my backyard??"
-# French: no scale ships for it, so the English scale's rule holds (never no_results)
-RECIPE_FR = "quelle est la meilleure recette de tarte aux pommes pour un dimanche en famille"
+FENCE_FR = "quelle hauteur peut faire la clôture de ma cour arrière ?"
+# Italian: no scale ships for it, so the English scale's rule holds (never no_results)
+RECIPE_IT = "qual è la migliore ricetta della torta di mele per una domenica in famiglia"
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +64,13 @@ def _ask(client, question: str) -> dict:
     return response.get_json()
 
 
-@pytest.mark.parametrize("question", [FENCE_ES, SHED_ES])
-def test_a_spanish_question_answered_in_an_english_passage_is_success(e5_client, question):
+@pytest.mark.parametrize(("question", "code", "name"), [(FENCE_ES, "es", "Spanish"), (SHED_ES, "es", "Spanish"),
+                                                         (FENCE_FR, "fr", "French")])
+def test_a_question_in_another_language_answered_in_an_english_passage_is_success(e5_client, question, code, name):
     answer = _ask(e5_client, question)
     assert answer["status"] == "success", answer["confidence"]
-    assert answer["confidence"]["language"] == "es" and answer["confidence"]["language_scale"] is True
-    assert any("own scale of questions in Spanish" in w for w in answer["warnings"])
+    assert answer["confidence"]["language"] == code and answer["confidence"]["language_scale"] is True
+    assert any(f"{name}'s own scale" in w for w in answer["warnings"])
     assert answer["message"] is None and answer["context"]
     # decided on the vector leg's cosine, on the Spanish scale (below the English one)
     assert answer["confidence"]["relevance"] == pytest.approx(
@@ -89,10 +91,10 @@ def test_the_spanish_scale_is_stored_beside_the_calibration(e5_client, e5_runtim
         rows = conn.execute(
             "select language, kb_version, floor, match, near_miss, language_drop, pairs from status_language_scales"
         ).fetchall()
-    assert [r[0] for r in rows] == ["es"]
-    language, version, floor, match, near_miss, drop, pairs = rows[0]
-    assert version == english[0] and pairs == 40
-    assert 0 < drop < 0.2 and floor < near_miss <= match < 1
+    assert sorted(r[0] for r in rows) == ["es", "fr"]
+    for language, version, floor, match, near_miss, drop, pairs in rows:
+        assert version == english[0] and pairs == 40
+        assert 0 < drop < 0.2 and floor < near_miss <= match < 1
 
 
 def test_a_calibration_stored_without_scales_gets_them_in_the_background(e5_client, e5_runtime):
@@ -111,7 +113,7 @@ def test_a_calibration_stored_without_scales_gets_them_in_the_background(e5_clie
     after = _ask(client, FENCE_ES)
     assert after["confidence"]["language_scale"] is True and after["status"] == "success"
     with psycopg.connect(e5_runtime.db.url) as conn:
-        assert conn.execute("select count(*) from status_language_scales").fetchone()[0] == 1
+        assert conn.execute("select count(*) from status_language_scales").fetchone()[0] == 2
 
 
 def test_an_english_question_keeps_the_english_scale(e5_client):
@@ -121,19 +123,20 @@ def test_an_english_question_keeps_the_english_scale(e5_client):
 
 
 def test_a_language_without_a_scale_is_never_no_results(e5_client):
-    answer = _ask(e5_client, RECIPE_FR)
-    assert answer["confidence"]["language"] == "fr" and answer["confidence"]["language_scale"] is False
+    answer = _ask(e5_client, RECIPE_IT)
+    assert answer["confidence"]["language"] == "it" and answer["confidence"]["language_scale"] is False
     assert answer["status"] == "low_confidence" and "measured on English sentences" in answer["message"]
 
 
 # -- the measurement itself ---------------------------------------------------------------------
 
 
-def test_spanish_ships_both_files_line_for_line():
-    assert "es" in language_scale.languages()
-    off_domain, pairs = language_scale.questions("es")
+@pytest.mark.parametrize("code", ["es", "fr"])
+def test_a_language_ships_both_files_line_for_line(code):
+    assert code in language_scale.languages()
+    off_domain, pairs = language_scale.questions(code)
     assert len(off_domain) == len(confidence.off_domain_questions()) and len(pairs) >= 40
-    assert all(english and spanish and english != spanish for english, spanish in pairs)
+    assert all(english and other and english != other for english, other in pairs)
 
 
 def test_the_scale_is_the_floor_in_the_language_and_the_english_anchors_less_the_drop():

@@ -37,31 +37,32 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SPANISH = HERE / "questions-es.jsonl"
-LANGUAGES = ("en", "es")
+NAMES = {"en": "English", "es": "Spanish", "fr": "French"}
 
 
-def spanish_questions(path: Path = SPANISH) -> list[dict]:
+def translated_questions(language: str) -> list[dict]:
+    path = HERE / f"questions-{language}.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def both_languages(hoa_dev: Path, communities: set[str] | None) -> list[dict]:
-    """Each Spanish question and its English original, as harness questions ids ``en:ID``, ``es:ID``."""
+def both_languages(hoa_dev: Path, communities: set[str] | None, language: str = "es") -> list[dict]:
+    """Each translated question and its English original, as harness questions ids ``en:ID``,
+    ``LANGUAGE:ID``."""
     english = {row["id"]: row for row in map(json.loads, (hoa_dev / "questions.jsonl").read_text().splitlines())}
     rows = []
-    for spanish in spanish_questions():
-        original = english[spanish["id"]]
-        if spanish["kind"] != original["kind"] or spanish["community"] != original["community"]:
-            raise SystemExit(f"{spanish['id']}: kind or community differs from hoa-dev's")
+    for translated in translated_questions(language):
+        original = english[translated["id"]]
+        if translated["kind"] != original["kind"] or translated["community"] != original["community"]:
+            raise SystemExit(f"{translated['id']}: kind or community differs from hoa-dev's")
         if communities and original["community"] not in communities:
             continue
-        for language, text in (("en", original["question"]), ("es", spanish["question"])):
-            rows.append({**original, "id": f"{language}:{original['id']}", "question": text})
+        for code, text in (("en", original["question"]), (language, translated["question"])):
+            rows.append({**original, "id": f"{code}:{original['id']}", "question": text})
     return rows
 
 
-def make_dataset(hoa_dev: Path, communities: set[str] | None, folder: Path) -> Path:
-    rows = both_languages(hoa_dev, communities)
+def make_dataset(hoa_dev: Path, communities: set[str] | None, folder: Path, language: str = "es") -> Path:
+    rows = both_languages(hoa_dev, communities, language)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "questions.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> None:
     communities = set(args.communities.split(",")) if args.communities else None
     out = Path(args.out).resolve()
     with tempfile.TemporaryDirectory(prefix="language-") as tmp:
-        dataset = make_dataset(Path(args.hoa_dev), communities, Path(tmp) / "hoa-dev-en-es")
+        folder = Path(tmp) / f"hoa-dev-en-{args.language}"
+        dataset = make_dataset(Path(args.hoa_dev), communities, folder, args.language)
         env = {**os.environ, "EMBEDDING_PROVIDER": "local", "EMBEDDING_MODEL": args.model}
         command = [sys.executable, "-m", "worker.cli", "eval", str(dataset), "--out", str(out)]
         print(" ".join(command), file=sys.stderr, flush=True)
@@ -175,24 +177,30 @@ def summary_rows(folders: list[Path]) -> tuple[list[tuple[str, str, dict[str, st
     return table, model, calibrations, scales
 
 
+def _other_language(folder: Path) -> str:
+    rows = json.loads((folder / "results.json").read_text())["questions"]["arc-retrieval"]
+    return next((r["id"].split(":", 1)[0] for r in rows if not r["id"].startswith("en:")), "es")
+
+
 def report(args: argparse.Namespace) -> None:
     lines = [
-        "# Questions in Spanish about English documents",
+        "# Questions in other languages about English documents",
         "",
-        "Spanish versions of hoa-dev questions (`questions-es.jsonl`, written as homeowners type: "
-        "accents and opening marks sometimes left out), each asked beside its English original "
-        'through the webhook with nothing but `{"query": ...}`. Each cell is English / Spanish. '
-        "`unread`: answers that said the embedding model cannot read the question's language; "
-        "`own scale`: answers whose status was decided on the language's own scale.",
+        "Spanish and French versions of hoa-dev questions (`questions-es.jsonl`, `questions-fr.jsonl`, "
+        "written as homeowners type: accents and opening marks sometimes left out), each asked beside "
+        'its English original through the webhook with nothing but `{"query": ...}`. Each cell is '
+        "English / the other language. `unread`: answers that said the embedding model cannot read the "
+        "question's language; `own scale`: answers whose status was decided on the language's own scale.",
         "",
     ]
-    by_model: dict[str, list[Path]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[Path]] = defaultdict(list)
     for folder in map(Path, args.folders):
-        by_model[json.loads((folder / "results.json").read_text()).get("embedding_model", "")].append(folder)
-    for folders in by_model.values():
+        model = json.loads((folder / "results.json").read_text()).get("embedding_model", "")
+        groups[(model, _other_language(folder))].append(folder)
+    for (model, other), folders in groups.items():
         table, model, calibrations, scales = summary_rows(folders)
         commands = [(f / "command.txt").read_text().strip() for f in folders if (f / "command.txt").exists()]
-        lines += [f"## {model}", "", *(f"Command: `{c}`" + "  " for c in commands), ""]
+        lines += [f"## {model}, {NAMES.get(other, other)}", "", *(f"Command: `{c}`" + "  " for c in commands), ""]
         lines += [
             "| community | questions | evidence in context | SOURCE 1 | status right | "
             "answerable `no_results` | negatives `success` | unread | own scale |",
@@ -200,10 +208,10 @@ def report(args: argparse.Namespace) -> None:
         ]
         cells = {(community, language): c for community, language, c in table}
         for community in dict.fromkeys(community for community, _, _ in table):
-            en, es = cells.get((community, "en"), {}), cells.get((community, "es"), {})
+            en, it = cells.get((community, "en"), {}), cells.get((community, other), {})
 
-            def pair(key: str, en: dict = en, es: dict = es) -> str:
-                return f"{en.get(key, '-')} / {es.get(key, '-')}"
+            def pair(key: str, en: dict = en, it: dict = it) -> str:
+                return f"{en.get(key, '-')} / {it.get(key, '-')}"
 
             lines.append(
                 f"| {community} | {pair('questions')} | {pair('evidence')} | {pair('source1')} | "
@@ -222,11 +230,12 @@ def report(args: argparse.Namespace) -> None:
         ]
         if scales:
             lines += [
-                "Language scales (on the vector leg's cosine): "
+                f"{NAMES.get(other, other)} scales (on the vector leg's cosine): "
                 + "; ".join(
-                    f"{c} {code}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}, drop {v['drop']}"
+                    f"{c}: floor {v['floor']}, match {v['match']}, near miss {v['near_miss']}, drop {v['drop']}"
                     for c, found in scales.items()
                     for code, v in found.items()
+                    if code == other
                 ),
                 "",
             ]
@@ -262,6 +271,7 @@ def main() -> None:
     one.add_argument("--model", required=True)
     one.add_argument("--out", required=True)
     one.add_argument("--communities", help="comma-separated (default: all four)")
+    one.add_argument("--language", default="es", help="the translated questions: questions-LANGUAGE.jsonl")
     one.add_argument("--hoa-dev", default=str(ROOT.parent / "shared" / "datasets" / "hoa-dev"))
     both = sub.add_parser("report")
     both.add_argument("folders", nargs="+")

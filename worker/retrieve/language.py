@@ -188,8 +188,8 @@ class Reading:
     def scale_warning(self) -> str:
         name = self.language.name if self.language else "English"
         return (
-            f"status decided on the own scale of questions in {name}, measured on this knowledge base "
-            "with the calibration (the vector leg's cosine)"
+            f"status decided on {name}'s own scale, measured on this knowledge base with the "
+            "calibration (on the vector leg's cosine)"
         )
 
     def public(self) -> dict[str, object]:
