@@ -23,7 +23,7 @@ Latin: "HOA dues" or "cuota HOA" stays English), and it does not read as English
 tests that catch the identifier's slips on short English sentences ("Who do gurus control?",
 "Obesity raises life quality."): two or more English function words, or nine words in ten in the
 English vocabulary of the default model's tokenizer. Measured (tests/test_language.py keeps the
-first two): none of hoa-dev's 194 English questions and all 56 Spanish ones of
+first two): none of hoa-dev's 194 English questions and all 56 Spanish and 56 French ones of
 benchmarks/language/ are flagged; of BEIR's English queries none of SQuAD's 5,285 and 5 of
 SciFact's 809 claims, all jargon with no function word ("Pyridostatin deregulates G2/M
 progression.").
