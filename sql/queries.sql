@@ -283,3 +283,14 @@ select arc_store_status_calibration(%(community)s::text, %(embedding_model)s::te
                                     %(too_small)s::boolean, %(measured_ms)s::integer,
                                     %(rerank_floor)s::double precision, %(rerank_match)s::double precision,
                                     %(rerank_near_miss)s::double precision, %(rerank_failure)s::text)
+
+-- name: language_scales
+-- A community's stored language scales for one embedding model at one version (043).
+select language, floor, match, near_miss, language_drop, pairs
+from arc_language_scales(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint)
+
+-- name: store_language_scale
+select arc_store_language_scale(%(community)s::text, %(embedding_model)s::text, %(language)s::text,
+                                %(kb_version)s::bigint, %(floor)s::double precision,
+                                %(match)s::double precision, %(near_miss)s::double precision,
+                                %(language_drop)s::double precision, %(pairs)s::integer)

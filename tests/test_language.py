@@ -44,12 +44,13 @@ def test_no_english_hoa_dev_question_is_taken_for_another_language():
     assert [t for t in taken if t[1] is not None] == []
 
 
-def test_every_spanish_question_is_spanish():
-    questions = _questions(SPANISH)
+@pytest.mark.parametrize("code", ["es", "fr"])
+def test_every_translated_question_is_in_its_language(code):
+    questions = _questions(SPANISH.with_name(f"questions-{code}.jsonl"))
     assert len(questions) >= 40
     found = [language.detect(q) for q in questions]
-    assert all(f is not None and f.code == "es" for f in found), [
-        (q, f) for q, f in zip(questions, found) if f is None or f.code != "es"
+    assert all(f is not None and f.code == code for f in found), [
+        (q, f) for q, f in zip(questions, found) if f is None or f.code != code
     ]
 
 

@@ -41,8 +41,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..models import ChunkResult
+from ..store import language_scales as language_store
 from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
 from . import confidence as confidence_stage
+from . import language, language_scale
 from .preprocess import preprocess
 from .rerank import RerankFailed
 from .rerank_services import ServiceReranker, ServiceScale
@@ -153,6 +155,10 @@ class Calibrations:
         self.backend = backend
         self.order = order
         self.store = store if store is not None else store_of(backend)
+        # The scales of questions in other languages, stored beside the calibrations (language_scale.py)
+        self.language_store = language_store.beside(self.store)
+        self._language_scales: dict[str, tuple[int, dict[str, language_store.StoredScale]]] = {}
+        self._languages_tried: set[tuple[str, int]] = set()
         self.enabled = enabled
         self.questions = questions
         self.reach = reach
@@ -354,18 +360,27 @@ class Calibrations:
         with self._locks_lock:
             return self._locks.setdefault(community, threading.Lock())
 
+    def _calibrate(
+        self, community: str, version: int
+    ) -> tuple[confidence_stage.Calibration | None, dict[str, language_scale.Scored], list[list[Asked]]]:
+        """The calibration measured now, the scores of every text it asked, and each call's texts
+        with their candidates (the off-domain questions', then the sentences')."""
+        chunks = self.backend.calibration_chunks(self.questions * 2, community)
+        scores: dict[str, language_scale.Scored] = {}
+        asked: list[list[Asked]] = []
+
+        def best(texts: Sequence[str]) -> list[confidence_stage.Best]:
+            found = self.scored(texts, community, asked=asked)
+            scores.update(zip(texts, found, strict=True))
+            return list(found)
+
+        return confidence_stage.calibrate(best, chunks, version, self.questions, self.reach), scores, asked
+
     def _measure_and_store(self, community: str, version: int) -> StoredCalibration:
         started = time.perf_counter()
-        chunks = self.backend.calibration_chunks(self.questions * 2, community)
-        # Each call's texts and their candidates: the off-domain questions', then the sentences'.
-        asked: list[list[Asked]] = []
-        found = confidence_stage.calibrate(
-            lambda texts: self.best_relevances(texts, community, asked),
-            chunks,
-            version,
-            self.questions,
-            self.reach,
-        )
+        found, scores, asked = self._calibrate(community, version)
+        if found is not None:  # stored before the calibration: a reader of it finds them
+            self._measure_languages(community, version, scores)
         stored = (
             StoredCalibration(version, None, None, None, 0, too_small=True)
             if found is None
@@ -450,12 +465,21 @@ class Calibrations:
             "rerank_failure": service.failure,
         }
 
-    def best_relevances(
-        self, texts: Sequence[str], community: str | None = None, asked: list[list[Asked]] | None = None
-    ) -> list[confidence_stage.Best]:
+    def best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
         """Each text's best first-stage relevance in ``community``, by the same path a question
-        takes, and its best among the passages that do not hold it (its near miss); ``asked``
-        gains the texts with their candidates (for the rerank service's scale)."""
+        takes, and its best among the passages that do not hold it (its near miss)."""
+        return list(self.scored(texts, community))
+
+    def scored(
+        self,
+        texts: Sequence[str],
+        community: str | None = None,
+        language_code: str | None = None,
+        asked: list[list[Asked]] | None = None,
+    ) -> list[language_scale.Scored]:
+        """:meth:`best_relevances`, with the same for the vector leg alone; ``language_code``: the
+        texts' language when it is not English (asked as a question in it is); ``asked`` gains
+        the texts with their candidates (for the rerank service's scale)."""
         kept: list[Asked] | None = None
         if asked is not None:
             kept = []
@@ -471,12 +495,13 @@ class Calibrations:
             if self._stopping.is_set():
                 raise CalibrationStopped
             expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
+            weights = language.FOREIGN_WEIGHTS if language_code not in (None, "en") else p.weights
             params = SearchParams(
                 query_text=p.normalized,
                 embedding=vector,
                 expansion_text=" ".join(expansion) or None,
-                vector_weight=p.weights[0],
-                fts_weight=p.weights[1],
+                vector_weight=weights[0],
+                fts_weight=weights[1],
                 fusion=self.fusion,
                 community=community,
             )
@@ -484,13 +509,91 @@ class Calibrations:
             if kept is not None:
                 kept.append(Asked(text, found))
             quoted = _spaced(text)
+            elsewhere = [c for c in found if quoted not in _spaced(c.content)]
             best.append(
-                confidence_stage.Best(
+                language_scale.Scored(
                     relevance=max((c.relevance for c in found), default=0.0),
-                    elsewhere=max((c.relevance for c in found if quoted not in _spaced(c.content)), default=0.0),
+                    elsewhere=max((c.relevance for c in elsewhere), default=0.0),
+                    vector=max((c.vector_score or 0.0 for c in found), default=0.0),
+                    vector_elsewhere=max((c.vector_score or 0.0 for c in elsewhere), default=0.0),
                 )
             )
         return best
+
+    # -- questions in other languages (language_scale.py) -------------------------------------
+
+    def _measure_languages(self, community: str, version: int, asked: dict[str, language_scale.Scored]) -> None:
+        """With a model that reads other languages: each shipped language's scale, stored."""
+        if self.model in language.ENGLISH_ONLY_MODELS:
+            return
+        english = language_scale.english_cosines(asked)
+        if english is None:
+            return
+        scales = language_scale.measure(lambda texts, code: self.scored(texts, community, code), english)
+        if scales:
+            self.language_store.put(community, self.model, version, scales)
+            log.info(
+                "language scales measured",
+                extra={
+                    "community": community,
+                    "kb_version": version,
+                    "scales": {
+                        s.language: {
+                            "floor": round(s.floor, 4),
+                            "match": round(s.match, 4),
+                            "near_miss": round(s.near_miss, 4),
+                            "drop": round(s.drop, 4),
+                        }
+                        for s in scales
+                    },
+                },
+            )
+
+    def _languages_missing(self, community: str, version: int) -> None:
+        """A calibration stored without language scales (by a release that did not measure them):
+        measure them in the background, once per process and version."""
+        if self.model in language.ENGLISH_ONLY_MODELS or not language_scale.languages() or self._stopping.is_set():
+            return
+        with self._wanted_lock:
+            if (community, version) in self._languages_tried:
+                return
+            self._languages_tried.add((community, version))
+        threading.Thread(
+            target=self._measure_languages_alone, args=(community, version), name="arc-language-scales", daemon=True
+        ).start()
+
+    def _measure_languages_alone(self, community: str, version: int) -> None:
+        try:
+            found, scores, _ = self._calibrate(community, version)
+            if found is not None:
+                self._measure_languages(community, version, scores)
+        except CalibrationStopped:
+            return
+        except Exception as exc:  # the database or the provider failed: the old rule stays meanwhile
+            log.warning("language scales not measured", extra={"community": community, "reason": type(exc).__name__})
+
+    def for_language(
+        self, community: str, reading: language.Reading, lookup: Lookup | None
+    ) -> confidence_stage.Calibration | None:
+        """The scale a question in another language that the model reads is decided on: its
+        language's, measured with ``lookup``'s calibration; None for English, an unread language,
+        a language without one, or no calibration."""
+        calibration = lookup.calibration if lookup is not None else None
+        if calibration is None or reading.language is None or not reading.readable:
+            return None
+        held = self._language_scales.get(community)
+        if held is None or held[0] != calibration.version:
+            try:
+                scales = self.language_store.read(community, self.model, calibration.version)
+            except Exception:  # the database is unreachable: the search reports it
+                return None
+            if not scales:  # none stored at this version: measured in the background, read next time
+                self._languages_missing(community, calibration.version)
+                return None
+            held = (calibration.version, scales)
+            self._language_scales[community] = held
+        scale = held[1].get(reading.language.code)
+        return None if scale is None else language_scale.calibration(scale, calibration.version, self.reach)
 
 
 def _spaced(text: str) -> str:

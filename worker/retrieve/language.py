@@ -11,7 +11,10 @@ among the languages homeowners most often write in, and:
   message telling the agent to ask again in English and never to say the documents are silent, a
   warning naming the language and what to configure, and ``confidence.language``;
 * the model reads it (multilingual-e5-small, OpenAI's models): the full-text leg, which finds
-  next to nothing in another language, gives the fused ranking to the vector leg.
+  next to nothing in another language, gives the fused ranking to the vector leg, and the status
+  is decided on the language's own scale, measured on the knowledge base with the calibration
+  (``language_scale.py``); a language without one (no questions shipped for it, or a knowledge
+  base calibrated without them) is never ``no_results``: the English scale reads it as unrelated.
 
 A question counts as another language only when the identifier is sure of it (English at most
 :data:`ENGLISH_AT_MOST`, the other language at least :data:`OTHER_AT_LEAST`), the question is long
@@ -20,7 +23,7 @@ Latin: "HOA dues" or "cuota HOA" stays English), and it does not read as English
 tests that catch the identifier's slips on short English sentences ("Who do gurus control?",
 "Obesity raises life quality."): two or more English function words, or nine words in ten in the
 English vocabulary of the default model's tokenizer. Measured (tests/test_language.py keeps the
-first two): none of hoa-dev's 194 English questions and all 56 Spanish ones of
+first two): none of hoa-dev's 194 English questions and all 56 Spanish and 56 French ones of
 benchmarks/language/ are flagged; of BEIR's English queries none of SQuAD's 5,285 and 5 of
 SciFact's 809 claims, all jargon with no function word ("Pyridostatin deregulates G2/M
 progression.").
@@ -162,6 +165,7 @@ class Reading:
     readable: bool = True  # the embedding model reads the question's language
     model: str = ""
     warnings: list[str] = field(default_factory=list)
+    scaled: bool = False  # the status was decided on the language's own scale (language_scale.py)
 
     def weights(self, chosen: tuple[float, float]) -> tuple[float, float]:
         """The fusion weights: ``chosen`` (the query type's), or leaning on the vector leg."""
@@ -169,10 +173,11 @@ class Reading:
 
     def overrule(self, status: str, message: str | None) -> tuple[str, str | None]:
         """A question the model cannot read is never ``success`` nor ``no_results``: the score says
-        nothing about the documents. One it reads is never ``no_results`` either: the status's scale
-        was measured with the knowledge base's own (English) sentences, and a question in another
-        language scores lower on it whether or not its passage is there (benchmarks/language/)."""
-        if self.language is None:
+        nothing about the documents. One it reads, decided on its language's own scale, keeps its
+        status; without one it is never ``no_results``: the English scale was measured with the
+        knowledge base's own sentences, and a question in another language scores lower on it
+        whether or not its passage is there (benchmarks/language/)."""
+        if self.language is None or self.scaled:
             return status, message
         if not self.readable:
             return "low_confidence", UNREAD_MESSAGE.format(language=self.language.name)
@@ -180,11 +185,18 @@ class Reading:
             return "low_confidence", FOREIGN_MESSAGE.format(language=self.language.name)
         return status, message
 
+    def scale_warning(self) -> str:
+        name = self.language.name if self.language else "English"
+        return (
+            f"status decided on {name}'s own scale, measured on this knowledge base with the "
+            "calibration (on the vector leg's cosine)"
+        )
+
     def public(self) -> dict[str, object]:
         """The keys the answer's ``confidence`` gains for a question in another language."""
         if self.language is None:
             return {}
-        return {"language": self.language.code, "language_readable": self.readable}
+        return {"language": self.language.code, "language_readable": self.readable, "language_scale": self.scaled}
 
 
 def read(question: str, model: str) -> Reading:

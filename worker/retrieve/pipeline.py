@@ -29,7 +29,7 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type, language, minimum, rerank_services
+from . import answer_type, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
 from . import sentences as sentence_stage
@@ -248,9 +248,14 @@ class Retriever:
         scale = self.calibrator.for_question(community) if known else None
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
+        # A question in another language the model reads, on its language's own scale (language_scale.py).
+        own = self.calibrator.for_language(community, reading, scale) if embedding is not None else None
+        if own is not None:
+            reading = replace(reading, scaled=True)
+            warnings.append(reading.scale_warning())
         confidence = confidence_stage.decide(
-            max((c.relevance for c in candidates), default=None),
-            scale.calibration if scale else None,
+            language_scale.relevance(candidates) if own else max((c.relevance for c in candidates), default=None),
+            own or (scale.calibration if scale else None),
             self.cuts,
             self.thresholds,
         )

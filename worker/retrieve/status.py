@@ -4,12 +4,13 @@ These do, in this order of precedence:
 
 1. the confidence (``confidence.py``): the best first-stage relevance on the knowledge base's
    calibrated scale (the fixed cuts when it has none) gives ``no_results``, ``low_confidence``
-   or ``success``; when a rerank service scored the candidates (``rerank_services.py``), its best
-   score sets this first status instead;
+   or ``success``; a question in another language that the model reads is decided there on its
+   language's own scale (``language_scale.py``); when a rerank service scored the candidates
+   (``rerank_services.py``), its best score sets this first status instead;
 2. the question's language (``language.py``): one the embedding model cannot read is
    ``low_confidence`` whatever the score (the score says nothing about the documents), and one
-   in another language that it reads is never ``no_results`` (the scale was measured on the
-   knowledge base's own sentences);
+   in another language that it reads but that has no scale of its own is never ``no_results``
+   (the English scale was measured on the knowledge base's own sentences);
 3. an explicit ``min_relevance`` that keeps every chunk out of the context (``minimum.py``) makes
    it ``no_results``: the agent gets nothing to cite;
 4. a ``success`` whose context lacks the kind of answer the question asks for (an amount of
