@@ -14,6 +14,7 @@ so that status signals can be computed and compared offline, per community, with
 
     python benchmarks/status_signals.py dump --foreign --out /tmp/signals
     python benchmarks/status_signals.py report /tmp/signals
+    python benchmarks/status_signals.py ranking /tmp/signals
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -265,6 +268,90 @@ def report(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- ranking: a linear mix of the first stage's scores, fitted on three communities -----------------
+
+FEATURES = ("vector", "fts", "vector_gap", "fts_gap", "vector_rank", "fts_rank", "boost", "length", "sentence")
+BUDGETS = (500, 1000, 2000)
+
+
+def features(answer: dict, candidate: dict, chunks: dict) -> list[float]:
+    """What the first stage knows of ``candidate``: each leg's score and its gap to the leg's best,
+    each leg's rank (as 1 / (1 + rank)), the source's boost, the chunk's length, its best sentence."""
+    ranked = answer["candidates"]
+    vector, fts = candidate["vector_score"] or 0.0, candidate["fts_score"] or 0.0
+    return [
+        vector,
+        fts,
+        vector - max(c["vector_score"] or 0.0 for c in ranked),
+        fts - max(c["fts_score"] or 0.0 for c in ranked),
+        1 / (1 + candidate["vector_rank"]) if candidate["vector_rank"] else 0.0,
+        1 / (1 + candidate["fts_rank"]) if candidate["fts_rank"] else 0.0,
+        candidate["final_score"] - candidate["relevance"],
+        float(np.log1p(chunks[str(candidate["id"])]["tokens"])),
+        answer["sentences"].get(str(candidate["id"]), vector),
+    ]
+
+
+def answerable(dump: dict) -> list[dict]:
+    return [q for q in dump["questions"] if q["kind"] == "answerable" and q["evidence_chunks"]]
+
+
+def fitted(dumps: list[dict]) -> Callable[[np.ndarray], np.ndarray]:
+    """A logistic model of "this candidate holds the evidence", standardised, lightly regularised."""
+    rows, labels = [], []
+    for dump in dumps:
+        for q in answerable(dump):
+            for c in q["candidates"]:
+                rows.append(features(q, c, dump["chunks"]))
+                labels.append(c["id"] in q["evidence_chunks"])
+    x, y = np.array(rows), np.array(labels, dtype=float)
+    mean, spread = x.mean(0), x.std(0) + 1e-9
+    z = np.hstack([(x - mean) / spread, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    for _ in range(4000):
+        p = 1 / (1 + np.exp(-z @ w))
+        w -= 0.5 * (z.T @ (p - y) / len(y) + 1e-3 * np.r_[w[:-1], 0])
+    return lambda rows: np.hstack([(rows - mean) / spread, np.ones((len(rows), 1))]) @ w
+
+
+def placed(dump: dict, order: Callable[[dict], list[dict]]) -> dict[str, float]:
+    """Evidence first, and within the first 500 / 1,000 / 2,000 tokens, of the candidates in ``order``."""
+    first, within = [], {b: [] for b in BUDGETS}
+    for q in answerable(dump):
+        ranked = order(q)
+        first.append(bool(ranked) and ranked[0]["id"] in q["evidence_chunks"])
+        used, reached = 0, None
+        for c in ranked:
+            used += dump["chunks"][str(c["id"])]["tokens"]
+            if c["id"] in q["evidence_chunks"]:
+                reached = used
+                break
+        for b in BUDGETS:
+            within[b].append(reached is not None and reached <= b)
+    return {"first": float(np.mean(first)), **{str(b): float(np.mean(v)) for b, v in within.items()}}
+
+
+def ranking_report(folder: Path) -> str:
+    dumps = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+    lines = [
+        "| community | order | evidence first | within 500 | within 1,000 | within 2,000 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, dump in dumps.items():
+        model = fitted([d for other, d in dumps.items() if other != name])
+
+        def mixed(q: dict, model=model, dump=dump) -> list[dict]:
+            scores = model(np.array([features(q, c, dump["chunks"]) for c in q["candidates"]]))
+            return [q["candidates"][i] for i in np.argsort(-scores, kind="stable")]
+
+        for label, order in (("shipped", lambda q: q["candidates"]), ("fitted on the other three", mixed)):
+            got = placed(dump, order)
+            lines.append(
+                f"| {name} | {label} | {got['first']:.2f} | {got['500']:.2f} | {got['1000']:.2f} | {got['2000']:.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -275,10 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     asked.add_argument("--foreign", action="store_true", help="also ask each community the others' questions")
     shown = commands.add_parser("report", help="status right per design and community, from the dumps")
     shown.add_argument("folder", type=Path)
+    ordered = commands.add_parser("ranking", help="the shipped order against a mix fitted on the other communities")
+    ordered.add_argument("folder", type=Path)
     args = parser.parse_args(argv)
     if args.command == "dump":
         return dump(args)
-    print(report(args.folder), end="")
+    print((ranking_report if args.command == "ranking" else report)(args.folder), end="")
     return 0
 
 
