@@ -39,7 +39,8 @@ from tests.rerank_standins import RerankStandin  # noqa: E402
 from worker.embeddings import CachedEmbedder, LocalEmbedder  # noqa: E402
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus  # noqa: E402
 from worker.models import RetrievalRequest  # noqa: E402
-from worker.retrieve.calibration import SERVICE_REQUESTS_AT_ONCE, LocalCalibrations  # noqa: E402
+from worker.retrieve.calibration import LocalCalibrations  # noqa: E402
+from worker.retrieve.service_scale import SERVICE_REQUESTS_AT_ONCE  # noqa: E402
 from worker.retrieve.pipeline import Retriever  # noqa: E402
 from worker.retrieve.rerank import LLMReranker  # noqa: E402
 from worker.retrieve.rerank_services import ServiceReranker  # noqa: E402

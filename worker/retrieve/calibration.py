@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import atexit
 import logging
-import statistics
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -44,11 +42,11 @@ from ..models import ChunkResult
 from ..store import language_scales as language_store
 from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
 from . import confidence as confidence_stage
-from . import language, language_scale
+from . import language, language_scale, service_scale
 from .preprocess import preprocess
-from .rerank import RerankFailed
 from .rerank_services import ServiceReranker, ServiceScale
 from .search import SearchBackend, SearchParams
+from .service_scale import Asked
 from .vocabulary import compound_candidates, compound_expansions, expand
 
 log = logging.getLogger("arc.calibration")
@@ -69,9 +67,6 @@ Order = Callable[[list[ChunkResult]], list[ChunkResult]]
 # A rerank service's scale that could not be measured (the service failed meanwhile) is tried again
 # this long after, in the background; meanwhile its status reads the fixed RERANK_* cuts.
 SERVICE_RETRY_SECONDS = 600.0
-# Calibration requests to a rerank service in flight at once: some 160 a measurement, a few
-# seconds' work for a hosted service this way, and room left in its pool for questions' requests.
-SERVICE_REQUESTS_AT_ONCE = 4
 
 
 @dataclass(frozen=True)
@@ -82,14 +77,6 @@ class Lookup:
     calibration: confidence_stage.Calibration | None
     warning: str | None = None
     rerank: ServiceScale | None = None
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A calibration text and its first-stage candidates, for the rerank service to score."""
-
-    text: str
-    candidates: list[ChunkResult]
 
 
 class CalibrationStopped(Exception):
@@ -386,7 +373,13 @@ class Calibrations:
             if found is None
             else StoredCalibration(version, found.floor, found.match, found.near_miss, found.questions)
         )
-        service = self._measure_service(asked, version) if found is not None and self.service else None
+        service = None
+        if found is not None and self.service is not None:
+            outside, inside = asked
+            try:
+                service = service_scale.measure(self.service, outside, inside, version, self.reach, self._stopping)
+            except service_scale.Stopped:
+                raise CalibrationStopped from None
         if service is not None and service.calibration is not None:
             scale = service.calibration
             stored = replace(
@@ -404,66 +397,10 @@ class Calibrations:
                 "ms": ms,
                 "embedding_model": self.model,
                 **confidence_stage.anchors(found),
-                **(self._service_log(service) if service is not None else {}),
+                **(service_scale.log_fields(self.service, service) if self.service and service else {}),
             },
         )
         return stored
-
-    def _measure_service(self, asked: list[list[Asked]], version: int) -> ServiceScale:
-        """The rerank service's scale from the texts the first-stage measurement asked: the median
-        best score the status reads of the off-domain questions (floor) and of the sentences
-        (match), and of the sentences among the passages that do not hold them (near miss). A
-        failing service is the reason there is none (and is logged), never an exception."""
-        assert self.service is not None and len(asked) == 2
-        outside, inside = asked
-        try:
-            scored = self._service_bests(outside + inside)
-        except RerankFailed as exc:
-            log.warning(
-                "rerank service not calibrated; tried again later",
-                extra={"service": self.service.service, "reason": str(exc)},
-            )
-            return ServiceScale(None, f"{exc} while calibrating")
-        floor = statistics.median(b.relevance for b in scored[: len(outside)])
-        matched = scored[len(outside) :]
-        match = statistics.median(b.relevance for b in matched)
-        if match <= floor:
-            return ServiceScale(
-                None, "the service scores the knowledge base's own sentences no higher than unrelated ones"
-            )
-        near_miss = statistics.median(b.elsewhere for b in matched)
-        calibration = confidence_stage.Calibration(version, floor, match, len(matched), near_miss, self.reach)
-        return ServiceScale(calibration)
-
-    def _service_bests(self, asked: list[Asked]) -> list[confidence_stage.Best]:
-        """Each text's best service score over its candidates, and its best among those that do
-        not hold it; a few requests in flight at once, the first failure ending them all."""
-        service = self.service
-        assert service is not None
-
-        def best(one: Asked) -> confidence_stage.Best:
-            if self._stopping.is_set():
-                raise CalibrationStopped
-            scores = service.judged(one.text, one.candidates)
-            quoted = _spaced(one.text)
-            texts = {c.id: _spaced(c.content) for c in one.candidates}
-            others = [score for id_, score in scores.items() if quoted not in texts[id_]]
-            return confidence_stage.Best(max(scores.values(), default=0.0), max(others, default=0.0))
-
-        pool = ThreadPoolExecutor(SERVICE_REQUESTS_AT_ONCE, thread_name_prefix="arc-calibration-rerank")
-        try:
-            return list(pool.map(best, asked))
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-    def _service_log(self, service: ServiceScale) -> dict[str, object]:
-        assert self.service is not None
-        anchors = confidence_stage.anchors(service.calibration)
-        return {
-            "reranker": self.service.identity,
-            **{f"rerank_{k}": v for k, v in anchors.items()},
-            "rerank_failure": service.failure,
-        }
 
     def best_relevances(self, texts: Sequence[str], community: str | None = None) -> list[confidence_stage.Best]:
         """Each text's best first-stage relevance in ``community``, by the same path a question
