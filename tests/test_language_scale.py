@@ -190,3 +190,39 @@ def test_the_scales_go_through_supabase_rpc_as_through_postgres(sample_runtime):
     direct = beside(PostgresBackend(sample_runtime.db).calibration_store())
     assert isinstance(direct, PostgresLanguageScales)
     assert direct.read("default", "rpc-model", 7) == {"es": spanish}
+
+
+def test_a_rerank_service_decides_a_spanish_question_and_it_is_never_no_results(e5_runtime, tmp_path):
+    # The service's scale was measured with the knowledge base's English text, so it decides the
+    # status (not the Spanish scale), and the rule for a language the scale was not measured in
+    # holds: never no_results. The stand-in scores by shared words, so a Spanish question about an
+    # English passage scores low on it.
+    from tests.rerank_standins import RerankStandin
+    from tests.test_rerank_calibration import KEY, MODEL, service_app
+
+    with RerankStandin("cohere", api_key=KEY, model=MODEL) as cohere:
+        answer = service_app(e5_runtime, cohere, tmp_path).test_client().post(
+            "/webhook/arc-retrieval", json={"query": FENCE_ES}).get_json()
+    assert answer["confidence"]["decided_on"] == "rerank"
+    assert answer["confidence"]["language"] == "es" and answer["confidence"]["language_scale"] is False
+    assert not any("own scale" in w for w in answer["warnings"])
+    assert answer["status"] != "no_results" and answer["context"]
+
+
+def test_a_language_that_fails_to_measure_leaves_the_english_calibration(e5_runtime, monkeypatch):
+    from worker.service.build import build_retriever
+
+    def broken(language):
+        raise ValueError(f"{language}: the two files differ in length")
+
+    retriever = build_retriever(e5_runtime)
+    try:
+        with psycopg.connect(e5_runtime.db.url, autocommit=True) as conn:
+            conn.execute("delete from status_calibrations")
+        monkeypatch.setattr(language_scale, "questions", broken)
+        measured = retriever.calibrator.current("default")
+        assert measured is not None and measured.floor < measured.match
+        reading = retriever.calibrator.store.read("default", retriever.calibrator.key)
+        assert reading.fresh and reading.stored is not None and not reading.stored.too_small
+    finally:
+        retriever.close()

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import make_settings
 from tests.rerank_standins import RerankStandin, overlap_scorer
-from worker.retrieve.service_scale import SERVICE_REQUESTS_AT_ONCE
+from worker.retrieve.service_scale import NOT_SEPARATED, SERVICE_REQUESTS_AT_ONCE
 from worker.retrieve.confidence import Calibration, off_domain_questions
 from worker.retrieve.rerank_services import ScoreScale, ServiceReranker, ServiceScale
 from worker.runtime import Runtime
@@ -245,6 +245,26 @@ def test_a_service_down_while_calibrating_leaves_the_fixed_cuts_with_a_warning_t
         answer = ask(app, ANSWERED)
         assert answer["status"] == "success" and answer["confidence"]["calibrated"] is True
         assert not [w for w in answer["warnings"] if w.startswith("rerank score uncalibrated")]
+    finally:
+        retriever.close()
+
+
+def test_a_service_that_cannot_tell_the_documents_apart_is_not_measured_again(sample_runtime, tmp_path, cohere):
+    # Every passage scores the same: no scale, for a reason that holds until the documents change,
+    # so the ~160 requests of a measurement are not spent again every retry interval.
+    app = service_app(sample_runtime, cohere, tmp_path)
+    retriever = retriever_of(app)
+    try:
+        cohere.reset(scorer=lambda question, passages: [0.3 for _ in passages])
+        retriever.calibrate_now("default")
+        [row] = stored_rows(sample_runtime.db.url, cohere.url.split("//")[1])
+        assert row["rerank_failure"] == NOT_SEPARATED and row["rerank_floor"] is None
+        retriever.calibrator.service_retry_seconds = 0.0  # as ten minutes later
+        cohere.reset(scorer=LOW)
+        answer = ask(app, ANSWERED)
+        retriever.calibrator.wait(timeout=120)
+        assert len(cohere.calls) == 1  # the question's own request, no new measurement
+        assert any(NOT_SEPARATED in w for w in answer["warnings"])
     finally:
         retriever.close()
 

@@ -186,7 +186,7 @@ class Calibrations:
             reading = self.store.read(community, self.key)
         except Exception:  # the database is unreachable: the search reports it; keep what was read
             found = self._lookup(self.known.get(community), community in self.known)
-            return replace(found, rerank=self.known_service.get(community, self._unmeasured("not read")))
+            return replace(found, rerank=self.known_service.get(community, self._unmeasured("read")))
         if reading.stored is None:
             try:
                 stored = self.ensure(community)
@@ -242,6 +242,8 @@ class Calibrations:
         if not reading.fresh or stored is None:
             return False
         if self.service is None or not stored.rerank_failure or stored.measured_at is None:
+            return True
+        if stored.rerank_failure == service_scale.NOT_SEPARATED:  # the same again until the documents change
             return True
         age = (datetime.now(UTC) - stored.measured_at).total_seconds()
         return age < self.service_retry_seconds
@@ -367,7 +369,14 @@ class Calibrations:
         started = time.perf_counter()
         found, scores, asked = self._calibrate(community, version)
         if found is not None:  # stored before the calibration: a reader of it finds them
-            self._measure_languages(community, version, scores)
+            try:
+                self._measure_languages(community, version, scores)
+            except CalibrationStopped:
+                raise
+            except Exception as exc:  # the English calibration stands; the scales are measured later
+                log.warning(
+                    "language scales not measured", extra={"community": community, "reason": type(exc).__name__}
+                )
         stored = (
             StoredCalibration(version, None, None, None, 0, too_small=True)
             if found is None

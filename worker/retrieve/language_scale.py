@@ -111,14 +111,22 @@ def english_cosines(asked: Mapping[str, Scored]) -> EnglishCosines | None:
 def measure(ask: Ask, english: EnglishCosines, wanted: Sequence[str] | None = None) -> list[StoredScale]:
     """Each language's scale on this knowledge base (``wanted``: default every language shipped)."""
     scales = []
+    english_asked: dict[tuple[str, ...], Sequence[Scored]] = {}  # languages share their English side
     for language in languages() if wanted is None else wanted:
         off_domain, pairs = questions(language)
         if not off_domain or len(pairs) < MIN_PAIRS:
             continue
         floor = statistics.median(s.vector for s in ask(off_domain, language))
-        in_english = ask([e for e, _ in pairs], "en")
+        english_side = tuple(e for e, _ in pairs)
+        if english_side not in english_asked:
+            english_asked[english_side] = ask(list(english_side), "en")
+        in_english = english_asked[english_side]
         translated = ask([t for _, t in pairs], language)
         drop = statistics.median(e.vector - t.vector for e, t in zip(in_english, translated, strict=True))
+        if english.match - drop <= floor:
+            # the model's own sentences, carried across, score no higher than unrelated questions
+            # in the language: no scale to decide on (the rule for a language without one holds)
+            continue
         scales.append(
             StoredScale(
                 language=language,

@@ -248,17 +248,6 @@ class Retriever:
         scale = self.calibrator.for_question(community) if known else None
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
-        # A question in another language the model reads, on its language's own scale (language_scale.py).
-        own = self.calibrator.for_language(community, reading, scale) if embedding is not None else None
-        if own is not None:
-            reading = replace(reading, scaled=True)
-            warnings.append(reading.scale_warning())
-        confidence = confidence_stage.decide(
-            language_scale.relevance(candidates) if own else max((c.relevance for c in candidates), default=None),
-            own or (scale.calibration if scale else None),
-            self.cuts,
-            self.thresholds,
-        )
         # A rerank service's best score, when one scored the candidates, sets the first status, on
         # the service's scale measured with the calibration (the fixed RERANK_* cuts without one).
         service = (
@@ -268,6 +257,22 @@ class Retriever:
         )
         if service is not None and service.warning:
             warnings.append(service.warning)
+        # Otherwise a question in another language the model reads is decided on its language's own
+        # scale (language_scale.py); the service's scale was measured with the knowledge base's text.
+        own = (
+            self.calibrator.for_language(community, reading, scale)
+            if embedding is not None and service is None
+            else None
+        )
+        if own is not None:
+            reading = replace(reading, scaled=True)
+            warnings.append(reading.scale_warning())
+        confidence = confidence_stage.decide(
+            language_scale.relevance(candidates) if own else max((c.relevance for c in candidates), default=None),
+            own or (scale.calibration if scale else None),
+            self.cuts,
+            self.thresholds,
+        )
         service_status = service.status if service is not None else None
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, request.min_relevance)

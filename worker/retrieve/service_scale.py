@@ -25,6 +25,9 @@ from .rerank_services import ServiceReranker, ServiceScale
 
 log = logging.getLogger("arc.calibration")
 
+# Why a service has no scale on a knowledge base whose measurement went through: a property of the
+# service and these documents, so it is not measured again until the documents change.
+NOT_SEPARATED = "the service scores the knowledge base's own sentences no higher than unrelated ones"
 # Calibration requests to a rerank service in flight at once: some 160 a measurement, a few
 # seconds' work for a hosted service this way, and room left in its pool for questions' requests.
 SERVICE_REQUESTS_AT_ONCE = 4
@@ -64,7 +67,7 @@ def measure(
     matched = scored[len(outside) :]
     match = statistics.median(b.relevance for b in matched)
     if match <= floor:
-        return ServiceScale(None, "the service scores the knowledge base's own sentences no higher than unrelated ones")
+        return ServiceScale(None, NOT_SEPARATED)
     near_miss = statistics.median(b.elsewhere for b in matched)
     return ServiceScale(confidence_stage.Calibration(version, floor, match, len(matched), near_miss, reach))
 
