@@ -454,8 +454,7 @@ class Calibrations:
             found = self.order(self.backend.search(params))
             if kept is not None:
                 kept.append(Asked(text, found))
-            quoted = _spaced(text)
-            elsewhere = [c for c in found if quoted not in _spaced(c.content)]
+            elsewhere = [c for c in found if not confidence_stage.quotes(c.content, text)]
             best.append(
                 language_scale.Scored(
                     relevance=max((c.relevance for c in found), default=0.0),
@@ -540,10 +539,6 @@ class Calibrations:
             self._language_scales[community] = held
         scale = held[1].get(reading.language.code)
         return None if scale is None else language_scale.calibration(scale, calibration.version, self.reach)
-
-
-def _spaced(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _stop(ref: weakref.ref) -> None:

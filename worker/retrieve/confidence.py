@@ -185,6 +185,12 @@ def pseudo_questions(chunks: Sequence[str], count: int = CALIBRATION_QUESTIONS) 
     return questions
 
 
+def quotes(passage: str, text: str) -> bool:
+    """Whether ``passage`` holds ``text`` word for word (whitespace aside): a sentence asked back
+    is not its own near miss."""
+    return " ".join(text.split()) in " ".join(passage.split())
+
+
 @dataclass(frozen=True)
 class Best:
     """A text's best first-stage relevance, and its best among passages that do not hold the text."""

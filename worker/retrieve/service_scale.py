@@ -90,9 +90,8 @@ def _bests(service: ServiceReranker, asked: list[Asked], stopping: threading.Eve
         if stopping.is_set():
             raise Stopped
         scores = service.judged(one.text, one.candidates)
-        quoted = _spaced(one.text)
-        texts = {c.id: _spaced(c.content) for c in one.candidates}
-        others = [score for id_, score in scores.items() if quoted not in texts[id_]]
+        passages = {c.id: c.content for c in one.candidates}
+        others = [score for id_, score in scores.items() if not confidence_stage.quotes(passages[id_], one.text)]
         return confidence_stage.Best(max(scores.values(), default=0.0), max(others, default=0.0))
 
     pool = ThreadPoolExecutor(SERVICE_REQUESTS_AT_ONCE, thread_name_prefix="arc-calibration-rerank")
@@ -100,7 +99,3 @@ def _bests(service: ServiceReranker, asked: list[Asked], stopping: threading.Eve
         return list(pool.map(best, asked))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _spaced(text: str) -> str:
-    return " ".join(text.split())
