@@ -39,10 +39,17 @@ def csrf(page: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
 
 
-def sign_in(client) -> None:
+def sign_in(client, token: str = TOKEN) -> None:
     page = client.get("/login").get_data(as_text=True)
-    response = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
+    response = client.post("/login", data={"token": token, "csrf_token": csrf(page)})
     assert response.status_code == 302
+
+
+def ask_on_page(client, token: str, query: str) -> str:
+    """Sign in with ``token`` and ask ``query`` on the retrieval testing page: the page's HTML."""
+    sign_in(client, token)
+    page = client.get("/ask").get_data(as_text=True)
+    return client.post("/ask", data={"query": query, "csrf_token": csrf(page)}).get_data(as_text=True)
 
 
 def test_the_start_page_names_the_models_the_settings_chose(keeper):

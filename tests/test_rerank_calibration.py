@@ -27,6 +27,7 @@ from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.serve.webhooks import RETRIEVAL_ROUTE
 
+from .test_pages import ask_on_page
 from .test_rerank_services import chunk
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,19 +127,11 @@ def test_scores_that_run_high_do_not_make_an_unrelated_question_success(sample_r
 
 
 def test_the_retrieval_testing_page_draws_the_services_calibrated_scale(sample_runtime, tmp_path, cohere):
-    import re
-
     cohere.reset(scorer=LOW)
     token_value = "rr-calibration-token-0123456789abcdef"
     app = service_app(sample_runtime, cohere, tmp_path, api_token=token_value, ingest_token=token_value)
     try:
-        client = app.test_client()
-        page = client.get("/login").get_data(as_text=True)
-        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-        client.post("/login", data={"token": token_value, "csrf_token": token})
-        page = client.get("/ask").get_data(as_text=True)
-        token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-        text = client.post("/ask", data={"query": ANSWERED, "csrf_token": token}).get_data(as_text=True)
+        text = ask_on_page(app.test_client(), token_value, ANSWERED)
     finally:
         retriever_of(app).close()
     assert "calibrated scale of the rerank\n  service's score" in text

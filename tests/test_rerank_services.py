@@ -350,16 +350,10 @@ def test_dify_records_carry_the_service_scores(standin, service_app):
 
 
 def test_the_retrieval_testing_page_shows_the_service_score(standin, service_app):
-    import re
+    from .test_pages import ask_on_page
 
     standin.reset(scorer=fence_judge())
-    client = service_app.test_client()
-    page = client.get("/login").get_data(as_text=True)
-    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    client.post("/login", data={"token": TOKEN, "csrf_token": token})
-    page = client.get("/ask").get_data(as_text=True)
-    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    text = client.post("/ask", data={"query": FENCE + " page", "csrf_token": token}).get_data(as_text=True)
+    text = ask_on_page(service_app.test_client(), TOKEN, FENCE + " page")
     assert 'title="rerank score 0.920"' in text and 'title="rerank score 0.020"' in text
     assert '<span id="rerank-best">0.92</span>' in text
     assert "the rerank service's score set the status" in text
