@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     data_dir = settings.database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
+    cache = VectorCache.of_passages(data_dir, embedder)
     wanted = [c for c in args.communities.split(",") if c]
     rows: list[dict] = []
     for each in each_community(dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data_dir,

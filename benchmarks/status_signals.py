@@ -138,7 +138,7 @@ def dump(args: argparse.Namespace) -> int:
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     data_dir = settings.database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
+    cache = VectorCache.of_passages(data_dir, embedder)
     wanted = [c for c in args.communities.split(",") if c]
     args.out.mkdir(parents=True, exist_ok=True)
     loaded = each_community(dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data_dir, only=wanted)

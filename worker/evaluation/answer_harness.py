@@ -61,6 +61,11 @@ class VectorCache:
                 self._vectors = {k: data[k] for k in data.files}
         self._dirty = False
 
+    @classmethod
+    def of_passages(cls, data_dir: Path, embedder: CachedEmbedder) -> VectorCache:
+        """The passage vectors kept under ``data_dir`` for ``embedder``'s model and dimension."""
+        return cls(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         keys = [hashlib.sha256(t.encode()).hexdigest()[:24] for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in self._vectors}.items())
@@ -129,7 +134,7 @@ def evaluate_answers(
     dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path, progress: bool = True
 ) -> AnswerResults:
     counter = default_counter()
-    cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
+    cache = VectorCache.of_passages(data_dir, embedder)
     outcomes: dict[str, list[Outcome]] = {name: [] for name in SYSTEMS}
     budgets = budget.BudgetRuns()
     calibrations: dict[str, dict | None] = {}
@@ -242,7 +247,9 @@ def _ask_budget(client, settings: Settings, question: Question, tokens: int) -> 
     return _ask_worker(client, settings, question, token_budget=tokens)
 
 
-def _ask_worker(client, settings: Settings, question: Question, **request) -> Outcome:
+def ask_webhook(client, settings: Settings, question: Question, **request) -> tuple[dict, float]:
+    """The retrieval webhook's answer to ``question`` (``request``: more fields of the request)
+    and its latency in ms; an answer other than 200 is an error of the run."""
     from ..serve.app import RETRIEVAL_ROUTE
 
     auth = settings.auth
@@ -253,6 +260,11 @@ def _ask_worker(client, settings: Settings, question: Question, **request) -> Ou
     body = response.get_json()
     if response.status_code != 200:
         raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {body}")
+    return body, latency
+
+
+def _ask_worker(client, settings: Settings, question: Question, **request) -> Outcome:
+    body, latency = ask_webhook(client, settings, question, **request)
     # whether the answer-type check would keep this context from `success` at any cut: the
     # fitted cuts below must see the status the worker would give, not the score alone
     lacking = settings.status.status_answer_types and answer_type.missing(body["query"]["normalized"], body["context"])

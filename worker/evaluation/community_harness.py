@@ -18,7 +18,6 @@ import re
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from ..ingest.ingestor import Ingestor, embedding_texts, manifest_documents
 from ..ingest.manifest import load_manifest
 from ..store.database import Database
 from ..store.embedded import EmbeddedPostgres
-from .answer_harness import VectorCache, _new_database, _webhook_client
+from .answer_harness import VectorCache, _new_database, _webhook_client, ask_webhook
 from .answers import AnswerDataset, Outcome, Question, load_answer_dataset, split_sources, summarise
 
 TOLERANCE = 0.02
@@ -97,7 +96,7 @@ def generated_questions(dataset: AnswerDataset, count: int, seed: int = 34) -> l
 def compare_communities(
     dataset: AnswerDataset, *, settings: Settings, embedder: CachedEmbedder, data_dir: Path, generated: int = 1000
 ) -> CommunityComparison:
-    cache = VectorCache(data_dir / "cache" / f"passages-{embedder.model}-{embedder.dim}.npz", embedder)
+    cache = VectorCache.of_passages(data_dir, embedder)
     questions = list(dataset.questions) + generated_questions(dataset, generated)
     workdir = Path(tempfile.mkdtemp(prefix="communities-", dir=data_dir))
     server = EmbeddedPostgres(workdir, runtime_dir=data_dir)
@@ -152,17 +151,7 @@ def compare_communities(
 
 
 def _ask(client, settings: Settings, question: Question, community: str | None) -> tuple[Outcome, list[str]]:
-    from ..serve.app import RETRIEVAL_ROUTE
-
-    auth = settings.auth
-    headers = {auth.auth_header: auth.api_token} if auth.api_token else {}
-    body = {"query": question.question} | ({"community": community} if community else {})
-    start = time.perf_counter()
-    response = client.post(RETRIEVAL_ROUTE, json=body, headers=headers)
-    latency = (time.perf_counter() - start) * 1000
-    answer = response.get_json()
-    if response.status_code != 200:
-        raise RuntimeError(f"{question.id}: the webhook answered {response.status_code}: {answer}")
+    answer, latency = ask_webhook(client, settings, question, **({"community": community} if community else {}))
     outcome = Outcome(
         question=question,
         context=answer["context"],
