@@ -233,7 +233,7 @@ def served(tmp_path_factory):
 def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_path):
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     shots = Path(os.environ.get("ARC_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
@@ -241,6 +241,8 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     assert "/login" in browser.current_url
     browser.find_element(By.NAME, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "sign-in").click()
+    # the click returns before the redirect has landed: wait for the address, not just an element
+    WebDriverWait(browser, 20).until(lambda b: "/login" not in b.current_url)
     assert browser.current_url.rstrip("/") == served and TOKEN not in browser.current_url
 
     # three pages, two of them scanned: the job page follows the OCR page by page
@@ -282,7 +284,7 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
         assert any("scanned pages by OCR: page" in text and maximum == 2 for text, _, maximum in seen), seen
     browser.save_screenshot(str(shots / "upload-report.png"))
     browser.find_element(By.LINK_TEXT, "Back to the documents").click()
-    assert 'data-id="hammock-rules"' in browser.page_source
+    assert browser.find_element(By.CSS_SELECTOR, '[data-id="hammock-rules"]')  # waits for the list page
     browser.save_screenshot(str(shots / "documents.png"))
 
     browser.get(f"{served}/documents/hammock-rules")
