@@ -118,3 +118,20 @@ def test_leg_tops_follow_the_rankings_best():
     order, first = leg_tops_first(ranked, 3, 4)
     assert [c.id for c in order] == [0, 1, 2, 3, 8, 9, 4, 5, 6, 7] and first == 6
     assert leg_tops_first(ranked[:8], 3, 4) == (ranked[:8], 4)
+
+
+def test_a_budget_keeps_the_default_context_and_its_neighbours():
+    from worker.retrieve.context import assemble
+    from worker.tokens import default_counter
+
+    cut = chunk(0, 0.9).model_copy(update={"content": "Rule word word and the rest of it", "document_id": "d"})
+    rest = cut.model_copy(update={"id": 100, "chunk_index": 1, "content": "goes on here.", "final_score": 0.0})
+    ranked = [cut] + [chunk(i, 0.9 - i / 100) for i in range(1, 12)]
+    default = assemble(ranked, counter=default_counter(), token_budget=4000, min_relevance=0.5, min_chunks=6,
+                       max_chunks=8, floor=0.0, neighbours=lambda c: [rest] if c.id == 0 else [])
+    sized = assemble(ranked, counter=default_counter(), token_budget=default.tokens + 120, min_relevance=0.5,
+                     min_chunks=6, max_chunks=8, floor=0.0, neighbours=lambda c: [rest] if c.id == 0 else [],
+                     fill=len(ranked))
+    # the sentence cut across two chunks stays whole, and the budget's room goes to the ranking's next
+    assert 100 in {c.id for c in default.chunks} and {c.id for c in default.chunks} < {c.id for c in sized.chunks}
+    assert sized.tokens <= default.tokens + 120

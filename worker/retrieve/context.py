@@ -87,12 +87,18 @@ def assemble(
     min_chunks: int = 0,
     floor: float | None = None,
     neighbours: NeighbourFetch | None = None,
+    fill: int = 0,
 ) -> Context:
     """Walk ``ranked`` (best first) and keep what fits.
 
     A chunk needs ``min_relevance``, except the first ``min_chunks`` kept, which need only
     ``floor``: an answer with weak evidence still hands the agent its best passages. A chunk
     that does not qualify or does not fit is skipped, not the end of the walk.
+
+    ``fill``: then the rest of the ranking goes in, in order, up to ``fill`` chunks in all and as
+    far as the budget goes, each with the neighbour it is cut from; these need only ``floor``
+    (``min_relevance`` when ``min_chunks`` is 0: a hard minimum). A caller who sized the context
+    gets it used, and a larger budget keeps what the default context held.
     """
     budget = _Budget(counter, token_budget)
     chosen: list[ChunkResult] = []
@@ -112,16 +118,22 @@ def assemble(
 
     if neighbours is not None:
         for chunk in list(chosen):
-            starts_cut, ends_cut = cut_mid_thought(chunk)
-            if not (starts_cut or ends_cut):
-                continue
-            for neighbour in neighbours(chunk):
-                wanted = (starts_cut and neighbour.chunk_index == chunk.chunk_index - 1) or (
-                    ends_cut and neighbour.chunk_index == chunk.chunk_index + 1
-                )
-                if wanted and not any(c.id == neighbour.id for c in chosen) and budget.fits(neighbour):
-                    budget.take(neighbour)
-                    chosen.append(neighbour)
+            _add_neighbours(chunk, chosen, budget, neighbours)
+    kept = len(chosen)  # ranked chunks: neighbours do not count against ``fill``
+    taken = {c.id for c in chosen}
+    needed = floor if min_chunks else min_relevance
+    for chunk in ranked:
+        if kept >= fill:
+            break
+        if chunk.id in taken or chunk.final_score < needed or not budget.fits(chunk):
+            continue
+        budget.take(chunk)
+        chosen.append(chunk)
+        taken.add(chunk.id)
+        kept += 1
+        if neighbours is not None:
+            _add_neighbours(chunk, chosen, budget, neighbours)
+            taken.update(c.id for c in chosen)
 
     # Per-block counts are exact for each block but BPE can merge across a join; the final text is
     # counted as a whole and trimmed, so the budget holds for what the agent actually receives.
@@ -130,6 +142,20 @@ def assemble(
         chosen.pop()
         context = _render(chosen, counter)
     return context
+
+
+def _add_neighbours(chunk: ChunkResult, chosen: list[ChunkResult], budget: _Budget, fetch: NeighbourFetch) -> None:
+    """The chunk before or after ``chunk`` where it is cut mid-sentence, if the budget allows."""
+    starts_cut, ends_cut = cut_mid_thought(chunk)
+    if not (starts_cut or ends_cut):
+        return
+    for neighbour in fetch(chunk):
+        wanted = (starts_cut and neighbour.chunk_index == chunk.chunk_index - 1) or (
+            ends_cut and neighbour.chunk_index == chunk.chunk_index + 1
+        )
+        if wanted and not any(c.id == neighbour.id for c in chosen) and budget.fits(neighbour):
+            budget.take(neighbour)
+            chosen.append(neighbour)
 
 
 def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> tuple[list[ChunkResult], int]:

@@ -343,14 +343,20 @@ class Retriever:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
-        # A caller who sizes the context (token_budget or top_k in the request) gets it filled in
-        # ranking order up to that size; each leg's best few are among the chunks that go in first.
+        # Each leg's best few are among the chunks that go in first.
         explicit = request.min_relevance is not None
         given = request.model_fields_set
-        sized = "token_budget" in given or "top_k" in given
-        # A budget without top_k is filled as far as it goes: the candidates bound it, not a count.
-        max_chunks = request.top_k if "top_k" in given or not sized else max(request.top_k, len(ranked))
-        first = max_chunks if sized else self.policy.min_context_chunks
+        # The design's context first (at most top_k chunks, the best few of them whatever their
+        # score); a caller who sized it (token_budget or top_k) then gets the rest of the ranking
+        # up to that size: top_k chunks in all, or with a budget alone as far as the budget goes.
+        if "top_k" in given:
+            fill = request.top_k
+        elif "token_budget" in given:
+            fill = len(ranked)
+        else:
+            fill = 0
+        max_chunks = request.top_k
+        first = min(self.policy.min_context_chunks, max_chunks)
         if not explicit:
             ranked, first = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
             if "top_k" not in given:  # a leg's best hit goes in beside the ranking's best, not instead
@@ -365,6 +371,7 @@ class Retriever:
             max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
             neighbours=None if explicit else self._neighbours,
+            fill=fill,
         )
 
     # -- stages --------------------------------------------------------------------------------
