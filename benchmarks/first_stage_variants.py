@@ -122,11 +122,11 @@ def reorder(item: Captured, normalise, vector_shift: float) -> list[ChunkResult]
     vector, _ = preprocess(question.question).weights
     vw = min(max(vector + vector_shift, 0.0), 1.0)
     legs = normalise(candidates)
-    fused = [vw * v + (1 - vw) * f for v, f in zip(*legs)]
+    fused = [vw * v + (1 - vw) * f for v, f in zip(*legs, strict=True)]
     # the ordering reads the fused score relative to the list's best; z-scores go below 0
     low = min(fused, default=0.0)
     shifted = [x - low for x in fused] if low < 0 else fused
-    copies = [c.model_copy(update={"fused_score": s}) for c, s in zip(candidates, shifted)]
+    copies = [c.model_copy(update={"fused_score": s}) for c, s in zip(candidates, shifted, strict=True)]
     return first_stage_order(copies, **kwargs)
 
 
@@ -143,8 +143,10 @@ def fusion(args: argparse.Namespace) -> int:
     captured = capture(args.dataset)
     shipped, *others = NORMALISATIONS
     designs = [(shipped, s) for s in (0.0, -0.1, 0.1, 0.2)] + [(n, s) for n in others for s in (0.0, 0.1)]
-    rows = [(name, shift, placed(captured, lambda item, n=name, s=shift: reorder(item, NORMALISATIONS[n], s)))
-            for name, shift in designs]
+    rows = [
+        (name, shift, placed(captured, lambda item, n=name, s=shift: reorder(item, NORMALISATIONS[n], s)))
+        for name, shift in designs
+    ]
     communities = list(rows[0][2])
     lines = [
         "# First-stage fusion variants, each community on its own",
