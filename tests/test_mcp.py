@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import os
 import subprocess
 import sys
@@ -212,14 +214,16 @@ def test_http_rejects_a_foreign_host_or_origin(http_server):
 
 
 def test_http_rate_limit_is_a_tool_error_saying_when_to_retry(http_server):
-    """ARC_RATE_LIMIT=2 (bursts of 4), per token as for the webhook: a fast burst of calls meets it."""
+    """ARC_RATE_LIMIT=2 (bursts of 4), per token as for the webhook: a burst of calls meets it.
+    The calls go out at once: one after another, a loaded machine can answer each slower than the
+    limit refills and none is refused."""
     async def go():
         async with http_client(http_server, {"Authorization": f"Bearer {TOKEN}"}) as client:
-            return [await client.call_tool(LIST_TOOL, {}) for _ in range(8)]
+            return await asyncio.gather(*(client.call_tool(LIST_TOOL, {}) for _ in range(12)))
 
     results = run(go)
     refused = [r for r in results if r.is_error]
-    assert refused and not results[0].is_error
+    assert refused and len(refused) < len(results)
     assert "rate limited" in refused[0].content[0].text and "retry after" in refused[0].content[0].text
 
 
