@@ -236,8 +236,8 @@ class DocumentFields:
     manifest entry, the webhook, an upload): built once and passed to the ingestor as it is.
 
     It only carries the fields: each door checks its own input, and ``DocumentInput`` checks
-    the document it makes of them. ``document_id`` and ``name`` unset: taken from the file name
-    or the text's title."""
+    the document made of them. Unnamed, a document is named by its title (else its file name);
+    without an id, a file's id is made from its file name, a text's from its name."""
 
     document_type: str
     document_id: str | None = None
