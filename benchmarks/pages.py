@@ -23,6 +23,7 @@ from worker.config import Settings
 from worker.embeddings import CachedEmbedder, LocalEmbedder
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_text
+from worker.models import DocumentFields
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.store.database import Database
@@ -62,7 +63,8 @@ def run(url: str, tmp: Path, args: argparse.Namespace) -> list[dict]:
     ingestor = Ingestor(db, embedder)
     documents = [ingestor.prepare_text(parse_text(f"Rule {i}.\n\nFences may be {i % 7 + 3} feet tall.\n\n"
                                                   f"Sheds need approval number {i}."),
-                                       document_id=f"doc-{i:04d}", name=f"Document {i}", document_type="other")
+                                       DocumentFields(document_id=f"doc-{i:04d}", name=f"Document {i}",
+                                                      document_type="other"))
                  for i in range(args.documents)]
     count = sum(len(d.chunks) for d in documents)
     vectors = np.random.default_rng(7).standard_normal((count, embedder.dim)).astype(np.float32)

@@ -35,6 +35,7 @@ import psycopg
 from worker.embeddings import LocalEmbedder
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_text
+from worker.models import DocumentFields
 from worker.retrieve.preprocess import normalize
 from worker.retrieve.search import PostgresBackend, SearchParams
 from worker.store.database import Database
@@ -92,8 +93,9 @@ def load(url: str, n_chunks: int, datasets: Path, embedder: LocalEmbedder) -> in
     documents, total, i = [], 0, 0
     while total < n_chunks:
         text = "\n\n".join(" ".join(rng.choice(pool) for _ in range(rng.randint(2, 6))) for _ in range(40))
-        doc = ingestor.prepare_text(parse_text(text), document_id=f"doc-{i}", name=f"Document {i}",
-                                    document_type=rng.choice(["ccr", "design_guidelines", "other"]))
+        doc = ingestor.prepare_text(parse_text(text),
+                                    DocumentFields(document_id=f"doc-{i}", name=f"Document {i}",
+                                                   document_type=rng.choice(["ccr", "design_guidelines", "other"])))
         documents.append(doc)
         total += len(doc.chunks)
         i += 1

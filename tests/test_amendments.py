@@ -19,7 +19,7 @@ from worker.store.database import Database
 from worker.errors import IngestError
 from worker.ingest.ingestor import Ingestor
 from worker.store.knowledge_base import delete_document
-from worker.models import Amendment
+from worker.models import Amendment, DocumentFields
 from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 
@@ -65,8 +65,9 @@ def test_named_sections_match_whatever_their_numbering():
 
 
 def write(ingestor: Ingestor, text: str, document_id: str, amended: tuple[Amendment, ...] = ()):
-    return ingestor.write([ingestor.prepare_text(parse_markdown(text), document_id=document_id, name=None,
-                                                 document_type="ccr", amends=amended)])
+    return ingestor.write([ingestor.prepare_text(parse_markdown(text),
+                                                 DocumentFields(document_id=document_id, document_type="ccr",
+                                                                amends=amended))])
 
 
 def marked(db: Database) -> dict[str, str | None]:
@@ -86,9 +87,10 @@ def test_an_amended_section_is_marked_demoted_and_brings_its_amendment(make_data
     pets = (Amendment("ccrs", ("Article VII Section 4",)),)
     if amendment_first:  # in one load (a folder's manifest), listed before what it amends
         report = ingestor.write([
-            ingestor.prepare_text(parse_markdown(AMENDMENT), document_id="second-amendment", name=None,
-                                  document_type="ccr", amends=pets),
-            ingestor.prepare_text(parse_markdown(DECLARATION), document_id="ccrs", name=None, document_type="ccr")])
+            ingestor.prepare_text(parse_markdown(AMENDMENT),
+                                  DocumentFields(document_id="second-amendment", document_type="ccr", amends=pets)),
+            ingestor.prepare_text(parse_markdown(DECLARATION),
+                                  DocumentFields(document_id="ccrs", document_type="ccr"))])
         assert report.amended_chunks == 1 and not report.notes
         write(ingestor, DECLARATION, "ccrs")  # a re-ingest of the declaration keeps the mark
     else:
@@ -197,8 +199,9 @@ def test_a_whole_document_supersedes_another_whichever_comes_first(make_database
     ingestor = Ingestor(db, embedder)
 
     def put(document_id: str, **links: str):
-        return ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION), document_id=document_id,
-                                                     name=None, document_type="ccr", **links)])
+        return ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION),
+                                                     DocumentFields(document_id=document_id, document_type="ccr",
+                                                                    **links))])
 
     def superseded_by(document_id: str) -> set[str | None]:
         with db.connect() as conn:
@@ -237,8 +240,8 @@ def test_a_whole_document_supersedes_another_whichever_comes_first(make_database
 
     # In one load (a manifest) the order does not matter.
     delete_document(db, "ccrs-1982")
-    ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION), document_id=i, name=None,
-                                          document_type="ccr", supersedes=s)
+    ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION),
+                                          DocumentFields(document_id=i, document_type="ccr", supersedes=s))
                     for i, s in (("ccrs-2024", "ccrs-1982"), ("ccrs-1982", None))])
     assert superseded_by("ccrs-1982") == {"ccrs-2024"}
     db.close()

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import make_settings
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
+from worker.models import DocumentFields
 from worker.retrieve.answer_type import AMOUNT_OF_MONEY, missing
 from worker.runtime import Runtime
 from worker.serve.app import create_app
@@ -107,8 +108,8 @@ def knowledge_bases(make_database, embedder):
         db.migrate(embedder.dim)
         ingestor = Ingestor(db, embedder)
         ingestor.write([ingestor.prepare_text(parse_markdown(DECLARATION.format(amount=amount)),
-                                              document_id="declaration", name="Declaration of Covenants",
-                                              document_type="ccr")])
+                                              DocumentFields(document_id="declaration", name="Declaration of Covenants",
+                                                             document_type="ccr"))])
         db.close()
         urls[stated] = url
     return urls

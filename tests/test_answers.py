@@ -14,7 +14,7 @@ from worker.store.database import Database
 from worker.evaluation.answers import evidence_found, load_questions
 from worker.ingest.ingestor import SAMPLE_DIR, Ingestor, ingest_manifest
 from worker.ingest.manifest import load_manifest
-from worker.models import ChunkResult
+from worker.models import ChunkResult, DocumentFields
 from worker.retrieve.pipeline import first_stage_order
 from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
@@ -133,8 +133,8 @@ def guidelines_only(make_database, embedder, tmp_path_factory):
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     parsed = parse_markdown((SAMPLE_DIR / "design-guidelines-2024.md").read_text())
-    ingestor.write([ingestor.prepare_text(parsed, document_id="guidelines", name=None,
-                                          document_type="design_guidelines")])
+    ingestor.write([ingestor.prepare_text(parsed,
+                                          DocumentFields(document_id="guidelines", document_type="design_guidelines"))])
     yield Runtime(make_settings(tmp_path_factory.mktemp("noccr"), url), db, embedder)
     db.close()
 
@@ -165,8 +165,9 @@ def test_cached_search_never_returns_replaced_chunks(make_database, embedder, tm
     other = Database(url)
     text = (SAMPLE_DIR / "design-guidelines-2024.md").read_text().replace("may not exceed 6 feet", "may not exceed 7 feet")
     ingestor = Ingestor(other, embedder)
-    ingestor.write([ingestor.prepare_text(parse_markdown(text), document_id="design-guidelines-2024", name=None,
-                                          document_type="design_guidelines")])
+    ingestor.write([ingestor.prepare_text(parse_markdown(text),
+                                          DocumentFields(document_id="design-guidelines-2024",
+                                                         document_type="design_guidelines"))])
     live = {row[0] for row in other.connect().execute("select id from knowledge_chunks").fetchall()}
     other.close()
 

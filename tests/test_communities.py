@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.models import DocumentFields
 from worker.store import sqlfiles
 from worker.store.database import Database
 
@@ -66,7 +67,8 @@ def test_loading_a_community_never_moves_anothers_ranking(database_factory, embe
     # every word's df and N would double) and one more document of its own.
     ingest_sample_corpus(ingestor, community="cedar-ridge")
     ingestor.write([ingestor.prepare_text(_markdown("Fences and pergolas at Cedar Ridge need a permit."),
-                                          document_id="ridge-notice", name="Notice", document_type="other")],
+                                          DocumentFields(document_id="ridge-notice", name="Notice",
+                                                         document_type="other"))],
                    community="cedar-ridge")
 
     with psycopg.connect(url) as conn:
@@ -91,8 +93,9 @@ def test_loading_a_community_never_moves_anothers_ranking(database_factory, embe
         # the version moves per community: a load of one leaves the other's cached searches valid
         hollow = conn.execute("select knowledge_base_version('cedar-hollow')").fetchone()[0]
         ridge_version = conn.execute("select knowledge_base_version('cedar-ridge')").fetchone()[0]
-    ingestor.write([ingestor.prepare_text(_markdown("Another notice about hedges."), document_id="ridge-hedges",
-                                          name="Hedges", document_type="other")], community="cedar-ridge")
+    ingestor.write([ingestor.prepare_text(_markdown("Another notice about hedges."),
+                                          DocumentFields(document_id="ridge-hedges", name="Hedges",
+                                                         document_type="other"))], community="cedar-ridge")
     with psycopg.connect(url) as conn:
         assert conn.execute("select knowledge_base_version('cedar-hollow')").fetchone()[0] == hollow
         assert conn.execute("select knowledge_base_version('cedar-ridge')").fetchone()[0] > ridge_version
@@ -119,8 +122,9 @@ def hollow_and_ridge(make_database, embedder, name: str, ridge_text: str, ridge_
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     ingest_sample_corpus(ingestor, community="hollow")
-    ingestor.write([ingestor.prepare_text(_markdown(ridge_text), document_id="ridge-ccrs", name=ridge_name,
-                                          document_type="ccr")], community="ridge")
+    ingestor.write([ingestor.prepare_text(_markdown(ridge_text),
+                                          DocumentFields(document_id="ridge-ccrs", name=ridge_name,
+                                                         document_type="ccr"))], community="ridge")
     return db
 
 
@@ -364,8 +368,9 @@ def test_the_vocabulary_reads_the_question_s_community(database_factory, embedde
     ingestor = Ingestor(db, embedder)
     for community, text in (("cedar-hollow", "A shed in the back yard needs approval."),
                             ("cedar-ridge", "A shed in the backyard needs approval. Backyard fences too.")):
-        ingestor.write([ingestor.prepare_text(_markdown(text), document_id="rules", name="Rules",
-                                              document_type="other")], community=community)
+        ingestor.write([ingestor.prepare_text(_markdown(text),
+                                              DocumentFields(document_id="rules", name="Rules",
+                                                             document_type="other"))], community=community)
     backend = PostgresBackend(db)
     words = ["backyard", "yard", "the"]
     assert backend.word_frequencies(words, "cedar-hollow") == {"backyard": 0, "yard": 1, "the": -1}
@@ -436,8 +441,9 @@ def test_each_community_is_calibrated_on_its_own_documents(database_factory, emb
             if community == "hollow":
                 ingest_sample_corpus(ingestor, community="hollow")
             else:
-                ingestor.write([ingestor.prepare_text(parse_text(rule), document_id=f"dock-rule-{i}",
-                                                      name=f"Dock Rule {i}", document_type="other")
+                ingestor.write([ingestor.prepare_text(parse_text(rule),
+                                                      DocumentFields(document_id=f"dock-rule-{i}",
+                                                                     name=f"Dock Rule {i}", document_type="other"))
                                 for i, rule in enumerate(rules, 1)], community="lakeside")
         retriever = Retriever(embedder=embedder, backend=PostgresBackend(db), reranker=None,
                               search_cache=SearchCache(), calibrate=True)

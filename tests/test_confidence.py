@@ -209,6 +209,7 @@ def test_an_ingest_moves_the_stored_calibrations_version_and_the_next_answer_use
     path calls): the stored calibration is at the new version before the next question."""
     from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
     from worker.ingest.readers import parse_text
+    from worker.models import DocumentFields
     from worker.store.calibrations import PostgresCalibrations
     from worker.store.database import Database
 
@@ -220,7 +221,8 @@ def test_an_ingest_moves_the_stored_calibrations_version_and_the_next_answer_use
         first = calibrated.calibrate_now()
         ingestor = Ingestor(db, embedder)
         ingestor.write([ingestor.prepare_text(parse_text("Hammocks must come down in winter."),
-                                              document_id="hammocks", name="Hammocks", document_type="other")])
+                                              DocumentFields(document_id="hammocks", name="Hammocks",
+                                                             document_type="other"))])
         assert calibrated.backend.version("default") > first.version
         calibrated.knowledge_base_changed()
         stored = PostgresCalibrations(db).read("default", embedder.model)
@@ -240,6 +242,7 @@ def retriever_on(db, embedder) -> Retriever:
 def test_a_knowledge_base_too_small_to_calibrate_says_so(make_database, embedder):
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_text
+    from worker.models import DocumentFields
     from worker.retrieve.calibration import TOO_SMALL_WARNING
     from worker.store.database import Database
 
@@ -247,7 +250,7 @@ def test_a_knowledge_base_too_small_to_calibrate_says_so(make_database, embedder
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     ingestor.write([ingestor.prepare_text(parse_text("Fences may be six feet tall in rear yards."),
-                                          document_id="fences", name="Fences", document_type="other")])
+                                          DocumentFields(document_id="fences", name="Fences", document_type="other"))])
     try:
         answer = retriever_on(db, embedder).answer(RetrievalRequest(query=ANSWERED))
         assert answer.confidence["calibrated"] is False and TOO_SMALL_WARNING in answer.warnings

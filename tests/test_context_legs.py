@@ -13,7 +13,7 @@ import pytest
 
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
-from worker.models import RetrievalRequest, Weights
+from worker.models import DocumentFields, RetrievalRequest, Weights
 from worker.retrieve.context import leg_tops_first
 from worker.retrieve.preprocess import preprocess
 from worker.retrieve.scoring import first_stage_order
@@ -50,10 +50,12 @@ def retriever(make_database, embedder, tmp_path_factory) -> Iterator:
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    ingestor.write([ingestor.prepare_text(parse_markdown(f"# Fence rules\n\n{FENCES}"), document_id="fences",
-                                          name="Fence Rules", document_type="design_guidelines"),
-                    ingestor.prepare_text(parse_markdown(f"# Clubhouse\n\n{OFFICE}"), document_id="office",
-                                          name="Clubhouse Notes", document_type="other")])
+    ingestor.write([ingestor.prepare_text(parse_markdown(f"# Fence rules\n\n{FENCES}"),
+                                          DocumentFields(document_id="fences", name="Fence Rules",
+                                                         document_type="design_guidelines")),
+                    ingestor.prepare_text(parse_markdown(f"# Clubhouse\n\n{OFFICE}"),
+                                          DocumentFields(document_id="office", name="Clubhouse Notes",
+                                                         document_type="other"))])
     found = build_retriever(Runtime(make_settings(tmp_path_factory.mktemp("legs"), url), db, embedder))
     yield found
     found.close()

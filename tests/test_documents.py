@@ -13,6 +13,7 @@ from worker.cli import main
 from worker.store.database import Database
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.ingest.readers import parse_markdown
+from worker.models import DocumentFields
 from worker.runtime import Runtime
 
 ADMIN = {"X-ARC-Token": "admin-token-0123456789abcdef"}
@@ -68,8 +69,8 @@ def test_the_webhook_refuses_bad_input_and_the_wrong_token(managed):
 def test_deleting_the_newer_version_makes_the_older_current_again(managed):
     client, db, ingestor, _ = managed
     newer = ingestor.prepare_text(parse_markdown("# Fences 2026\n\nFences may be 7 feet tall."),
-                                  document_id="fences-2026", name=None, document_type="design_guidelines",
-                                  supersedes="design-guidelines-2024")
+                                  DocumentFields(document_id="fences-2026", document_type="design_guidelines",
+                                                 supersedes="design-guidelines-2024"))
     ingestor.write([newer])
     listed = {d["document_id"]: d for d in client.get(ROUTE, headers=ADMIN).get_json()["documents"]}
     assert listed["design-guidelines-2024"]["superseded_by"] == "fences-2026"

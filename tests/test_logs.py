@@ -15,6 +15,7 @@ from tests.conftest import make_settings
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
 from worker.logs import JsonFormatter
+from worker.models import DocumentFields
 from worker.runtime import Runtime
 from worker.serve import gunicorn_conf
 from worker.serve.app import create_app
@@ -63,8 +64,9 @@ def test_an_ingest_names_its_document_and_reports_progress_off_a_terminal(make_d
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     text = "# Pool Rules\n\n" + "\n\n".join(f"## Rule {i}\n\nRule {i} of the pool applies." for i in range(5))
-    ingestor.write([ingestor.prepare_text(parse_markdown(text), document_id="pool-rules", name=None,
-                                          document_type="other")], progress=False)
+    ingestor.write([ingestor.prepare_text(parse_markdown(text),
+                                          DocumentFields(document_id="pool-rules",
+                                                         document_type="other"))], progress=False)
     said = [e["msg"] for e in json_lines() if e["logger"] == "arc.ingest"]
     assert any(m.startswith("embedding 'Pool Rules' (pool-rules): 5/5 chunks") for m in said), said
     assert any(m.startswith("storing 'Pool Rules' (pool-rules): 5/5 chunks") for m in said), said
@@ -90,8 +92,8 @@ def test_an_empty_knowledge_base_is_said_at_start_in_readyz_and_in_the_answer(ma
     assert [e for e in json_lines() if e["level"] == "warning" and e["msg"] == EMPTY_WARNING]
 
     Ingestor(db, embedder).write([Ingestor(db, embedder).prepare_text(
-        parse_markdown("# Fences\n\nFences may be 6 feet high."), document_id="fences", name=None,
-        document_type="other")])
+        parse_markdown("# Fences\n\nFences may be 6 feet high."),
+        DocumentFields(document_id="fences", document_type="other"))])
     ready = client.get("/readyz").get_json()
     assert ready["knowledge_base_empty"] is False and "warning" not in ready
     db.close()

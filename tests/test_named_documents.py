@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import make_settings
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
+from worker.models import DocumentFields
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.store.database import Database
@@ -51,8 +52,8 @@ def twins(make_database, embedder, tmp_path_factory):
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    documents = [ingestor.prepare_text(parse_markdown(BYLAWS.format(number=text)), document_id=doc_id, name=name,
-                                       document_type="other")
+    documents = [ingestor.prepare_text(parse_markdown(BYLAWS.format(number=text)),
+                                       DocumentFields(document_id=doc_id, name=name, document_type="other"))
                  for doc_id, name, text in [
                      ("residences-bylaws", "The Residences at Harbor Point Condominium Association: Bylaws", RESIDENCES),
                      ("shops-bylaws", "The Shops at Harbor Point Condominium Association: Bylaws", SHOPS)]]
@@ -66,7 +67,7 @@ def twins(make_database, embedder, tmp_path_factory):
              "An Owner may keep no more than three pets.")]:
         documents.append(ingestor.prepare_text(parse_markdown(f"# {name}\n\n## ARTICLE VII Use Restrictions\n\n"
                                                               f"### Section 4. Animals.\n\n" + pets.format(extra=extra)),
-                                               document_id=doc_id, name=name, document_type="ccr"))
+                                               DocumentFields(document_id=doc_id, name=name, document_type="ccr")))
     ingestor.write(documents)
     runtime = Runtime(make_settings(tmp_path_factory.mktemp("twins"), url), db, embedder)
     yield create_app(runtime=runtime).test_client()

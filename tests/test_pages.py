@@ -324,6 +324,7 @@ def two_communities(make_database, embedder, tmp_path):
     is a 400 there), and the pages' client over it, signed in."""
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_markdown
+    from worker.models import DocumentFields
     from worker.runtime import Runtime
     from worker.store.database import Database
 
@@ -332,7 +333,7 @@ def two_communities(make_database, embedder, tmp_path):
     ingestor = Ingestor(db, embedder)
     for community, doc in (("hollow", "hollow-rules"), ("ridge", "ridge-rules"), ("ridge", "ridge-fences")):
         ingestor.write([ingestor.prepare_text(parse_markdown(f"# {doc}\n\nFences need a permit."),
-                                              document_id=doc, name=doc, document_type="other")],
+                                              DocumentFields(document_id=doc, name=doc, document_type="other"))],
                        community=community)
     app = create_app(runtime=Runtime(make_settings(tmp_path, db.url, api_token=TOKEN, ingest_token=TOKEN),
                                      db, embedder))

@@ -29,6 +29,7 @@ from worker.config import ConfigError, Settings
 from worker.embeddings import CachedEmbedder
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.ingest.readers import parse_text
+from worker.models import DocumentFields
 from worker.store.database import Database
 
 from .conftest import PG15_BIN, PG15_VECTOR
@@ -197,8 +198,9 @@ def test_a_change_on_the_primary_is_in_the_next_answer_though_the_standby_lags(p
     try:
         db = Database(primary.url)
         ingestor = Ingestor(db, embedder)
-        ingestor.write([ingestor.prepare_text(parse_text(RULE), document_id="hammock-rule", name="Hammock Rule",
-                                              document_type="design_guidelines")])
+        ingestor.write([ingestor.prepare_text(parse_text(RULE),
+                                              DocumentFields(document_id="hammock-rule", name="Hammock Rule",
+                                                             document_type="design_guidelines"))])
         db.close()
         answer = ask(worker, question)
         assert answer["chunks"] and answer["chunks"][0]["document_id"] == "hammock-rule", answer["chunks"][:2]

@@ -266,14 +266,15 @@ def test_a_knowledge_base_too_small_reads_the_fixed_cuts_and_says_why(make_datab
                                                                        cohere):
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_markdown
+    from worker.models import DocumentFields
     from worker.store.database import Database
 
     db = Database(make_database("rrsmall"))
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     parsed = parse_markdown("# Fences\n\nFences may be four feet tall.\n")
-    ingestor.write([ingestor.prepare_text(parsed, document_id="fences", name=None,
-                                          document_type="design_guidelines")])
+    ingestor.write([ingestor.prepare_text(parsed,
+                                          DocumentFields(document_id="fences", document_type="design_guidelines"))])
     cohere.reset(scorer=LOW)
     app = service_app(Runtime(make_settings(tmp_path, db.url), db, embedder), cohere, tmp_path)
     try:

@@ -42,7 +42,7 @@ def test_misread_numerals_in_scanned_headings_still_give_the_section():
 def test_a_scanned_heading_with_a_misread_numeral_is_marked_by_the_amendment(make_database, embedder):
     from worker.store.database import Database
     from worker.ingest.ingestor import Ingestor
-    from worker.models import Amendment
+    from worker.models import Amendment, DocumentFields
     from worker.ingest.readers import parse_markdown
 
     db = Database(make_database("scanamend"))
@@ -52,10 +52,12 @@ def test_a_scanned_heading_with_a_misread_numeral_is_marked_by_the_amendment(mak
                       "Any assessment not paid within thirty (30) days shall bear interest.\n")
     amendment = parse_markdown("# First Amendment\n\nArticle IX, Section 4 of the Declaration is deleted and "
                                "replaced: any assessment not paid within sixty (60) days shall bear interest.\n")
-    ingestor.write([ingestor.prepare_text(scan, document_id="ccrs", name="Declaration", document_type="ccr")])
-    ingestor.write([ingestor.prepare_text(amendment, document_id="amendment-1", name="First Amendment",
-                                          document_type="ccr",
-                                          amends=(Amendment("ccrs", ("Article IX Section 4",)),))])
+    ingestor.write([ingestor.prepare_text(scan,
+                                          DocumentFields(document_id="ccrs", name="Declaration", document_type="ccr"))])
+    ingestor.write([ingestor.prepare_text(amendment,
+                                          DocumentFields(document_id="amendment-1", name="First Amendment",
+                                                         document_type="ccr",
+                                                         amends=(Amendment("ccrs", ("Article IX Section 4",)),)))])
     with db.connect() as conn:
         marks = conn.execute("select section_path, metadata ->> 'amended_by' from knowledge_chunks "
                              "where document_id = 'ccrs'").fetchall()

@@ -10,6 +10,7 @@ import pytest
 from tests.test_cli import make_pdf
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_pdf, read_path
+from worker.models import DocumentFields
 from worker.retrieve.preprocess import preprocess
 from worker.retrieve.search import PostgresBackend, SearchParams
 from worker.store.database import Database
@@ -120,7 +121,7 @@ def test_full_text_finds_printed_ligatures_and_folds_accents(normal_db, embedder
     plain.write_text("# Plain Rules\n\nA facade facing the street may be painted in earth tones only.\n",
                      encoding="utf-8")
     ingestor = Ingestor(normal_db, embedder)
-    ingestor.write([ingestor.prepare_file(p, document_type="other") for p in (path, notes, plain)])
+    ingestor.write([ingestor.prepare_file(p, DocumentFields(document_type="other")) for p in (path, notes, plain)])
     backend = PostgresBackend(normal_db)
 
     def full_text(query: str) -> dict[str, float]:

@@ -55,7 +55,7 @@ def test_a_question_s_compound_finds_the_passage_written_in_two_words(make_datab
     from tests.conftest import make_settings
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_markdown
-    from worker.models import RetrievalRequest
+    from worker.models import DocumentFields, RetrievalRequest
     from worker.runtime import Runtime
     from worker.service.build import build_retriever
     from worker.store.database import Database
@@ -64,8 +64,8 @@ def test_a_question_s_compound_finds_the_passage_written_in_two_words(make_datab
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    ingestor.write([ingestor.prepare_text(parse_markdown(SCAN), document_id="ccrs", name="Declaration",
-                                          document_type="ccr")])
+    ingestor.write([ingestor.prepare_text(parse_markdown(SCAN),
+                                          DocumentFields(document_id="ccrs", name="Declaration", document_type="ccr"))])
     retriever = build_retriever(Runtime(make_settings(tmp_path, url), db, embedder))
     try:
         answer = retriever.answer(RetrievalRequest(query="is a sunroom allowed?"))

@@ -195,6 +195,7 @@ def ingest(
     document; another file under a stored id needs --replace."""
     from .ingest.amendments import parse_amends
     from .ingest.manifest import MANIFEST_NAME
+    from .models import DocumentFields
     from .service.knowledge import KnowledgeService
 
     if not paths and not sample:
@@ -217,20 +218,18 @@ def ingest(
                 folders[0], progress=progress, replace=replace, community=community, allow_duplicate=allow_duplicate
             )
         else:
-            report = knowledge.ingest_files(
-                paths,
+            assert document_type is not None  # required above for files
+            fields = DocumentFields(
                 document_type=document_type,
+                document_id=document_id,
+                name=name,
                 is_binding=binding,
                 supersedes=supersedes,
                 superseded_by=superseded_by,
-                name=name,
-                document_id=document_id,
-                progress=progress,
-                replace=replace,
-                allow_duplicate=allow_duplicate,
                 amends=tuple(parse_amends(a) for a in amends),
-                community=community,
+                allow_duplicate=allow_duplicate,
             )
+            report = knowledge.ingest_files(paths, fields, progress=progress, replace=replace, community=community)
         if report.ocr_pages:
             click.echo(
                 f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -229,6 +230,26 @@ class Amendment:
         return {"document_id": self.document_id, "sections": list(self.sections)}
 
 
+@dataclass(frozen=True)
+class DocumentFields:
+    """What describes one document, whichever door it comes through (the command line, a
+    manifest entry, the webhook, an upload): built once and passed to the ingestor as it is.
+
+    It only carries the fields: each door checks its own input, and ``DocumentInput`` checks
+    the document made of them. Unnamed, a document is named by its title (else its file name);
+    without an id, a file's id is made from its file name, a text's from its name."""
+
+    document_type: str
+    document_id: str | None = None
+    name: str | None = None
+    is_binding: bool = True
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    amends: tuple[Amendment, ...] = ()
+    # False: refused when the community stores the same text under another id (the doors' default)
+    allow_duplicate: bool = True
+
+
 class IngestFields(BaseModel):
     """What describes a document, however it comes: JSON (:class:`IngestRequest`) or a form upload."""
 
@@ -271,18 +292,18 @@ class IngestFields(BaseModel):
     def _no_nul_in_name(cls, value: str | None) -> str | None:
         return _no_nul(value)
 
-    def document_args(self) -> dict[str, Any]:
-        """The keyword arguments of ``Ingestor.prepare_text`` and ``prepare_file``."""
-        return {
-            "document_id": self.document_id,
-            "name": self.name,
-            "document_type": self.document_type,
-            "is_binding": self.is_binding,
-            "supersedes": self.supersedes,
-            "superseded_by": self.superseded_by,
-            "amends": tuple(self.amends),
-            "allow_duplicate": self.allow_duplicate,
-        }
+    def document_fields(self) -> DocumentFields:
+        """What ``Ingestor.prepare_text`` and ``prepare_file`` are given to describe the document."""
+        return DocumentFields(
+            document_type=self.document_type,
+            document_id=self.document_id,
+            name=self.name,
+            is_binding=self.is_binding,
+            supersedes=self.supersedes,
+            superseded_by=self.superseded_by,
+            amends=tuple(self.amends),
+            allow_duplicate=self.allow_duplicate,
+        )
 
 
 class IngestRequest(IngestFields):

@@ -34,6 +34,7 @@ from worker.embeddings import CachedEmbedder, build_embedder
 from worker.evaluation.answers import load_answer_dataset
 from worker.ingest.ingestor import Ingestor, ingest_manifest
 from worker.ingest.readers import parse_text
+from worker.models import DocumentFields
 from worker.retrieve.pipeline import Retriever
 from worker.retrieve.search import PostgresBackend, SearchCache
 from worker.store.calibrations import PostgresCalibrations
@@ -126,7 +127,7 @@ def many_communities(server_url: str, dataset_dir: Path, embedder, count: int, f
     target = f"c{count // 2:03d}"
     ingestor = Ingestor(db, embedder)
     document = ingestor.prepare_text(parse_text("Hammocks must be taken down between November and March."),
-                                     document_id="hammocks", name="Hammock rule", document_type="other")
+                                     DocumentFields(document_id="hammocks", name="Hammock rule", document_type="other"))
     load = timed(lambda: ingestor.write([document], community=target))
     stale_after = [s.community for s in PostgresCalibrations(db).stale(embedder.model)]
     measure = timed(r.knowledge_base_changed)

@@ -8,6 +8,7 @@ before the transaction opens, so it stays short.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -22,7 +23,7 @@ from ..config import DOCUMENT_TYPES, PROGRESS_LOG_SECONDS
 from ..embeddings import Embedder
 from ..errors import IngestError
 from ..logs import progress as progress_of
-from ..models import DOCUMENT_ID_PATTERN, Amendment
+from ..models import DOCUMENT_ID_PATTERN, Amendment, DocumentFields
 from ..sections import amends
 from ..store import bm25, communities, model_record, sqlfiles
 from ..store.database import Database
@@ -132,42 +133,38 @@ class Ingestor:
     def prepare_text(
         self,
         parsed: ParsedDocument,
+        fields: DocumentFields,
         *,
-        document_id: str | None,
-        name: str | None,
-        document_type: str,
-        is_binding: bool = True,
-        supersedes: str | None = None,
-        superseded_by: str | None = None,
-        amends: tuple[Amendment, ...] = (),
         fallback_name: str = "document",
         metadata: dict | None = None,
-        allow_duplicate: bool = True,
     ) -> DocumentInput:
-        name = name or parsed.title or fallback_name
+        """The document ``fields`` describe, chunked. Unnamed, it is named by its title (else
+        ``fallback_name``); without an id, its id is made from that name."""
+        name = fields.name or parsed.title or fallback_name
         return DocumentInput(
-            document_id=document_id or slugify(name),
+            document_id=fields.document_id or slugify(name),
             name=name,
-            document_type=document_type,
+            document_type=fields.document_type,
             chunks=self.chunk(parsed),
-            is_binding=is_binding,
-            supersedes=supersedes,
-            superseded_by=superseded_by,
-            amends=tuple(amends),
+            is_binding=fields.is_binding,
+            supersedes=fields.supersedes,
+            superseded_by=fields.superseded_by,
+            amends=fields.amends,
             metadata=metadata or {},
-            allow_duplicate=allow_duplicate,
+            allow_duplicate=fields.allow_duplicate,
         )
 
     def prepare_file(
         self,
         path: Path,
+        fields: DocumentFields,
         *,
         source_name: str | None = None,
         metadata: dict | None = None,
         budget: Budget | None = None,
-        **kwargs,
     ) -> DocumentInput:
-        """``source_name``: the file's own name when ``path`` is a copy of it (an upload);
+        """The file at ``path`` read and chunked as the document ``fields`` describe.
+        ``source_name``: the file's own name when ``path`` is a copy of it (an upload);
         ``budget``: when to give up reading it (time, a caller that left)."""
         shown = source_name or path.name
         try:
@@ -178,13 +175,12 @@ class Ingestor:
             raise IngestError(f"{shown}: nested too deeply to read", "file") from None
         stem = Path(shown).stem
         # The file name gives a stable id: re-ingesting an edited file replaces it even if its title changed.
-        if not kwargs.get("document_id"):
-            kwargs["document_id"] = slugify(stem)
-        kwargs.setdefault("name", None)
+        if not fields.document_id:
+            fields = dataclasses.replace(fields, document_id=slugify(stem))
         metadata = {**(metadata or {}), "source_file": shown}
         if parsed.ocr_pages:
             metadata["ocr_pages"] = parsed.ocr_pages
-        document = self.prepare_text(parsed, fallback_name=stem, metadata=metadata, **kwargs)
+        document = self.prepare_text(parsed, fields, fallback_name=stem, metadata=metadata)
         document.ocr_pages, document.ocr_seconds = parsed.ocr_pages, parsed.ocr_seconds
         return document
 
@@ -500,47 +496,30 @@ def beir_documents(path: Path, limit: int | None = None) -> list[DocumentInput]:
 def ingest_paths(
     ingestor: Ingestor,
     paths: Iterable[Path],
+    fields: DocumentFields,
     *,
-    document_type: str,
-    is_binding: bool,
-    supersedes: str | None,
-    name: str | None,
     progress: bool,
-    document_id: str | None = None,
-    superseded_by: str | None = None,
-    amends: tuple[Amendment, ...] = (),
     on_file: Callable[[Path], None] | None = None,
     replace: bool = False,
     community: str | None = None,
-    allow_duplicate: bool = False,
 ) -> IngestReport:
+    """Files (Markdown, text, HTML, PDF, Word, a BEIR corpus.jsonl) described alike by ``fields``;
+    the fields that name one document (its name, id and amendments) only with a single file."""
     paths = list(paths)
-    if name and len(paths) > 1:
+    if fields.name and len(paths) > 1:
         raise IngestError("--name applies to a single file")
-    if document_id and len(paths) > 1:
+    if fields.document_id and len(paths) > 1:
         raise IngestError("--document-id applies to a single file")
-    if amends and len(paths) > 1:
+    if fields.amends and len(paths) > 1:
         raise IngestError("--amends applies to a single file")
-    if document_id and not re.match(DOCUMENT_ID_PATTERN, document_id):
-        raise IngestError(f"--document-id: letters, digits and . _ : - only, got {document_id!r}")
+    if fields.document_id and not re.match(DOCUMENT_ID_PATTERN, fields.document_id):
+        raise IngestError(f"--document-id: letters, digits and . _ : - only, got {fields.document_id!r}")
     documents: list[DocumentInput] = []
     for path in paths:
         if path.name.endswith(".jsonl"):
             documents.extend(beir_documents(path))
             continue
-        documents.append(
-            ingestor.prepare_file(
-                path,
-                document_type=document_type,
-                is_binding=is_binding,
-                supersedes=supersedes,
-                superseded_by=superseded_by,
-                name=name,
-                document_id=document_id,
-                amends=amends,
-                allow_duplicate=allow_duplicate,
-            )
-        )
+        documents.append(ingestor.prepare_file(path, fields))
         if on_file:
             on_file(path)
     return ingestor.write(documents, progress=progress, replace=replace, community=community)
@@ -551,19 +530,7 @@ SAMPLE_DIR = Path(__file__).parent.parent / "sample_corpus"
 
 def manifest_documents(ingestor: Ingestor, manifest: Manifest) -> list[DocumentInput]:
     """Every document a manifest lists, read and chunked (nothing stored yet)."""
-    return [
-        ingestor.prepare_file(
-            manifest.path_of(entry),
-            document_id=entry.document_id,
-            name=entry.name,
-            document_type=entry.document_type,
-            is_binding=entry.is_binding,
-            supersedes=entry.supersedes,
-            superseded_by=entry.superseded_by,
-            amends=tuple(entry.amends),
-        )
-        for entry in manifest.documents
-    ]
+    return [ingestor.prepare_file(manifest.path_of(entry), entry.document_fields()) for entry in manifest.documents]
 
 
 def ingest_manifest(

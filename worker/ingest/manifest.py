@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import IngestError
-from ..models import Amendment, DocumentType
+from ..models import Amendment, DocumentFields, DocumentType
 
 MANIFEST_NAME = "manifest.json"
 
@@ -33,6 +33,18 @@ class ManifestEntry(BaseModel):
     supersedes: str | None = None
     superseded_by: str | None = None
     amends: list[Amendment] = Field(default_factory=list)
+
+    def document_fields(self) -> DocumentFields:
+        """What the entry says of its document (``allow_duplicate`` is the whole load's)."""
+        return DocumentFields(
+            document_type=self.document_type,
+            document_id=self.document_id,
+            name=self.name,
+            is_binding=self.is_binding,
+            supersedes=self.supersedes,
+            superseded_by=self.superseded_by,
+            amends=tuple(self.amends),
+        )
 
 
 class Manifest(BaseModel):

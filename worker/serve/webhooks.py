@@ -119,7 +119,7 @@ def _posted_document(posted: IngestRequest, ingestor: Ingestor, budget: Budget) 
     if not (posted.document_id or posted.name or parsed.title):
         # without one, every such text would be stored as "document", each replacing the last
         raise InvalidInput("required when the text has no title and no name is given", "document_id")
-    document = ingestor.prepare_text(parsed, metadata={"source": "webhook"}, **posted.document_args())
+    document = ingestor.prepare_text(parsed, posted.document_fields(), metadata={"source": "webhook"})
     document.id_given = posted.document_id is not None  # a text sent again under its named id updates it
     return document
 
@@ -170,10 +170,10 @@ class SavedUpload:
         OCR for scanned pages, Word)."""
         return ingestor.prepare_file(
             self.copy,
+            self.described.document_fields(),
             source_name=self.filename,
             metadata={"source": "webhook"},
             budget=budget,
-            **self.described.document_args(),
         )
 
 

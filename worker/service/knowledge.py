@@ -27,7 +27,7 @@ from ..ingest.ingestor import (
     ingest_paths,
     ingest_sample_corpus,
 )
-from ..models import DocumentChunk, DocumentSummary, RetrievalRequest, RetrievalResponse
+from ..models import DocumentChunk, DocumentFields, DocumentSummary, RetrievalRequest, RetrievalResponse
 from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
 from ..store import communities, knowledge_base, sqlfiles
@@ -174,10 +174,21 @@ class KnowledgeService:
         self.changed()
         return result
 
-    def ingest_files(self, paths: Iterable[Path], **fields) -> IngestReport:
-        """Files (Markdown, text, HTML, PDF, Word, a BEIR corpus.jsonl) described alike by
-        ``fields`` (``ingestor.ingest_paths``'s)."""
-        return self.ingest(lambda ingestor: ingest_paths(ingestor, paths, **fields))
+    def ingest_files(
+        self,
+        paths: Iterable[Path],
+        fields: DocumentFields,
+        *,
+        progress: bool = False,
+        replace: bool = False,
+        community: str | None = None,
+    ) -> IngestReport:
+        """Files (Markdown, text, HTML, PDF, Word, a BEIR corpus.jsonl) described alike by ``fields``."""
+        return self.ingest(
+            lambda ingestor: ingest_paths(
+                ingestor, paths, fields, progress=progress, replace=replace, community=community
+            )
+        )
 
     def ingest_manifest(
         self,
