@@ -22,7 +22,7 @@ from worker.runtime import Runtime
 from worker.service.build import build_retriever
 from worker.store.database import Database
 from tests.conftest import make_settings
-from tests.test_answers import ask, chunk
+from tests.test_answers import chunk
 
 PLACES = ["the front yard", "the rear yard", "a corner lot", "the golf course", "a pool", "the common area",
           "a side yard", "a drainage easement", "the lake", "the entrance", "a cul-de-sac", "the tennis courts"]

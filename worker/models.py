@@ -1,4 +1,5 @@
-"""The webhook's request and response, as pydantic models (and so the OpenAPI document)."""
+"""The webhook's request and response, as pydantic models (and so the OpenAPI document), and
+the plain records the doors hand to the layers below (:class:`DocumentFields`)."""
 
 from __future__ import annotations
 
