@@ -14,13 +14,14 @@ import pytest
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
 from worker.models import DocumentFields, RetrievalRequest, Weights
-from worker.retrieve.context import leg_tops_first
+from worker.retrieve.context import assemble, leg_tops_first
 from worker.retrieve.preprocess import preprocess
 from worker.retrieve.scoring import first_stage_order
 from worker.retrieve.search import SearchParams
 from worker.runtime import Runtime
 from worker.service.build import build_retriever
 from worker.store.database import Database
+from worker.tokens import default_counter
 from tests.conftest import make_settings
 from tests.test_answers import chunk
 
@@ -122,18 +123,43 @@ def test_leg_tops_follow_the_rankings_best():
     assert leg_tops_first(ranked[:8], 3, 4) == (ranked[:8], 4)
 
 
-def test_a_budget_keeps_the_default_context_and_its_neighbours():
-    from worker.retrieve.context import assemble
-    from worker.tokens import default_counter
+def cut_with_rest(i: int, score: float) -> tuple:
+    """A chunk that ends mid-sentence and the next chunk of its document, which completes it."""
+    cut = chunk(i, score).model_copy(update={"content": "Rule word word and the rest of it", "document_id": f"d{i}"})
+    return cut, cut.model_copy(update={"id": 100 + i, "chunk_index": 1, "content": "goes on here.", "final_score": 0.0})
 
-    cut = chunk(0, 0.9).model_copy(update={"content": "Rule word word and the rest of it", "document_id": "d"})
-    rest = cut.model_copy(update={"id": 100, "chunk_index": 1, "content": "goes on here.", "final_score": 0.0})
+
+def neighbours_of(*pairs):
+    rest = {cut.id: nxt for cut, nxt in pairs}
+    return lambda c: [rest[c.id]] if c.id in rest else []
+
+
+def test_a_budget_keeps_the_default_context_and_its_neighbours():
+    cut, rest = cut_with_rest(0, 0.9)
     ranked = [cut] + [chunk(i, 0.9 - i / 100) for i in range(1, 12)]
-    default = assemble(ranked, counter=default_counter(), token_budget=4000, min_relevance=0.5, min_chunks=6,
-                       max_chunks=8, floor=0.0, neighbours=lambda c: [rest] if c.id == 0 else [])
-    sized = assemble(ranked, counter=default_counter(), token_budget=default.tokens + 120, min_relevance=0.5,
-                     min_chunks=6, max_chunks=8, floor=0.0, neighbours=lambda c: [rest] if c.id == 0 else [],
-                     fill=len(ranked))
+    rules = dict(counter=default_counter(), min_relevance=0.5, min_chunks=6, max_chunks=8, floor=0.0,
+                 neighbours=neighbours_of((cut, rest)))
+    default = assemble(ranked, token_budget=4000, **rules)
+    sized = assemble(ranked, token_budget=default.tokens + 120, fill=len(ranked), **rules)
     # the sentence cut across two chunks stays whole, and the budget's room goes to the ranking's next
     assert 100 in {c.id for c in default.chunks} and {c.id for c in default.chunks} < {c.id for c in sized.chunks}
     assert sized.tokens <= default.tokens + 120
+
+
+def test_top_k_counts_the_rankings_chunks_not_their_neighbours():
+    # the best six at the floor, the rest below min_relevance; two of the six cut mid-sentence
+    pairs = [cut_with_rest(0, 0.9), cut_with_rest(1, 0.85)]
+    ranked = [pairs[0][0], pairs[1][0]] + [chunk(i, 0.8 - i / 100) for i in range(2, 6)]
+    ranked += [chunk(i, 0.3 - i / 100) for i in range(6, 12)]
+    built = assemble(ranked, counter=default_counter(), token_budget=4000, min_relevance=0.5, min_chunks=6,
+                     max_chunks=8, floor=0.0, neighbours=neighbours_of(*pairs), fill=8)
+    assert sorted(c.id for c in built.chunks if c.id < 100) == list(range(8))
+    assert {100, 101} <= {c.id for c in built.chunks}
+
+
+def test_the_fill_needs_only_the_floor_unless_told_otherwise():
+    ranked = [chunk(i, 0.7 - i / 20) for i in range(10)]  # 0.70 down to 0.25
+    rules = dict(counter=default_counter(), token_budget=4000, min_relevance=0.5, min_chunks=0, floor=0.0, fill=10)
+    assert len(assemble(ranked, **rules).chunks) == 10  # no best few kept (ARC_MIN_CONTEXT_CHUNKS=0)
+    hard = assemble(ranked, fill_needs=0.5, **rules)  # a caller's hard minimum
+    assert [c.id for c in hard.chunks] == [c.id for c in ranked if c.final_score >= 0.5] == [0, 1, 2, 3]

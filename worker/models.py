@@ -247,7 +247,8 @@ class DocumentFields:
     supersedes: str | None = None
     superseded_by: str | None = None
     amends: tuple[Amendment, ...] = ()
-    # False: refused when the community stores the same text under another id (the doors' default)
+    # True: stored even when the community holds the same text under another id. The doors'
+    # requests default to False (refused, naming that id) and pass what they were asked.
     allow_duplicate: bool = True
 
 

@@ -88,6 +88,7 @@ def assemble(
     floor: float | None = None,
     neighbours: NeighbourFetch | None = None,
     fill: int = 0,
+    fill_needs: float | None = None,
 ) -> Context:
     """Walk ``ranked`` (best first) and keep what fits.
 
@@ -95,10 +96,10 @@ def assemble(
     ``floor``: an answer with weak evidence still hands the agent its best passages. A chunk
     that does not qualify or does not fit is skipped, not the end of the walk.
 
-    ``fill``: then the rest of the ranking goes in, in order, up to ``fill`` chunks in all and as
-    far as the budget goes, each with the neighbour it is cut from; these need only ``floor``
-    (``min_relevance`` when ``min_chunks`` is 0: a hard minimum). A caller who sized the context
-    gets it used, and a larger budget keeps what the default context held.
+    ``fill``: then the rest of the ranking goes in, in order, up to ``fill`` ranked chunks in all
+    (neighbours not counted) and as far as the budget goes, each with the neighbour it is cut
+    from; these need ``fill_needs`` (default ``floor``; a caller's hard minimum passes its own).
+    A caller who sized the context gets it used, and the default context's chunks go in first.
     """
     budget = _Budget(counter, token_budget)
     chosen: list[ChunkResult] = []
@@ -116,12 +117,12 @@ def assemble(
         chosen.append(_truncated(ranked[0], counter, token_budget))
         budget.take(chosen[0])
 
+    kept = len(chosen)  # ranked chunks: neighbours do not count against ``fill``
     if neighbours is not None:
         for chunk in list(chosen):
             _add_neighbours(chunk, chosen, budget, neighbours)
-    kept = len(chosen)  # ranked chunks: neighbours do not count against ``fill``
     taken = {c.id for c in chosen}
-    needed = floor if min_chunks else min_relevance
+    needed = floor if fill_needs is None else fill_needs
     for chunk in ranked:
         if kept >= fill:
             break
@@ -132,8 +133,7 @@ def assemble(
         taken.add(chunk.id)
         kept += 1
         if neighbours is not None:
-            _add_neighbours(chunk, chosen, budget, neighbours)
-            taken.update(c.id for c in chosen)
+            taken.update(c.id for c in _add_neighbours(chunk, chosen, budget, neighbours))
 
     # Per-block counts are exact for each block but BPE can merge across a join; the final text is
     # counted as a whole and trimmed, so the budget holds for what the agent actually receives.
@@ -144,11 +144,15 @@ def assemble(
     return context
 
 
-def _add_neighbours(chunk: ChunkResult, chosen: list[ChunkResult], budget: _Budget, fetch: NeighbourFetch) -> None:
-    """The chunk before or after ``chunk`` where it is cut mid-sentence, if the budget allows."""
+def _add_neighbours(
+    chunk: ChunkResult, chosen: list[ChunkResult], budget: _Budget, fetch: NeighbourFetch
+) -> list[ChunkResult]:
+    """Add to ``chosen`` the chunk before or after ``chunk`` where it is cut mid-sentence, if the
+    budget allows; the neighbours added."""
     starts_cut, ends_cut = cut_mid_thought(chunk)
     if not (starts_cut or ends_cut):
-        return
+        return []
+    added = []
     for neighbour in fetch(chunk):
         wanted = (starts_cut and neighbour.chunk_index == chunk.chunk_index - 1) or (
             ends_cut and neighbour.chunk_index == chunk.chunk_index + 1
@@ -156,6 +160,8 @@ def _add_neighbours(chunk: ChunkResult, chosen: list[ChunkResult], budget: _Budg
         if wanted and not any(c.id == neighbour.id for c in chosen) and budget.fits(neighbour):
             budget.take(neighbour)
             chosen.append(neighbour)
+            added.append(neighbour)
+    return added
 
 
 def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> tuple[list[ChunkResult], int]:

@@ -372,6 +372,7 @@ class Retriever:
             # neighbours are not scored against the question: a hard minimum leaves them out
             neighbours=None if explicit else self._neighbours,
             fill=fill,
+            fill_needs=request.min_relevance if explicit else 0.0,
         )
 
     # -- stages --------------------------------------------------------------------------------
