@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -499,7 +499,6 @@ def ingest_paths(
     fields: DocumentFields,
     *,
     progress: bool,
-    on_file: Callable[[Path], None] | None = None,
     replace: bool = False,
     community: str | None = None,
 ) -> IngestReport:
@@ -520,8 +519,6 @@ def ingest_paths(
             documents.extend(beir_documents(path))
             continue
         documents.append(ingestor.prepare_file(path, fields))
-        if on_file:
-            on_file(path)
     return ingestor.write(documents, progress=progress, replace=replace, community=community)
 
 
