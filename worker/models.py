@@ -251,6 +251,21 @@ class DocumentFields:
     # requests default to False (refused, naming that id) and pass what they were asked.
     allow_duplicate: bool = True
 
+    @classmethod
+    def of(cls, described: Any, **more: Any) -> DocumentFields:
+        """The fields of a record that names them alike (an ingest request, a manifest entry);
+        ``more``: fields it does not hold."""
+        return cls(
+            document_type=described.document_type,
+            document_id=described.document_id,
+            name=described.name,
+            is_binding=described.is_binding,
+            supersedes=described.supersedes,
+            superseded_by=described.superseded_by,
+            amends=tuple(described.amends),
+            **more,
+        )
+
 
 class IngestFields(BaseModel):
     """What describes a document, however it comes: JSON (:class:`IngestRequest`) or a form upload."""
@@ -296,16 +311,7 @@ class IngestFields(BaseModel):
 
     def document_fields(self) -> DocumentFields:
         """What ``Ingestor.prepare_text`` and ``prepare_file`` are given to describe the document."""
-        return DocumentFields(
-            document_type=self.document_type,
-            document_id=self.document_id,
-            name=self.name,
-            is_binding=self.is_binding,
-            supersedes=self.supersedes,
-            superseded_by=self.superseded_by,
-            amends=tuple(self.amends),
-            allow_duplicate=self.allow_duplicate,
-        )
+        return DocumentFields.of(self, allow_duplicate=self.allow_duplicate)
 
 
 class IngestRequest(IngestFields):

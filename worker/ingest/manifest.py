@@ -36,15 +36,7 @@ class ManifestEntry(BaseModel):
 
     def document_fields(self) -> DocumentFields:
         """What the entry says of its document (``allow_duplicate`` is the whole load's)."""
-        return DocumentFields(
-            document_type=self.document_type,
-            document_id=self.document_id,
-            name=self.name,
-            is_binding=self.is_binding,
-            supersedes=self.supersedes,
-            superseded_by=self.superseded_by,
-            amends=tuple(self.amends),
-        )
+        return DocumentFields.of(self)
 
 
 class Manifest(BaseModel):
