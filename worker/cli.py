@@ -11,6 +11,7 @@ import psycopg
 
 from .config import DOCUMENT_TYPES, ConfigError, Settings, data_dir_error
 from .errors import ArcError
+from .service.caller import LOCAL
 
 
 def _settings() -> Settings:
@@ -212,10 +213,15 @@ def ingest(
         knowledge = KnowledgeService(runtime, progress=progress)
         click.get_current_context().call_on_close(knowledge.close)
         if sample:
-            report = knowledge.ingest_sample(progress=progress, community=community)
+            report = knowledge.ingest_sample(progress=progress, community=community, caller=LOCAL)
         elif folders:
             report = knowledge.ingest_manifest(
-                folders[0], progress=progress, replace=replace, community=community, allow_duplicate=allow_duplicate
+                folders[0],
+                progress=progress,
+                replace=replace,
+                community=community,
+                allow_duplicate=allow_duplicate,
+                caller=LOCAL,
             )
         else:
             assert document_type is not None  # required above for files
@@ -229,7 +235,9 @@ def ingest(
                 amends=tuple(parse_amends(a) for a in amends),
                 allow_duplicate=allow_duplicate,
             )
-            report = knowledge.ingest_files(paths, fields, progress=progress, replace=replace, community=community)
+            report = knowledge.ingest_files(
+                paths, fields, progress=progress, replace=replace, community=community, caller=LOCAL
+            )
         if report.ocr_pages:
             click.echo(
                 f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
@@ -298,7 +306,7 @@ def _community(knowledge) -> str:
     """The --community a documents command names, checked as the webhook checks its field."""
     named = click.get_current_context().params.get("community")
     try:
-        return knowledge.community(named)
+        return knowledge.community(named, caller=LOCAL)
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
 
@@ -310,7 +318,7 @@ def documents_list(community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
-        found = knowledge.list_documents(_community(knowledge))
+        found = knowledge.list_documents(_community(knowledge), caller=LOCAL)
     finally:
         runtime.close()
     if not found:
@@ -347,7 +355,7 @@ def documents_show(document_id: str, community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
-        summary, chunks = knowledge.show(document_id, _community(knowledge))
+        summary, chunks = knowledge.show(document_id, _community(knowledge), caller=LOCAL)
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -368,7 +376,7 @@ def documents_delete(document_id: str, community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
-        deleted = knowledge.delete(document_id, _community(knowledge))
+        deleted = knowledge.delete(document_id, _community(knowledge), caller=LOCAL)
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -388,7 +396,7 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
     try:
         # a developer's question: answered as the webhook's, not recorded as a resident's
         answer = _knowledge(runtime).ask(
-            RetrievalRequest(query=query, rerank=rerank, community=community), record=False
+            RetrievalRequest(query=query, rerank=rerank, community=community), caller=LOCAL, record=False
         )
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
     except ArcError as exc:

@@ -36,7 +36,8 @@ from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, Re
 from ..service.admission import Overloaded
 from ..store import knowledge_base, sqlfiles
 from . import keeper_sessions
-from .documents_api import DOCUMENTS_ROUTE
+from .gate import KEEPER, OPEN, Refused, keeper
+from .guards import CALLER, caller, declare
 from .security import CLOSED, authenticate
 from .services import services
 from .upload_jobs import UploadJobs
@@ -52,12 +53,15 @@ def init_app(app: Flask) -> None:
     """The session key: derived from a secret kept beside the data (so every worker process signs
     alike) and from the admin token (so rotating the token ends every session)."""
     settings = services_of(app).runtime.settings
-    admin = services_of(app).tokens.get(DOCUMENTS_ROUTE) or ""
+    admin = services_of(app).admin_token or ""
     secret = _session_secret(settings.database.data_dir / ".keeper-session-key")
     app.secret_key = hmac.new(secret.encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     app.session_interface = keeper_sessions.KeeperSessionInterface()
     app.register_blueprint(pages)
+    declare(app, pages.name, KEEPER)  # signed in by session (_guard), not by a token
+    for endpoint in PUBLIC_ENDPOINTS:
+        declare(app, endpoint, OPEN)
 
 
 def _session_secret(key_file: Path) -> str:
@@ -83,7 +87,7 @@ def services_of(app: Flask):
 
 
 def _admin_token() -> str | None:
-    return services().tokens.get(DOCUMENTS_ROUTE)
+    return services().admin_token
 
 
 def _signed_in() -> bool:
@@ -114,9 +118,12 @@ def _guard() -> Any:
         sent = request.form.get("csrf_token", "")
         if not sent or not secrets.compare_digest(sent, session.get("csrf", "")):
             abort(400, "the form has expired or did not come from this page: reload it and try again")
-    if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
+    if request.endpoint in PUBLIC_ENDPOINTS:
         return None
-    if not _signed_in():  # back to the page asked for, its ?community= and all
+    needs_sign_in = _admin_token() is not None
+    try:
+        setattr(g, CALLER, keeper(caller(), signed_in=needs_sign_in and _signed_in(), needs_sign_in=needs_sign_in))
+    except Refused:  # back to the page asked for, its ?community= and all
         if request.endpoint == "pages.upload_status":  # a page's poll, not a page: say it
             return jsonify(error="sign_in", message="the session has ended: sign in again"), 401
         return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
@@ -187,7 +194,7 @@ def _community() -> str:
 def start() -> str:
     knowledge = services().knowledge
     knowledge.runtime.ensure_schema()
-    documents = knowledge.list_documents(_community())
+    documents = knowledge.list_documents(_community(), caller=caller())
     return render_template(
         "pages/start.html",
         documents=len(documents),
@@ -205,7 +212,7 @@ def login() -> Any:
             expected,
             request.form.get("token") or None,
             address=request.remote_addr or "unknown",
-            guard=arc.auth_guard,
+            guard=arc.gate.auth_guard,
             route=request.path,
             failures=arc.metrics.auth_failures,
         )
@@ -260,7 +267,7 @@ def _rows(documents: list[DocumentSummary]) -> list[DocumentRow]:
 def documents() -> str:
     knowledge = services().knowledge
     knowledge.runtime.ensure_schema()
-    found = knowledge.list_documents(_community())
+    found = knowledge.list_documents(_community(), caller=caller())
     pages_total = max(1, math.ceil(len(found) / PAGE_SIZE))
     try:
         page = min(max(int(request.args.get("page", "1")), 1), pages_total)
@@ -283,7 +290,7 @@ def document(document_id: str) -> str:
     if len(document_id) > 200 or not re.match(DOCUMENT_ID_PATTERN, document_id):
         abort(400, "document_id: letters, digits and . _ : - only")
     try:
-        summary, chunks = services().knowledge.show(document_id, _community())
+        summary, chunks = services().knowledge.show(document_id, _community(), caller=caller())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     return render_template("pages/document.html", document=summary, chunks=chunks)
@@ -322,7 +329,7 @@ def upload() -> Any:
             return page, 429, {"Retry-After": str(exc.retry_after)}
         job = _jobs().create(session, file=saved.filename, community=saved.described.community)
         threading.Thread(
-            target=job.run, args=(knowledge, saved, folder, slots), name=f"upload-{job.id[:8]}", daemon=True
+            target=job.run, args=(knowledge, saved, folder, slots, caller()), name=f"upload-{job.id[:8]}", daemon=True
         ).start()
         handed_over = True
     finally:
@@ -367,7 +374,7 @@ def delete(document_id: str) -> Any:
     knowledge = services().knowledge
     community = _community()
     try:
-        deleted = knowledge.delete(document_id, community)
+        deleted = knowledge.delete(document_id, community, caller=caller())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     message = f"Deleted {document_id} ({deleted} chunks)"
@@ -394,7 +401,7 @@ def ask() -> Any:
         except ValidationError as exc:
             error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
-            answer = knowledge.ask(req, record=False)
+            answer = knowledge.ask(req, caller=caller(), record=False)
     settings = knowledge.runtime.settings
     permalink = link("pages.ask", **{k: [v for v in form.getlist(k) if v] for k in ASK_FIELDS if any(form.getlist(k))})
     return render_template(

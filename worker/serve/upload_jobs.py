@@ -35,7 +35,8 @@ import psycopg
 from ..errors import ArcError
 from ..ingest.bounds import Budget
 from ..logs import watching_progress
-from ..service.knowledge import DocumentInput, Ingestor, IngestReport, KnowledgeService
+from ..service.caller import Caller
+from ..service.knowledge import DocumentInput, IngestReport, KnowledgeService, ScopedIngestor
 from .webhooks import SavedUpload
 
 log = logging.getLogger("arc.pages")
@@ -148,11 +149,13 @@ class UploadJob:
         self._stage_started = time.time()
         self._written, self._written_stage = 0.0, ""
 
-    def run(self, knowledge: KnowledgeService, upload: SavedUpload, folder: Path, slots: ExitStack) -> None:
+    def run(
+        self, knowledge: KnowledgeService, upload: SavedUpload, folder: Path, slots: ExitStack, caller: Caller
+    ) -> None:
         """Read, embed and store ``upload`` (its file in ``folder``, removed at the end), holding
         the admission ``slots`` the request took for it until then."""
 
-        def store(ingestor: Ingestor) -> tuple[DocumentInput, IngestReport]:
+        def store(ingestor: ScopedIngestor) -> tuple[DocumentInput, IngestReport]:
             self.stage("reading")
             document = upload.read(ingestor, Budget(ingestor.limits.read_seconds))
             self.stage("chunked")  # told once reading and chunking are over (no bar of their own)
@@ -162,7 +165,7 @@ class UploadJob:
 
         try:
             with slots, watching_progress(self.progress):
-                document, report = knowledge.ingest(store, admitted=True)
+                document, report = knowledge.ingest(store, caller=caller, admitted=True)
         except ArcError as exc:  # what the webhook would answer with a 4xx or 503: said as it is
             self.fail(str(exc))
         except psycopg.Error as exc:
