@@ -748,7 +748,7 @@ class Serving(Group):
         (),
         "the `Host` names the webhooks, APIs and pages answer (421 for another, against DNS rebinding): "
         "`name`, `name:*`, `name:port` or `*`; loopback names always pass",
-        shown="unset: loopback names, or any name with `ARC_API_TOKEN` set",
+        shown="unset: loopback names, or (the APIs, not the pages) any name with `ARC_API_TOKEN` set",
     )
     # As gunicorn's forwarded_allow_ips; "*": any.
     trusted_proxies: tuple[str, ...] = setting(
