@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import DOCUMENT_TYPES, DocumentType
 from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
-from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
+from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, Count, Number, RetrievalRequest
 from .gate import Access, Refused, door
 from .guards import caller
 from .responses import answer_for
@@ -70,8 +70,8 @@ ComparisonOperator = Literal[
 
 class RetrievalSetting(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    top_k: int = Field(ge=1)
-    score_threshold: float = Field(ge=0, le=1)
+    top_k: Count = Field(ge=1)
+    score_threshold: Number = Field(ge=0, le=1)
 
 
 class Condition(BaseModel):

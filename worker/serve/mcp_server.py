@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import DocumentType, Settings
 from ..errors import ArcError, DatabaseUnavailable
-from ..models import COMMUNITY_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse, Status
+from ..models import COMMUNITY_PATTERN, Count, DocumentSummary, RetrievalRequest, RetrievalResponse, Status
 from ..runtime import Runtime
 from ..service.admission import Overloaded
 from ..service.caller import LOCAL, Caller
@@ -291,8 +291,8 @@ def build_server(face: McpFace) -> MCPServer:
         ctx: Context,
         document_types: Annotated[list[DocumentType] | None, Field(description=TYPES_HELP)] = None,
         binding_only: Annotated[bool, Field(description=BINDING_HELP)] = False,
-        top_k: Annotated[int, Field(description=TOP_K_HELP)] = 8,
-        token_budget: Annotated[int, Field(description=BUDGET_HELP)] = 4000,
+        top_k: Annotated[Count, Field(description=TOP_K_HELP)] = 8,
+        token_budget: Annotated[Count, Field(description=BUDGET_HELP)] = 4000,
         community: Annotated[str | None, CommunityArgument] = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         arguments = {
