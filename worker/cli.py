@@ -62,13 +62,23 @@ class _Commands(click.Group):
             raise click.ClickException(_unreachable(exc)) from None
 
 
+# The commands that run a server: their INFO lines are the server's log, shown as they come.
+SERVING = ("serve", "mcp")
+
+
 @click.group(cls=_Commands)
 @click.version_option(package_name="arc-retrieval")
-def main() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Show the INFO log lines on stderr too (ARC_LOG_LEVEL alike).")
+def main(verbose: bool) -> None:
     """Hybrid retrieval over governing documents, for n8n agents."""
+    import os
+
     from .logs import configure_logging
 
-    configure_logging()
+    # A command prints its own output; its INFO lines only when asked (warnings always).
+    quiet = not verbose and not os.environ.get("ARC_LOG_LEVEL")
+    serving = click.get_current_context().invoked_subcommand in SERVING
+    configure_logging("WARNING" if quiet and not serving else None)
 
 
 @main.group()
@@ -121,15 +131,15 @@ def db_maintain(force: bool) -> None:
 @click.option(
     "--dim",
     type=click.IntRange(1, 2000),
-    default=1536,
-    show_default=True,
-    help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).",
+    default=None,
+    help="Embedding dimension (default: the configured model's, ARC_EMBEDDING_MODEL; 1536: "
+    "text-embedding-3-large; 384: the local MiniLM).",
 )
-def db_sql(dim: int) -> None:
+def db_sql(dim: int | None) -> None:
     """Print every migration in order, ready to paste into Supabase's SQL editor."""
     from .store.sqlfiles import all_migrations_sql
 
-    click.echo(all_migrations_sql(dim))
+    click.echo(all_migrations_sql(dim if dim is not None else _settings().embedding.embedding_dim))
 
 
 @main.command()
