@@ -22,6 +22,7 @@ import tempfile
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,14 @@ from werkzeug.exceptions import HTTPException
 
 from ..config import DOCUMENT_TYPES
 from ..errors import DatabaseUnavailable, InvalidInput
-from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse
+from ..models import (
+    COMMUNITY_PATTERN,
+    DEFAULT_COMMUNITY,
+    DOCUMENT_ID_PATTERN,
+    DocumentSummary,
+    RetrievalRequest,
+    RetrievalResponse,
+)
 from ..service.admission import Overloaded
 from ..store import knowledge_base, sqlfiles
 from . import keeper_sessions
@@ -143,6 +151,14 @@ def _error_page(exc: HTTPException) -> Any:
     return render_template("pages/error.html", title=exc.name, message=exc.description), exc.code
 
 
+@pages.app_template_filter("utc")
+def utc(moment: datetime) -> str:
+    """A time as the pages show it: in UTC, saying so (the database may hand it in any zone)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
 @pages.app_context_processor
 def _template_globals() -> dict[str, Any]:
     if "csrf" not in session:
@@ -179,15 +195,40 @@ def _community() -> str:
             abort(404, f"community: no community {named[:80]!r} in this knowledge base")
         chosen = named
     elif len(known) > 1 and DEFAULT_COMMUNITY not in known:
-        abort(
-            400,
-            f"community: this knowledge base holds {len(known)} communities "
-            f"({', '.join(sorted(known)[:10])}); add ?community=NAME",
-        )
+        raise ChooseCommunity()
     else:
         chosen = DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
     g.community, g.carry_community = chosen, named is not None or len(known) > 1
     return chosen
+
+
+class ChooseCommunity(Exception):
+    """A page of one community asked for without ``?community=`` while the knowledge base holds
+    several (none of them ``default``): the chooser answers instead."""
+
+
+@dataclass(frozen=True)
+class CommunityCard:
+    """One community on the chooser."""
+
+    name: str
+    documents: int
+    chunks: int
+    last_ingest: datetime | None
+    questions_week: int
+
+
+@pages.errorhandler(ChooseCommunity)
+def _chooser(_: ChooseCommunity) -> Any:
+    """Every community, each leading to the page asked for (its query kept) in that community."""
+    runtime = services().runtime
+    with runtime.db.connect() as conn:
+        cards = [CommunityCard(*row) for row in conn.execute(sqlfiles.query("community_overview")).fetchall()]
+    endpoint = request.endpoint if request.method == "GET" and request.endpoint else "pages.documents"
+    kept: dict[str, Any] = {**(request.view_args or {}), **request.args.to_dict()}
+    g.communities, g.community, g.carry_community = [c.name for c in cards], None, False
+    targets = {c.name: url_for(endpoint, **{**kept, "community": c.name}) for c in cards}
+    return render_template("pages/choose.html", cards=cards, targets=targets)
 
 
 @pages.get("/")
@@ -206,6 +247,8 @@ def start() -> str:
 @pages.route("/login", methods=["GET", "POST"])
 def login() -> Any:
     error = None
+    if _admin_token() is None:  # no admin token: the pages are open on loopback, nothing to sign in with
+        return render_template("pages/login.html", error=None, open_pages=True)
     if request.method == "POST":
         expected, arc = _admin_token(), services()
         verdict = authenticate(
@@ -281,7 +324,7 @@ def documents() -> str:
         pages_total=pages_total,
         total=len(found),
         document_types=DOCUMENT_TYPES,
-        message=request.args.get("message"),
+        message=_notice(request.args),
     )
 
 
@@ -377,10 +420,36 @@ def delete(document_id: str) -> Any:
         deleted = knowledge.delete(document_id, community, caller=caller())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
-    message = f"Deleted {document_id} ({deleted} chunks)"
+    told: dict[str, Any] = {"notice": "deleted", "document": document_id, "chunks": deleted}
     if community not in knowledge.communities():  # its last: the community is gone
-        return redirect(url_for("pages.documents", message=f"{message}; {community} holds no documents now"))
-    return redirect(link("pages.documents", message=message))
+        return redirect(url_for("pages.documents", **told, emptied=community))
+    return redirect(link("pages.documents", **told))
+
+
+# The notices the documents page shows, by key: only what the worker itself wrote (a link
+# cannot put words of its own in the box). Their values are a document id, a count, a community.
+NOTICES = {
+    "deleted": "Deleted {document} ({chunks} chunks)",
+}
+
+
+def _notice(args: Any) -> str | None:
+    """The notice a ``?notice=KEY`` asks for, its values checked; None for any other."""
+    template = NOTICES.get(args.get("notice", ""))
+    document, chunks, emptied = args.get("document", ""), args.get("chunks", ""), args.get("emptied")
+    if template is None or not re.fullmatch(DOCUMENT_ID_PATTERN, document) or not chunks.isdigit():
+        return None
+    told = template.format(document=document[:200], chunks=int(chunks))
+    if emptied is not None and re.fullmatch(COMMUNITY_PATTERN, emptied):
+        told += f"; {emptied} holds no documents now"
+    return told
+
+
+@pages.get("/documents/upload")
+def upload_form() -> Any:
+    """The upload form is on the documents page: a GET of the form's address goes there."""
+    named: dict[str, Any] = {"community": c} if (c := request.args.get("community")) else {}
+    return redirect(url_for("pages.documents", **named) + "#upload", 303)
 
 
 # -- retrieval testing ------------------------------------------------------------------------

@@ -167,7 +167,7 @@ class UploadJob:
             with slots, watching_progress(self.progress):
                 document, report = knowledge.ingest(store, caller=caller, admitted=True)
         except ArcError as exc:  # what the webhook would answer with a 4xx or 503: said as it is
-            self.fail(str(exc))
+            self.fail(_on_the_page(exc))
         except psycopg.Error as exc:
             log.warning("keeper's upload: database error", extra={"error_type": type(exc).__name__})
             self.fail("The database failed while storing it (the error was logged).")
@@ -306,3 +306,18 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# What the upload form calls the fields an error names (the ingestor words them for the
+# command line and the webhook).
+DUPLICATE_CHECKBOX = '"Store it even if the same text is stored under another id" on the upload form'
+
+
+def _on_the_page(exc: ArcError) -> str:
+    """An ingest error as the keeper's page says it: a refused duplicate names the form's
+    checkbox, not the command line's flag."""
+    message = str(exc)
+    if exc.field == "allow_duplicate":
+        head, _, _ = message.partition(" or store both with ")
+        return f"{head} or store both by ticking {DUPLICATE_CHECKBOX} and uploading it again"
+    return message
