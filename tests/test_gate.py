@@ -144,3 +144,19 @@ def test_a_new_route_gets_the_gate_without_asking(two_communities, tmp_path):
     refused = client.get("/webhook/arc-scoped?community=beta", headers=reader)
     assert refused.status_code == 403 and refused.get_json()["field"] == "community"
     assert client.get("/webhook/arc-scoped?community=beta", headers=admin).get_json() == {"community": "beta"}
+
+
+def test_a_door_without_the_token_a_route_asks_for_opens_nothing(tmp_path):
+    """MCP's gate knows the API token only: a route asking for the admin token through it is
+    closed, never open; ops routes are open while ARC_OPS_TOKEN is unset."""
+    from worker.serve.gate import OPS, Gate, Knock, Refused
+    from worker.serve.security import FailedAuthGuard, RateLimiter
+
+    settings = make_settings(tmp_path, "postgresql://nobody@127.0.0.1:1/none", api_token=ADMIN)
+    gate = Gate(settings, tokens={"api": ADMIN}, limiter=RateLimiter(0), auth_guard=FailedAuthGuard(0))
+    knock = Knock(route="/x", headers={"X-ARC-Token": ADMIN}, address="127.0.0.1")
+    with pytest.raises(Refused) as refused:
+        gate.caller(Access("admin", write=True), knock)
+    assert refused.value.status == 403 and refused.value.reason == "closed"
+    assert gate.caller(Access("api"), knock).communities is None
+    assert gate.caller(OPS, Knock(route="/metrics", headers={}, address="127.0.0.1")).who == "addr:127.0.0.1"
