@@ -1,7 +1,8 @@
 """Attacks on the doors: DNS rebinding, cross-site forms, open redirects after sign-in, replayed
-and idle sessions, community tokens writing, missing browser headers, unsafe links stored, and
-MCP event streams held open. Every attack is counted as a success when it got what it came
-for; all must report 0. Controls (the legitimate request next to each attack) must succeed, so
+and idle sessions, community tokens writing, missing browser headers, unsafe links stored, MCP
+event streams held open, a foreign Host on the pages with tokens set, Origins of another scheme
+or port, over-long request lines and headers, and booleans for numbers. Every attack is counted
+as a success when it got what it came for; all must report 0. Controls (the legitimate request next to each attack) must succeed, so
 a refusal is the door's doing, not a broken worker.
 
     .venv/bin/python benchmarks/hostile_doors.py --out benchmarks/hostile
@@ -267,6 +268,9 @@ def tokened_worker(url: str) -> None:
     cookie = r.headers.get("Set-Cookie", "")
     attack("headers", "session cookie behind the trusted https proxy without Secure", "Secure" not in cookie, cookie[:80])
 
+    names_and_origins(url)
+    refusals_in_house_style(url)
+
     linked = {
         "markdown": ("# Links\n\n[a](javascript:alert(1)) [b](JaVa&#x09;Script:alert(1)) ![c](data:text/html,x) "
                      "<vbscript:msgbox(1)>\n\n[d]: javascript&#58;alert(1)\n"),
@@ -284,6 +288,78 @@ def tokened_worker(url: str) -> None:
                any(s in low for s in ("javascript", "vbscript", "data:", "&#")), stored[:100])
         control("unsafe links", f"{name}: ingested, words kept", r.status_code == 200 and stored, r.status_code)
         requests.delete(f"{url}/webhook/arc-documents/bench-links-{name}", headers=auth, timeout=30)
+
+
+def names_and_origins(url: str) -> None:
+    """With tokens set, the pages and sign-in still answer only the worker's names; an Origin of
+    another scheme or port is another site's."""
+    port = urlsplit(url).port
+    foreign = {"Host": f"{ATTACKER}:{port}"}
+    r = requests.get(f"{url}/login", headers=foreign, timeout=30)
+    attack("tokens set: foreign Host", f"GET /login as {ATTACKER} (the real sign-in form)",
+           r.ok and 'name="token"' in r.text, r.status_code)
+    session = requests.Session()
+    page = session.get(f"{url}/login", timeout=30).text
+    r = session.post(f"{url}/login", data={"token": ADMIN, "csrf_token": csrf(page)}, headers=foreign, timeout=30,
+                     allow_redirects=False)
+    attack("tokens set: foreign Host", f"POST /login as {ATTACKER} (reads what the keeper types)",
+           r.status_code in (200, 302), r.status_code)
+    keeper, _ = signed_in(url)
+    for path in ("/", "/documents", "/questions", "/ask"):
+        r = keeper.get(url + path, headers=foreign, timeout=30, allow_redirects=False)
+        attack("tokens set: foreign Host", f"GET {path} as {ATTACKER} with the keeper's cookie", r.ok, r.status_code)
+    listing = keeper.get(f"{url}/documents", timeout=30)
+    token = csrf(listing.text)
+    control("pages", "signed in: GET /documents by its own name", listing.status_code == 200, listing.status_code)
+    auth = {"X-ARC-Token": ADMIN}
+    for origin in (f"https://127.0.0.1:{port}", f"HTTP://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}",
+                   f"http://LOCALHOST:{port}"):
+        r = keeper.post(f"{url}/documents/ccrs/delete", headers={"Origin": origin}, timeout=30,
+                        data={"csrf_token": token, "confirm": "ccrs"}, allow_redirects=False)
+        attack("Origin scheme and port", f"POST /documents/ccrs/delete, Origin {origin}",
+               not ccrs_present(url, auth), r.status_code)
+        r = requests.post(f"{url}/webhook/arc-ingest", headers={**auth, "Origin": origin}, timeout=60,
+                          json={"document_type": "ccr", "document_id": "bench-origin", "text": "# Fences\n\n100 feet."})
+        attack("Origin scheme and port", f"POST /webhook/arc-ingest, Origin {origin}", r.ok, r.status_code)
+    r = keeper.post(f"{url}/ask", headers={"Origin": f"http://127.0.0.1:{port}"}, timeout=60,
+                    data={"csrf_token": token, "query": FENCE})
+    control("pages", "POST /ask, Origin the worker's own (scheme, name, port)", r.status_code == 200, r.status_code)
+
+
+def _house_style(r: requests.Response, status: int) -> bool:
+    try:
+        body = r.json()
+    except ValueError:
+        return False
+    return (r.status_code == status and bool(body.get("field")) and r.headers.get("X-Content-Type-Options") == "nosniff"
+            and r.headers.get("X-Frame-Options") == "DENY")
+
+
+def refusals_in_house_style(url: str) -> None:
+    """Over-long request lines and headers, booleans for numbers."""
+    auth = {"X-ARC-Token": ADMIN}
+    r = requests.delete(f"{url}/webhook/arc-documents/{'a' * 5000}", headers=auth, timeout=30)
+    attack("refusal outside JSON", "DELETE a 5,000-byte document id: refusal without JSON or security headers",
+           not _house_style(r, 414), f"{r.status_code} {r.headers.get('Content-Type')}")
+    r = requests.get(f"{url}/documents?q={'a' * 5000}", timeout=30)
+    attack("refusal outside JSON", "GET a page with a 5,000-byte query: refusal without JSON or security headers",
+           not _house_style(r, 414), f"{r.status_code} {r.headers.get('Content-Type')}")
+    r = requests.get(f"{url}/healthz", headers={"X-Long": "a" * 9000}, timeout=30)
+    attack("refusal outside JSON", "a 9,000-byte header: refusal without JSON or security headers",
+           not _house_style(r, 431), f"{r.status_code} {r.headers.get('Content-Type')}")
+    for field, body in (("top_k", {"top_k": True}), ("candidates", {"candidates": True}),
+                        ("token_budget", {"token_budget": False}), ("min_relevance", {"min_relevance": True}),
+                        ("weights.vector", {"weights": {"vector": True, "fts": 0.5}})):
+        r = requests.post(f"{url}/webhook/arc-retrieval", json={"query": FENCE, **body}, headers=auth, timeout=60)
+        named = r.status_code == 422 and r.json().get("field") == field
+        attack("booleans as numbers", f"webhook {json.dumps(body)}", not named, f"{r.status_code} {r.text[:80]}")
+    for setting in ({"top_k": True, "score_threshold": 0}, {"top_k": 3, "score_threshold": False}):
+        r = requests.post(f"{url}/retrieval", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60,
+                          json={"knowledge_id": "all", "query": FENCE, "retrieval_setting": setting})
+        attack("booleans as numbers", f"Dify retrieval_setting {json.dumps(setting)}", r.status_code != 422,
+               f"{r.status_code} {r.text[:80]}")
+    r = requests.post(f"{url}/webhook/arc-retrieval", json={"query": FENCE, "top_k": 3}, headers=auth, timeout=60)
+    control("webhook", "top_k 3 (a number) is answered", r.status_code == 200, r.status_code)
 
 
 # -- the MCP server: held streams, rebinding ---------------------------------------------------
@@ -322,6 +398,19 @@ def mcp(url: str) -> None:
                                     "Accept": "application/json, text/event-stream"}, timeout=30,
                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     attack("rebinding", f"POST /mcp as {ATTACKER}", r.status_code < 400, r.status_code)
+    listing = {"Authorization": f"Bearer {ADMIN}", "Accept": "application/json, text/event-stream"}
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    r = requests.post(url, headers={**listing, "Origin": f"http://127.0.0.1:{port}"}, json=ping, timeout=30)
+    control("MCP", "POST /mcp, Origin its own (as the webhook takes it)", r.status_code == 200, r.status_code)
+    for origin in (f"https://127.0.0.1:{port}", f"HTTP://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"):
+        r = requests.post(url, headers={**listing, "Origin": origin}, json=ping, timeout=30)
+        attack("Origin scheme and port", f"POST /mcp, Origin {origin}", r.status_code < 400, r.status_code)
+    r = requests.post(url, headers={**listing, "MCP-Protocol-Version": "2025-06-18"}, timeout=60,
+                      json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                            "params": {"name": "search_governing_documents", "arguments": {"query": FENCE,
+                                                                                           "top_k": True}}})
+    result = r.json().get("result", {}) if r.ok else {}
+    attack("booleans as numbers", "MCP search top_k true", r.ok and not result.get("isError"), str(result)[:80])
     r = requests.post(url, headers={"Authorization": f"Bearer {READER}", "Accept": "application/json, text/event-stream",
                                     "MCP-Protocol-Version": "2025-06-18"}, timeout=30,
                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})

@@ -294,3 +294,15 @@ select arc_store_language_scale(%(community)s::text, %(embedding_model)s::text, 
                                 %(kb_version)s::bigint, %(floor)s::double precision,
                                 %(match)s::double precision, %(near_miss)s::double precision,
                                 %(language_drop)s::double precision, %(pairs)s::integer)
+
+-- name: community_overview
+-- The keeper's chooser: each community with its documents, chunks, last ingest and the questions
+-- of the last seven days (a row logged before communities belongs to default, as its documents do).
+select k.community, count(distinct k.document_id) as documents, count(*) as chunks,
+       max(k.created_at) as last_ingest,
+       (select count(*) from query_log q
+        where (q.community = k.community or (q.community is null and k.community = 'default'))
+          and q.created_at > now() - interval '7 days') as questions_week
+from knowledge_chunks k
+group by k.community
+order by k.community

@@ -154,3 +154,25 @@ def test_a_short_token_stops_gunicorn_with_one_line(tmp_path):
     assert done.returncode != 0
     assert done.stdout + done.stderr == ("invalid configuration: ARC_API_TOKEN is 1 characters; use at least 24 "
                                          "(e.g. openssl rand -hex 32)\n")
+
+
+def test_an_over_long_request_line_or_header_is_refused_in_json(tmp_path):
+    """gunicorn refuses a request line over 4094 bytes (a long document id in a DELETE) and a
+    header over 8190 before the app sees it: the worker's JSON error naming what was too long,
+    with the headers every answer carries."""
+    process, url, _ = start_worker(tmp_path)
+    try:
+        for response, status, field in (
+            (requests.delete(f"{url}/webhook/arc-documents/{'a' * 5000}", timeout=30), 414, "request_line"),
+            (requests.get(f"{url}/healthz", headers={"X-Long": "a" * 9000}, timeout=30), 431, "headers"),
+        ):
+            assert response.status_code == status, response.text[:200]
+            assert response.headers["Content-Type"] == "application/json"
+            body = response.json()
+            assert body["field"] == field and body["message"].startswith(field.replace("_", " "))
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+            assert response.headers["X-Frame-Options"] == "DENY"
+            assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+        assert requests.get(f"{url}/healthz", timeout=30).status_code == 200  # the worker goes on
+    finally:
+        stop_worker(process)

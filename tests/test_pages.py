@@ -352,8 +352,10 @@ def test_the_pages_show_one_community_at_a_time(two_communities):
     assert "ridge-rules" in ridge and "hollow-rules" not in ridge
     assert client.get("/documents/hollow-rules?community=ridge").status_code == 404
     assert client.get("/documents/hollow-rules?community=hollow").status_code == 200
-    unnamed = client.get("/documents")
-    assert unnamed.status_code == 400 and "community" in unnamed.get_data(as_text=True)
+    unnamed = client.get("/documents")  # the chooser, each community leading to its documents
+    chooser = unnamed.get_data(as_text=True)
+    assert unnamed.status_code == 200 and "Choose a community" in chooser
+    assert "/documents?community=hollow" in chooser and "/documents?community=ridge" in chooser
     assert client.get("/documents?community=nowhere").status_code == 404
 
 
@@ -538,3 +540,68 @@ def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_p
     assert says in " ".join(page.split()), page
     signed = client.post("/login", data={"token": TOKEN, "csrf_token": csrf(page)})
     assert (signed.status_code == 302) is opens
+
+
+@pytest.fixture(scope="module")
+def served_communities(tmp_path_factory):
+    """``arc-retrieval serve`` over a knowledge base of two communities and no default one."""
+    from .test_shutdown import free_port
+
+    port = free_port()
+    data = tmp_path_factory.mktemp("communities")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
+    env.update({"ARC_DATA_DIR": str(data / "data"), "ARC_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "1",
+                "ARC_API_TOKEN": TOKEN, "ARC_INGEST_TOKEN": TOKEN, "ARC_RATE_LIMIT": "0"})
+    log = (data / "worker.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve"], env=env, cwd=ROOT, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        assert process.poll() is None and time.monotonic() < deadline, (data / "worker.log").read_text()[-2000:]
+        try:
+            if requests.get(f"{url}/readyz", timeout=2).ok:
+                break
+        except requests.RequestException:
+            time.sleep(0.3)
+    for community, text in (("hollow", "# Hollow fences\n\nFences in the hollow may be four feet tall."),
+                            ("ridge", "# Ridge fences\n\nFences on the ridge may be six feet tall.")):
+        stored = requests.post(f"{url}/webhook/arc-ingest", headers={"X-ARC-Token": TOKEN}, timeout=120,
+                               json={"text": text, "document_type": "ccr", "community": community,
+                                     "document_id": f"{community}-fences"})
+        assert stored.status_code == 200, stored.text
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+def test_a_keeper_of_two_communities_signs_in_to_the_chooser(browser, served_communities, tmp_path):
+    """Sign in -> the chooser -> a community's documents -> retrieval testing -> questions asked,
+    the community kept all the way."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url = served_communities
+    browser.delete_all_cookies()
+    browser.get(f"{url}/")
+    assert "/login" in browser.current_url
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "sign-in").click()
+    WebDriverWait(browser, 20).until(lambda b: "/login" not in b.current_url)
+    table = browser.find_element(By.ID, "communities").text
+    assert "hollow" in table and "ridge" in table, table
+    browser.find_element(By.LINK_TEXT, "ridge").click()
+    WebDriverWait(browser, 20).until(lambda b: "community=ridge" in b.current_url)
+    browser.find_element(By.LINK_TEXT, "Documents").click()
+    WebDriverWait(browser, 20).until(lambda b: "/documents" in b.current_url)
+    assert "ridge-fences" in browser.page_source and "hollow-fences" not in browser.page_source
+    browser.find_element(By.LINK_TEXT, "Retrieval testing").click()
+    browser.find_element(By.NAME, "query").send_keys("How tall may a fence be?")
+    browser.find_element(By.ID, "ask-button").click()
+    context = browser.find_element(By.ID, "context").text
+    assert "six feet" in context and "four feet" not in context, context
+    browser.find_element(By.LINK_TEXT, "Questions asked").click()
+    WebDriverWait(browser, 20).until(lambda b: "/questions" in b.current_url)
+    assert "community=ridge" in browser.current_url
+    assert "not recorded" in browser.find_element(By.ID, "keeper-questions").text

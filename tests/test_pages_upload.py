@@ -231,5 +231,8 @@ def test_the_type_is_chosen_never_preselected_and_a_duplicate_is_refused_naming_
     assert finished(keeper, started(upload(keeper, "kayaks.md", text.encode())))["state"] == "done"
     copy = finished(keeper, started(upload(keeper, "kayaks-copy.md", text.encode())))
     assert copy["state"] == "failed" and "'kayaks'" in copy["error"], copy
+    # the page names its own checkbox, not the command line's flag
+    assert "Store it even if the same text is stored under another id" in copy["error"], copy
+    assert "--allow-duplicate" not in copy["error"], copy
     asked = finished(keeper, started(upload(keeper, "kayaks-copy.md", text.encode(), allow_duplicate="true")))
     assert asked["state"] == "done", asked

@@ -18,6 +18,7 @@ from worker.cli import main
 from worker.runtime import Runtime
 from worker.serve.app import RETRIEVAL_ROUTE, create_app
 from worker.serve.mcp_server import SEARCH_TOOL, McpFace, build_server
+from worker.service.caller import LOCAL
 from worker.service.knowledge import KnowledgeService
 
 from .test_pages import csrf
@@ -33,8 +34,8 @@ def spied(monkeypatch):
     calls: list[tuple[str | None, bool, str]] = []
     real = KnowledgeService.ask
 
-    def ask(self, request, *, request_id=None, record=True):
-        answer = real(self, request, request_id=request_id, record=record)
+    def ask(self, request, *, caller, request_id=None, record=True):
+        answer = real(self, request, caller=caller, request_id=request_id, record=record)
         calls.append((request_id, record, answer.status))
         return answer
 
@@ -117,5 +118,5 @@ def test_a_write_through_any_door_tells_the_retriever(sample_runtime):
     # Listing builds no retriever; a write told to a service without one builds it, since the
     # changed community's status calibration is measured and stored for every door to read.
     listing_only = KnowledgeService(sample_runtime)
-    assert listing_only.list_documents(listing_only.community(None))
+    assert listing_only.list_documents(listing_only.community(None, caller=LOCAL), caller=LOCAL)
     assert listing_only._retriever is None

@@ -11,6 +11,7 @@ import psycopg
 
 from .config import DOCUMENT_TYPES, ConfigError, Settings, data_dir_error
 from .errors import ArcError
+from .service.caller import LOCAL
 
 
 def _settings() -> Settings:
@@ -61,13 +62,23 @@ class _Commands(click.Group):
             raise click.ClickException(_unreachable(exc)) from None
 
 
+# The commands that run a server: their INFO lines are the server's log, shown as they come.
+SERVING = ("serve", "mcp")
+
+
 @click.group(cls=_Commands)
 @click.version_option(package_name="arc-retrieval")
-def main() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Show the INFO log lines on stderr too (ARC_LOG_LEVEL alike).")
+def main(verbose: bool) -> None:
     """Hybrid retrieval over governing documents, for n8n agents."""
+    import os
+
     from .logs import configure_logging
 
-    configure_logging()
+    # A command prints its own output; its INFO lines only when asked (warnings always).
+    quiet = not verbose and not os.environ.get("ARC_LOG_LEVEL")
+    serving = click.get_current_context().invoked_subcommand in SERVING
+    configure_logging("WARNING" if quiet and not serving else None)
 
 
 @main.group()
@@ -120,15 +131,15 @@ def db_maintain(force: bool) -> None:
 @click.option(
     "--dim",
     type=click.IntRange(1, 2000),
-    default=1536,
-    show_default=True,
-    help="Embedding dimension (1536: text-embedding-3-large; 384: the local MiniLM).",
+    default=None,
+    help="Embedding dimension (default: the configured model's, ARC_EMBEDDING_MODEL; 1536: "
+    "text-embedding-3-large; 384: the local MiniLM).",
 )
-def db_sql(dim: int) -> None:
+def db_sql(dim: int | None) -> None:
     """Print every migration in order, ready to paste into Supabase's SQL editor."""
     from .store.sqlfiles import all_migrations_sql
 
-    click.echo(all_migrations_sql(dim))
+    click.echo(all_migrations_sql(dim if dim is not None else _settings().embedding.embedding_dim))
 
 
 @main.command()
@@ -212,10 +223,15 @@ def ingest(
         knowledge = KnowledgeService(runtime, progress=progress)
         click.get_current_context().call_on_close(knowledge.close)
         if sample:
-            report = knowledge.ingest_sample(progress=progress, community=community)
+            report = knowledge.ingest_sample(progress=progress, community=community, caller=LOCAL)
         elif folders:
             report = knowledge.ingest_manifest(
-                folders[0], progress=progress, replace=replace, community=community, allow_duplicate=allow_duplicate
+                folders[0],
+                progress=progress,
+                replace=replace,
+                community=community,
+                allow_duplicate=allow_duplicate,
+                caller=LOCAL,
             )
         else:
             assert document_type is not None  # required above for files
@@ -229,7 +245,9 @@ def ingest(
                 amends=tuple(parse_amends(a) for a in amends),
                 allow_duplicate=allow_duplicate,
             )
-            report = knowledge.ingest_files(paths, fields, progress=progress, replace=replace, community=community)
+            report = knowledge.ingest_files(
+                paths, fields, progress=progress, replace=replace, community=community, caller=LOCAL
+            )
         if report.ocr_pages:
             click.echo(
                 f"read {report.ocr_pages} page(s) by OCR in {report.ocr_seconds:.0f} s "
@@ -298,7 +316,7 @@ def _community(knowledge) -> str:
     """The --community a documents command names, checked as the webhook checks its field."""
     named = click.get_current_context().params.get("community")
     try:
-        return knowledge.community(named)
+        return knowledge.community(named, caller=LOCAL)
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
 
@@ -310,7 +328,7 @@ def documents_list(community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
-        found = knowledge.list_documents(_community(knowledge))
+        found = knowledge.list_documents(_community(knowledge), caller=LOCAL)
     finally:
         runtime.close()
     if not found:
@@ -347,7 +365,7 @@ def documents_show(document_id: str, community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
-        summary, chunks = knowledge.show(document_id, _community(knowledge))
+        summary, chunks = knowledge.show(document_id, _community(knowledge), caller=LOCAL)
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -368,7 +386,7 @@ def documents_delete(document_id: str, community: str | None) -> None:
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
-        deleted = knowledge.delete(document_id, _community(knowledge))
+        deleted = knowledge.delete(document_id, _community(knowledge), caller=LOCAL)
     except UnknownDocument:
         raise click.ClickException(f"no document {document_id!r} in the knowledge base") from None
     finally:
@@ -388,7 +406,7 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
     try:
         # a developer's question: answered as the webhook's, not recorded as a resident's
         answer = _knowledge(runtime).ask(
-            RetrievalRequest(query=query, rerank=rerank, community=community), record=False
+            RetrievalRequest(query=query, rerank=rerank, community=community), caller=LOCAL, record=False
         )
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
     except ArcError as exc:

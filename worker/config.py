@@ -213,11 +213,16 @@ class Database(Group):
 
         if value is not None:
             try:
-                conninfo_to_dict(value)
+                options = conninfo_to_dict(value)
                 if value.startswith(("postgres://", "postgresql://")):
                     _ = urlsplit(value).port  # a port that is no number raises here
             except Exception:  # psycopg's message repeats the URL, password included
                 raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
+            # libpq refuses these only when it connects, and the pool would retry for ever
+            for option, allowed in _CONNINFO_CHOICES.items():
+                given = options.get(option)
+                if given is not None and str(given) not in allowed:
+                    raise ValueError(f"{option}={str(given)[:40]!r} is not one of {', '.join(allowed)}")
         return value
 
     @field_validator("read_database_urls", mode="before")
@@ -714,7 +719,9 @@ class Serving(Group):
     against DNS rebinding (worker/serve/mcp_server.py)."""
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = setting(
-        "ARC_LOG_LEVEL", "INFO", "JSON logs on stderr"
+        "ARC_LOG_LEVEL",
+        "INFO",
+        "JSON logs on stderr (the servers'; a command shows its warnings only, INFO with `--verbose` or this set)",
     )
     # No Origin header (a server-side client such as n8n) is always accepted.
     mcp_allowed_hosts: str = setting(
@@ -748,7 +755,7 @@ class Serving(Group):
         (),
         "the `Host` names the webhooks, APIs and pages answer (421 for another, against DNS rebinding): "
         "`name`, `name:*`, `name:port` or `*`; loopback names always pass",
-        shown="unset: loopback names, or any name with `ARC_API_TOKEN` set",
+        shown="unset: loopback names, or (the APIs, not the pages) any name with `ARC_API_TOKEN` set",
     )
     # As gunicorn's forwarded_allow_ips; "*": any.
     trusted_proxies: tuple[str, ...] = setting(
@@ -954,6 +961,14 @@ def _shown_default(field: FieldInfo) -> str:
 # A Host name ARC_ALLOWED_HOSTS may list: a DNS name or an address ([v6] in brackets), with an
 # optional port ("name:*" as ARC_MCP_ALLOWED_HOSTS writes it: any port).
 _ALLOWED_HOST = re.compile(r"(?:[a-z0-9_.-]+|\[[0-9a-f:.]+\])(?::\d{1,5}|:\*)?")
+# The connection options libpq takes from a fixed set of values (its documentation's).
+_CONNINFO_CHOICES: dict[str, tuple[str, ...]] = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby", "prefer-standby"),
+    "load_balance_hosts": ("disable", "random"),
+}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 _AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
 

@@ -91,3 +91,10 @@ class CommunityForbidden(ArcError):
     status = 403
     code = "forbidden"
     field = "community"
+
+
+class WriteForbidden(ArcError):
+    """A caller that may read only (a community token without ``write@``) asked to ingest or delete."""
+
+    status = 403
+    code = "forbidden"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.json_schema import JsonDict
 
@@ -37,6 +37,18 @@ def _community_field() -> Any:
     )
 
 
+def _not_a_boolean(value: Any) -> Any:
+    """JSON's true and false are no numbers (Python's bool is an int: pydantic would take true as 1)."""
+    if isinstance(value, bool):
+        raise ValueError("a number, not true or false")
+    return value
+
+
+# Every number a door takes: a boolean in its place is a 422 naming the field.
+NOT_BOOLEAN = BeforeValidator(_not_a_boolean)
+Count = Annotated[int, NOT_BOOLEAN]
+Number = Annotated[float, NOT_BOOLEAN]
+
 MIN_WEIGHT = 0.001  # a finer share means nothing, and 5e-324 underflowed in the SQL (a 500)
 _WEIGHT_SCHEMA: JsonDict = {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_WEIGHT}}
 
@@ -54,8 +66,8 @@ class Weights(BaseModel):
         },
     )
 
-    vector: float = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
-    fts: float = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
+    vector: Number = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
+    fts: Number = Field(ge=0, le=1, json_schema_extra=_WEIGHT_SCHEMA, description="0, or 0.001 to 1.")
 
     @field_validator("vector", "fts")
     @classmethod
@@ -85,13 +97,11 @@ class RetrievalRequest(BaseModel):
     document_types: list[DocumentType] | None = Field(default=None, max_length=len(DOCUMENT_TYPES))
     binding_only: bool = False
     include_superseded: bool = False
-    top_k: int = Field(default=8, ge=1, le=20, description="Most chunks in the answer.")
-    candidates: int = Field(default=40, ge=1, le=200, description="Candidates per retrieval leg.")
-    token_budget: int = Field(default=4000, ge=50, le=32000)
-    min_relevance: float | None = Field(
+    top_k: Count = Field(default=8, ge=1, le=20, description="Most chunks in the answer.")
+    candidates: Count = Field(default=40, ge=1, le=200, description="Candidates per retrieval leg.")
+    token_budget: Count = Field(default=4000, ge=50, le=32000)
+    min_relevance: Annotated[float, Field(ge=0, le=1), NOT_BOOLEAN] | None = Field(
         default=None,
-        ge=0,
-        le=1,
         description="A hard minimum: chunks below this score stay out of the context and the chunk list "
         "(default: the best ARC_MIN_CONTEXT_CHUNKS (6) need only the no-results threshold, "
         "later ones ARC_MIN_RELEVANCE).",

@@ -16,10 +16,11 @@ from ..runtime import Runtime, open_runtime
 from ..service.knowledge import KnowledgeService, Retriever
 from . import guards, pages
 from .dify import dify
-from .documents_api import DOCUMENTS_ROUTE, documents
+from .documents_api import documents
+from .gate import OPEN, Gate
 from .hosts import HostPolicy, TrustedProxies
 from .metrics import Metrics, cache_families, database_families, pool_families
-from .ops_api import OPS_ROUTES, ops
+from .ops_api import ops
 from .responses import register_error_handlers
 from .security import FailedAuthGuard, RateLimiter, admin_token
 from .services import Services
@@ -47,14 +48,16 @@ def create_app(
     retriever = service.retriever
     auth = settings.auth
     admin = admin_token(auth.api_token, auth.ingest_token, auth.ingest_with_api_token)
-    ops_tokens = dict.fromkeys(OPS_ROUTES, auth.ops_token) if auth.ops_token else {}
-    arc = Services(
-        knowledge=service,
-        metrics=metrics,
+    # the token each kind of door asks for; ops routes are open (no entry) while ARC_OPS_TOKEN is unset
+    tokens = {"api": auth.api_token, "admin": admin, **({"ops": auth.ops_token} if auth.ops_token else {})}
+    gate = Gate(
+        settings,
+        tokens=tokens,
         limiter=RateLimiter(settings.limits.rate_limit),
         auth_guard=FailedAuthGuard(auth.auth_failures_per_minute),
-        tokens={RETRIEVAL_ROUTE: auth.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin, **ops_tokens},
+        failures=metrics.auth_failures,
     )
+    arc = Services(knowledge=service, metrics=metrics, gate=gate)
     arc.metrics.watch(
         lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses, retriever.search_cache.hits)
     )
@@ -67,7 +70,9 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["arc"] = arc
     app.extensions[guards.HOSTS] = HostPolicy.from_settings(settings)
+    app.extensions[guards.PAGE_HOSTS] = HostPolicy.for_pages(settings)
     app.wsgi_app = TrustedProxies(app.wsgi_app, settings.serving.trusted_proxies)  # type: ignore[method-assign]
+    guards.declare(app, "static", OPEN)
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
     for blueprint in (webhooks, documents, ops, dify):

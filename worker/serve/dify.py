@@ -4,7 +4,7 @@ Dify sends ``{knowledge_id, query, retrieval_setting: {top_k, score_threshold}, 
 with ``Authorization: Bearer <API key>`` and takes ``{"records": [{content, score, title, metadata}]}``
 back; its errors are ``{"error_code", "error_msg"}`` (1001 a malformed Authorization header, 1002
 a failed authorisation, 2001 an unknown knowledge id). The API key is the webhook's token, checked
-under the webhook's rate limit and brute-force slow-down.
+under the webhook's rate limit and brute-force slow-down (the gate, worker/serve/gate.py).
 
 One worker serves several "knowledge" ids: ``all`` (every current document) and one per document
 type (``ccr``, ``design_guidelines``, ...), so a Dify app can be given only the CC&Rs; and, in a
@@ -17,21 +17,20 @@ unnamed, its one community; another (or an unknown one) is refused with 1002 and
 
 from __future__ import annotations
 
-import math
 import operator
 import re
 from collections.abc import Callable
 from typing import Any, Literal, cast
 
-from flask import Blueprint, g, jsonify, request
+from flask import Blueprint, g, jsonify
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import DOCUMENT_TYPES, DocumentType
 from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
-from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, RetrievalRequest
-from . import community_scope
+from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, Count, Number, RetrievalRequest
+from .gate import Access, Refused, door
+from .guards import caller
 from .responses import answer_for
-from .security import authenticate, bearer, client_key
 from .services import services
 from .webhooks import json_body
 
@@ -71,8 +70,8 @@ ComparisonOperator = Literal[
 
 class RetrievalSetting(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    top_k: int = Field(ge=1)
-    score_threshold: float = Field(ge=0, le=1)
+    top_k: Count = Field(ge=1)
+    score_threshold: Number = Field(ge=0, le=1)
 
 
 class Condition(BaseModel):
@@ -130,42 +129,15 @@ def dify_error(status: int, code: int, message: str) -> Any:
     return response
 
 
-def _authorise() -> Any | None:
-    """Dify's checks in Dify's words; None when the request may go ahead. The webhook's
-    authentication (security.authenticate: the right key first, the brake on failures only, each
-    failure logged and counted), with the key in Dify's ``Authorization: Bearer <key>``."""
-    arc = services()
-    settings = arc.runtime.settings
-    address = request.remote_addr or "unknown"
-    header = request.headers.get("Authorization", "")
-    presented = bearer(header) if header.startswith("Bearer ") else None  # Dify's own spelling only
-    auth = settings.auth
-    verdict = authenticate(
-        auth.api_token,
-        presented,
-        address=address,
-        guard=arc.auth_guard,
-        route=DIFY_ROUTE,
-        community_tokens=auth.community_tokens,
-        failures=arc.metrics.auth_failures,
-    )
-    if verdict.retry_after:
-        return _refused("too many failed authentication attempts", verdict.retry_after)
-    if not verdict.ok:
-        if presented is None:
-            return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
-        return dify_error(403, 1002, "Authorization failed")
-    setattr(g, community_scope.ALLOWED, verdict.communities)  # a key limited to communities reaches only those
-    if wait := arc.limiter.acquire(client_key(presented if auth.api_token else None, address)):
-        return _refused("too many requests", wait)
-    return None
-
-
 @dify.errorhandler(Exception)
 def dify_shaped(exc: Exception) -> Any:
-    """Every other failure (a body that is not JSON or nests too deep, 413, the worker at
-    capacity, the database restarting, a bug) with the webhook's status, message and
-    Retry-After, in Dify's shape: ``error_code`` the HTTP status."""
+    """The gate's refusals in Dify's words (1001 no key in Dify's ``Authorization: Bearer
+    <key>``, 1002 a wrong one, 429 with Retry-After); every other failure (a body that is not
+    JSON or nests too deep, 413, the worker at capacity, the database restarting, a bug) with
+    the webhook's status, message and Retry-After, in Dify's shape: ``error_code`` the HTTP
+    status."""
+    if isinstance(exc, Refused):
+        return _refusal(exc)
     answer = answer_for(exc)
     response = dify_error(answer.status_code, answer.status_code, answer.get_json()["message"])
     if "Retry-After" in answer.headers:
@@ -173,18 +145,23 @@ def dify_shaped(exc: Exception) -> Any:
     return response
 
 
-def _refused(message: str, wait: float) -> Any:
-    seconds = max(1, math.ceil(wait))
-    response = dify_error(429, 429, f"{message}; retry after {seconds} s")
-    response.headers["Retry-After"] = str(seconds)
-    return response
+def _refusal(exc: Refused) -> Any:
+    if exc.reason == "missing":
+        return dify_error(403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.")
+    if exc.reason == "wrong":
+        return dify_error(403, 1002, "Authorization failed")
+    if exc.status == 429:
+        what = "too many failed authentication attempts" if exc.reason == "backoff" else "too many requests"
+        seconds = exc.retry_after or 1
+        response = dify_error(429, 429, f"{what}; retry after {seconds} s")
+        response.headers["Retry-After"] = str(seconds)
+        return response
+    return dify_error(exc.status, exc.status, str(exc))
 
 
 @dify.post(DIFY_ROUTE)
+@door(Access("api", scoped=True, credential="bearer"))
 def retrieval() -> Any:
-    refused = _authorise()
-    if refused is not None:
-        return refused
     try:
         req = DifyRequest.model_validate(json_body("send a JSON object (Content-Type: application/json)"))
     except ValidationError as exc:
@@ -199,13 +176,7 @@ def retrieval() -> Any:
             f"The knowledge does not exist (known: {', '.join(KNOWLEDGE_IDS)}; "
             f"COMMUNITY or COMMUNITY/TYPE for one community)",
         )
-    named, kind = knowledge
-    try:
-        community = community_scope.checked(named)  # a key limited to communities: before anything is read
-    except CommunityForbidden:
-        return dify_error(403, 1002, "Authorization failed: this API key does not reach that knowledge's community")
-    except CommunityRequired as exc:
-        return _community_required(exc, kind)
+    community, kind = knowledge
     # A metadata filter may drop some of the best chunks: ask for the most, cut to top_k after it.
     filtered = bool(req.metadata_condition and req.metadata_condition.conditions)
     top_k = MAX_TOP_K if filtered else min(req.retrieval_setting.top_k, MAX_TOP_K)
@@ -219,8 +190,10 @@ def retrieval() -> Any:
         )
     except ValidationError as exc:
         return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
-    try:
-        answer = services().knowledge.ask(search, request_id=g.request_id)
+    try:  # a key limited to communities: the service refuses another before anything is read
+        answer = services().knowledge.ask(search, caller=caller(), request_id=g.request_id)
+    except CommunityForbidden:
+        return dify_error(403, 1002, "Authorization failed: this API key does not reach that knowledge's community")
     except UnknownCommunity:
         return dify_error(404, 2001, f"The knowledge does not exist: no community {community!r} in this knowledge base")
     except CommunityRequired as exc:

@@ -10,7 +10,8 @@ from flask import Blueprint, g, jsonify, request
 
 from ..models import DOCUMENT_ID_PATTERN, DeleteResponse, DocumentDetail, DocumentList
 from ..store import knowledge_base
-from . import community_scope
+from .gate import Access, door
+from .guards import caller
 from .responses import error as _error
 from .services import services
 
@@ -27,37 +28,44 @@ def _checked(document_id: str) -> Any | None:
 
 def _community() -> str:
     """The `community` query parameter, checked as the retrieval webhook checks its field."""
-    return services().knowledge.community(community_scope.checked(request.args.get("community") or None))
+    return services().knowledge.community(request.args.get("community") or None, caller=caller())
 
 
 def _unknown(document_id: str) -> Any:
     return _error(404, "not_found", f"document_id: no document {document_id!r} in the knowledge base", "document_id")
 
 
+READ = Access("admin", scoped=True)
+WRITE = Access("admin", scoped=True, write=True)
+
+
 @documents.get("")
+@door(READ)
 def list_documents() -> Any:
     community = _community()
-    found = services().knowledge.list_documents(community)
+    found = services().knowledge.list_documents(community, caller=caller())
     return jsonify(DocumentList(documents=found, community=community, request_id=g.request_id).model_dump(mode="json"))
 
 
 @documents.get("/<path:document_id>")
+@door(READ)
 def show_document(document_id: str) -> Any:
     if (bad := _checked(document_id)) is not None:
         return bad
     try:
-        summary, chunks = services().knowledge.show(document_id, _community())
+        summary, chunks = services().knowledge.show(document_id, _community(), caller=caller())
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
     return jsonify(DocumentDetail(document=summary, chunks=chunks, request_id=g.request_id).model_dump(mode="json"))
 
 
 @documents.delete("/<path:document_id>")
+@door(WRITE)
 def delete_document(document_id: str) -> Any:
     if (bad := _checked(document_id)) is not None:
         return bad
     try:
-        deleted = services().knowledge.delete(document_id, _community())
+        deleted = services().knowledge.delete(document_id, _community(), caller=caller())
     except knowledge_base.UnknownDocument:
         return _unknown(document_id)
     return jsonify(

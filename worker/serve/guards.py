@@ -1,9 +1,9 @@
 """What runs around every request: its id, the name it asked for and where a browser's request
 came from (worker/serve/hosts.py), authentication and rate limits before; its metrics and the
-headers a browser reads after. Routes outside ``Services.tokens`` (health, and metrics and the
-OpenAPI document unless ARC_OPS_TOKEN is set) are open. Authentication is
-:func:`~worker.serve.security.authenticate`, the check every door makes; a community token that
-reads only (no ``write@``) may not ingest or delete."""
+headers a browser reads after. Routes declared open (health, and metrics and the
+OpenAPI document unless ARC_OPS_TOKEN is set) are open. Between the two, the gate
+(worker/serve/gate.py): each route's declared access turns the request into the caller the
+routes hand to the knowledge-base service, or into a refusal."""
 
 from __future__ import annotations
 
@@ -11,32 +11,27 @@ import time
 import uuid
 from typing import Any
 
-from flask import Response, current_app, g, request
+from flask import Flask, Response, current_app, g, request
 
-from .community_scope import ALLOWED
-from .documents_api import DOCUMENTS_ROUTE
+from ..service.caller import Caller
+from .gate import ACCESS, OPEN, SAFE_METHODS, STRICTEST, Access, Knock
 from .hosts import BROWSER_HEADERS, CONTENT_SECURITY_POLICY, HEALTH_PATHS, HostPolicy
-from .responses import error, refused
-from .security import CLOSED, authenticate, client_key
+from .responses import error
 from .services import services
-from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE
 
-# The routes that check every community they touch (community_scope.checked): the only ones a
-# token limited to communities opens; the operator's /metrics and /openapi.json stay closed to it.
-COMMUNITY_ROUTES = (RETRIEVAL_ROUTE, INGEST_ROUTE, DOCUMENTS_ROUTE)
-HOSTS = "arc.hosts"  # the app's HostPolicy, in app.extensions
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def _writes(route: str, method: str) -> bool:
-    """Whether a request on a community route ingests or deletes."""
-    return route == INGEST_ROUTE or (route == DOCUMENTS_ROUTE and method not in SAFE_METHODS)
+HOSTS = "arc.hosts"  # the APIs' HostPolicy, in app.extensions
+PAGE_HOSTS = "arc.page_hosts"  # the pages' and the sign-in's HostPolicy (no name opened by a token)
+KEEPER_ENDPOINTS = ("pages.login", "pages.logout", "pages.static")  # the pages' open endpoints
+DOORS = "arc.doors"  # the access declared per blueprint or endpoint, in app.extensions
+CALLER = "caller"  # on flask.g: the Caller the gate made of the request
 
 
 def _misdirected() -> Any:
     """421 for a name this worker does not answer to (DNS rebinding, a wrong proxy), 403 for a
     browser's request that changes something from a page not of this worker; None: go on."""
-    hosts: HostPolicy = current_app.extensions[HOSTS]
+    hosts: HostPolicy = current_app.extensions[
+        PAGE_HOSTS if _access().token == "keeper" or request.endpoint in KEEPER_ENDPOINTS else HOSTS
+    ]
     if request.path not in HEALTH_PATHS and not hosts.allows(request.host):
         return error(
             421,
@@ -44,16 +39,44 @@ def _misdirected() -> Any:
             "this worker does not answer to that Host name; add it to ARC_ALLOWED_HOSTS if it is yours",
         )
     origin = request.headers.get("Origin")
-    if request.method not in SAFE_METHODS and origin is not None and not hosts.same_site(origin, request.host):
+    if (
+        request.method not in SAFE_METHODS
+        and origin is not None
+        and not hosts.same_site(origin, request.host, request.scheme)
+    ):
         return error(403, "forbidden", "this request came from a page of another site (its Origin)")
     return None
 
 
-def _protected_route(path: str, tokens: dict[str, str | None]) -> str | None:
-    for route in tokens:
-        if path == route or path.startswith(route + "/"):
-            return route
-    return None
+def _access() -> Access:
+    """What the matched route declared (its view's :func:`~worker.serve.gate.door`, else its
+    endpoint's or blueprint's :func:`declare`); a route that declared nothing is the strictest
+    door; a path no route matches is answered 404 by Flask."""
+    if request.url_rule is None or request.endpoint is None:
+        return OPEN
+    view = current_app.view_functions.get(request.endpoint)
+    declared = getattr(view, ACCESS, None)
+    if declared is not None:
+        return declared
+    doors: dict[str, Access] = current_app.extensions.get(DOORS, {})
+    if request.endpoint in doors:
+        return doors[request.endpoint]
+    if request.blueprint is not None and request.blueprint in doors:
+        return doors[request.blueprint]
+    return STRICTEST
+
+
+def declare(app: Flask, name: str, access: Access) -> None:
+    """The access of every route of a blueprint (``name``: its name) or of one endpoint."""
+    app.extensions.setdefault(DOORS, {})[name] = access
+
+
+def caller() -> Caller:
+    """The caller the gate made of this request (every route passes it to the service)."""
+    found: Caller | None = g.get(CALLER)
+    if found is None:  # never: before_request sets it for every matched route
+        raise RuntimeError("no caller: the gate did not run for this request")
+    return found
 
 
 def before_request() -> Any:
@@ -62,47 +85,13 @@ def before_request() -> Any:
     g.started = time.perf_counter()
     if (refusal := _misdirected()) is not None:
         return refusal
-    arc = services()
-    route = _protected_route(request.path, arc.tokens)
-    if route is None:
-        return None
-    expected = arc.tokens[route]
-    if expected == CLOSED:
-        return error(
-            403,
-            "forbidden",
-            "this worker has no ARC_INGEST_TOKEN: set it to ingest and delete "
-            "(or ARC_INGEST_WITH_API_TOKEN=true to let the retrieval token do so)",
-        )
-    settings = arc.runtime.settings
-    address = request.remote_addr or "unknown"
-    auth = settings.auth
-    presented = request.headers.get(auth.auth_header)
-    verdict = authenticate(
-        expected,
-        presented,
-        address=address,
-        guard=arc.auth_guard,
-        route=route,
-        community_tokens=auth.community_tokens if route in COMMUNITY_ROUTES else None,
-        failures=arc.metrics.auth_failures,
+    knock = Knock(
+        route=request.url_rule.rule if request.url_rule is not None else request.path,
+        headers=request.headers,
+        address=request.remote_addr or "unknown",
     )
-    if verdict.retry_after:
-        return refused(
-            "too many failed authentication attempts; retry after the Retry-After delay", verdict.retry_after
-        )
-    if not verdict.ok:
-        return error(401, "unauthorized", "unauthorized")
-    if not verdict.write and _writes(route, request.method):
-        return error(
-            403,
-            "forbidden",
-            "this community token reads only: ingesting and deleting need one marked write@ in ARC_COMMUNITY_TOKENS",
-        )
-    # a token limited to communities: the routes check each community they touch against it
-    setattr(g, ALLOWED, verdict.communities)
-    if wait := arc.limiter.acquire(client_key(presented if expected else None, address)):
-        return refused("too many requests; retry after the Retry-After delay", wait)
+    # raises Refused, which the app's handlers (or a blueprint's: Dify, the pages) answer
+    setattr(g, CALLER, services().gate.caller(_access(), knock))
     return None
 
 

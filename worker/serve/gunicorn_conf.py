@@ -65,6 +65,7 @@ def on_starting(server) -> None:
     from worker.logs import configure_logging
     from worker.runtime import open_runtime
     from worker.serve.security import check_exposure
+    from worker.service.caller import LOCAL
     from worker.service.knowledge import KnowledgeService
     from worker.store import knowledge_base
 
@@ -92,7 +93,7 @@ def on_starting(server) -> None:
     if os.environ.get("ARC_LOAD_SAMPLE") == "1":
         knowledge = KnowledgeService(runtime)
         try:
-            knowledge.load_sample_if_empty()  # its status calibration measured and stored with it
+            knowledge.load_sample_if_empty(caller=LOCAL)  # its status calibration measured and stored with it
         finally:
             knowledge.close()
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime), list(server.cfg.bind))

@@ -4,10 +4,12 @@ whose forwarded headers are believed.
 DNS rebinding: a web page the keeper visits re-points its own name at 127.0.0.1 and then reads
 and writes the worker as if it were that site. Its requests carry the attacker's name in
 ``Host``, so every door but the health checks answers only the names of :class:`HostPolicy`
-(421 otherwise): loopback names always, those of ``ARC_ALLOWED_HOSTS``, and, with that unset,
-any name when ``ARC_API_TOKEN`` is set (every door then asks for a token, which a rebinding page
-does not have, and the pages' cookie is never sent to another name). A browser's request that
-changes something must also come from a page of this worker (its ``Origin``; 403 otherwise).
+(421 otherwise): loopback names always, those of ``ARC_ALLOWED_HOSTS``, and, for the APIs with
+that unset, any name when ``ARC_API_TOKEN`` is set (every API then asks for a token, which a
+rebinding page does not have). The keeper's pages and the sign-in page answer loopback and the
+listed names only, whatever tokens are set; MCP those and ``ARC_MCP_ALLOWED_HOSTS``. A
+browser's request that changes something must also come from a page of this worker (its
+``Origin``, by scheme, name and port; 403 otherwise).
 
 Behind a proxy, ``ARC_TRUSTED_PROXIES`` names the proxies whose ``X-Forwarded-For/-Proto/-Host/
 -Port`` are believed (werkzeug's ProxyFix, applied to their requests only, as gunicorn's
@@ -27,10 +29,11 @@ from urllib.parse import urlsplit
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ..config import Settings
+from .routes import HEALTH_ROUTE, READY_ROUTE
 from .security import is_loopback
 
 # Paths every name may ask: an orchestrator's probe reaches a container by its address.
-HEALTH_PATHS = ("/healthz", "/readyz")
+HEALTH_PATHS = (HEALTH_ROUTE, READY_ROUTE)
 
 _HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::(\d{1,5}))?")
 
@@ -44,24 +47,41 @@ def split_host(host: str) -> tuple[str, str | None] | None:
     return match.group(1).rstrip("."), match.group(2)
 
 
+DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
 @dataclass(frozen=True)
 class HostPolicy:
-    """``listed``: the entries of ARC_ALLOWED_HOSTS (``name`` any port, ``name:port``);
-    ``any_name``: every name passes (``*``, or a token on every door)."""
+    """``listed``: the names of ARC_ALLOWED_HOSTS (``name`` any port, ``name:port``);
+    ``any_name``: every name passes (``*``, or a token on every door); ``origins``: browser
+    origins taken as the worker's own beyond its names (ARC_MCP_ALLOWED_ORIGINS, for MCP)."""
 
     listed: tuple[tuple[str, str | None], ...] = ()
     any_name: bool = False
+    origins: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HostPolicy:
+        """The APIs' rule: the names listed, or, with none listed, any name once ARC_API_TOKEN
+        is set (every API then asks for a token, which a rebinding page does not have)."""
         if settings.serving.allowed_hosts:
-            listed = tuple(
-                parts
-                for entry in settings.serving.allowed_hosts
-                if entry != "*" and (parts := split_host(entry.removesuffix(":*"))) is not None
-            )
-            return cls(listed, "*" in settings.serving.allowed_hosts)
+            return cls(_listed(settings.serving.allowed_hosts), "*" in settings.serving.allowed_hosts)
         return cls((), any_name=bool(settings.auth.api_token))
+
+    @classmethod
+    def for_pages(cls, settings: Settings) -> HostPolicy:
+        """The keeper's pages and sign-in: loopback and the names listed only, whatever tokens
+        are set (a rebinding page would otherwise serve the real sign-in form under its name)."""
+        return cls(_listed(settings.serving.allowed_hosts), "*" in settings.serving.allowed_hosts)
+
+    @classmethod
+    def for_mcp(cls, settings: Settings) -> HostPolicy:
+        """The MCP endpoint: the pages' names, those of ARC_MCP_ALLOWED_HOSTS, and the origins of
+        ARC_MCP_ALLOWED_ORIGINS."""
+        extra = tuple(part.strip().lower() for part in settings.serving.mcp_allowed_hosts.split(",") if part.strip())
+        names = (*settings.serving.allowed_hosts, *extra)
+        origins = tuple(o.strip() for o in settings.serving.mcp_allowed_origins.split(",") if o.strip())
+        return cls(_listed(names), "*" in names, origins)
 
     def allows(self, host: str) -> bool:
         """Whether a request asking for ``host`` (its Host header) is answered."""
@@ -76,19 +96,36 @@ class HostPolicy:
         name, port = parts
         return any(name == entry and (entry_port is None or entry_port == port) for entry, entry_port in self.listed)
 
-    def same_site(self, origin: str, host: str) -> bool:
-        """Whether a browser's ``Origin`` is a page of this worker: the name and port the
-        request asked for, or a name ARC_ALLOWED_HOSTS lists (a proxy may have rewritten Host)."""
-        parts = urlsplit(origin.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+    def same_site(self, origin: str, host: str, scheme: str) -> bool:
+        """Whether a browser's ``Origin`` is a page of this worker: the scheme, name and port the
+        request came in on (``scheme``: the request's, http or https, a trusted proxy's
+        X-Forwarded-Proto believed), as a browser writes an origin (lower case, the default port
+        left out); or a name ARC_ALLOWED_HOSTS lists (a proxy may have rewritten Host)."""
+        if origin in self.origins:
+            return True
+        parts = urlsplit(origin)
+        sent_scheme = origin.partition("://")[0]
+        if (
+            sent_scheme not in DEFAULT_PORTS
+            or not parts.netloc
+            or origin.rstrip("/") != f"{sent_scheme}://{parts.netloc}"
+        ):
             return False
         asked, sent = split_host(host), split_host(parts.netloc)
-        if sent is None:
+        if sent is None or asked is None or parts.netloc != parts.netloc.lower():
             return False
-        if sent == asked:
+        port = sent[1] or DEFAULT_PORTS[sent_scheme]
+        if sent_scheme == scheme and (sent[0], port) == (asked[0], asked[1] or DEFAULT_PORTS.get(scheme)):
             return True
-        port = sent[1] or ("443" if parts.scheme == "https" else "80")
+        if is_loopback(sent[0]):  # a loopback page is this worker's by its scheme and port only
+            return False
         return self._listed((sent[0], port)) or self._listed((sent[0], sent[1]))
+
+
+def _listed(entries: Iterable[str]) -> tuple[tuple[str, str | None], ...]:
+    return tuple(
+        parts for entry in entries if entry != "*" and (parts := split_host(entry.removesuffix(":*"))) is not None
+    )
 
 
 class TrustedProxies:

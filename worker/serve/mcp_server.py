@@ -8,7 +8,8 @@ tool errors naming the field. Nothing unexpected reaches the client but one gene
 
 Communities as the webhook has them: both tools take ``community``, optional while the knowledge
 base holds one and required once it holds several; over HTTP a token limited to communities
-(``ARC_COMMUNITY_TOKENS``) is taken too, and reaches those communities only (community_scope).
+(``ARC_COMMUNITY_TOKENS``) is taken too, and reaches those communities only (the service checks
+the caller the gate made).
 
 Over streamable HTTP it is stateless (every request stands alone), so several processes or
 machines can serve it behind one address; the Host and Origin headers it accepts are settings
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,13 +37,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import DocumentType, Settings
 from ..errors import ArcError, DatabaseUnavailable
-from ..models import COMMUNITY_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse, Status
+from ..models import COMMUNITY_PATTERN, Count, DocumentSummary, RetrievalRequest, RetrievalResponse, Status
 from ..runtime import Runtime
 from ..service.admission import Overloaded
+from ..service.caller import LOCAL, Caller
 from ..service.knowledge import KnowledgeService, Retriever
 from ..store.knowledge_base import EMPTY_WARNING
-from .community_scope import within
-from .security import FailedAuthGuard, RateLimiter, authenticate, bearer_or_header, client_key
+from .gate import Access, Gate, Knock, Refused
+from .hosts import HostPolicy
+from .security import FailedAuthGuard, RateLimiter
 from .stream_limits import StreamLimits
 
 log = logging.getLogger("arc.mcp")
@@ -137,14 +139,19 @@ class DocumentsResult(BaseModel):
     documents: list[DocumentSummary]
 
 
+# What the MCP endpoint asks of a request: the retrieval token (its header or ``Authorization:
+# Bearer``), community tokens taken; reading only.
+MCP_ACCESS = Access("api", scoped=True, credential="either")
+STDIO = Caller("stdio")  # the one local user over stdio reaches every community
+
+
 @dataclass
 class McpFace:
-    """What the tools share: the knowledge-base service the webhook's app calls too, and what
-    this door adds around it (the per-client rate limit and the failed-authentication brake)."""
+    """What the tools share: the knowledge-base service the webhook's app calls too, and this
+    door's gate (its own rate limit and failed-authentication brake, the webhook's tokens)."""
 
     knowledge: KnowledgeService
-    limiter: RateLimiter
-    auth_guard: FailedAuthGuard
+    gate: Gate
 
     @classmethod
     def build(
@@ -153,11 +160,13 @@ class McpFace:
         """``knowledge``: a service to share with another door (the runtime is then its)."""
         knowledge = knowledge or KnowledgeService(runtime, retriever=retriever)
         settings = knowledge.runtime.settings
-        return cls(
-            knowledge=knowledge,
+        gate = Gate(
+            settings,
+            tokens={"api": settings.auth.api_token},
             limiter=RateLimiter(settings.limits.rate_limit),
             auth_guard=FailedAuthGuard(settings.auth.auth_failures_per_minute),
         )
+        return cls(knowledge=knowledge, gate=gate)
 
     @property
     def runtime(self) -> Runtime:
@@ -165,11 +174,9 @@ class McpFace:
 
     # -- what each tool runs (in a worker thread: the pipeline blocks) ------------------------
 
-    def search(
-        self, arguments: dict[str, Any], client: str, allowed: tuple[str, ...] | None = None
-    ) -> RetrievalResponse:
-        """``allowed``: the communities the caller's token reaches (None: every one)."""
-        self._admit(client)  # before validation, as the webhook's guard: invalid calls count too
+    def search(self, arguments: dict[str, Any], caller: Caller) -> RetrievalResponse:
+        """``caller``: who the gate found (over stdio, the one local user)."""
+        self._admit(caller)  # before validation, as the webhook's guard: invalid calls count too
         try:
             request = RetrievalRequest.model_validate(arguments)
         except ValidationError as exc:
@@ -177,42 +184,32 @@ class McpFace:
             field = ".".join(str(p) for p in first["loc"]) or "arguments"
             raise ToolError(f"invalid argument {field}: {first['msg']}") from None
         request_id = "mcp-" + uuid.uuid4().hex[:16]
-        with guarded():
-            # before anything is read: another community is refused, nothing of it returned
-            request = request.model_copy(update={"community": within(allowed, request.community)})
-            return self.knowledge.ask(request, request_id=request_id)
+        with guarded():  # the service refuses another community before anything is read
+            return self.knowledge.ask(request, caller=caller, request_id=request_id)
 
-    def documents(
-        self, client: str, community: str | None = None, allowed: tuple[str, ...] | None = None
-    ) -> DocumentsResult:
+    def documents(self, caller: Caller, community: str | None = None) -> DocumentsResult:
         """One community's documents, chosen as the documents API chooses it (its ``?community=``)."""
-        self._admit(client)
+        self._admit(caller)
         with guarded():
-            chosen = self.knowledge.community(within(allowed, community))
-            return DocumentsResult(community=chosen, documents=self.knowledge.list_documents(chosen))
-
-    def caller(self, ctx: Context) -> str:
-        """Who a call counts against for the rate limit: its token over HTTP (as the webhook
-        does), its address without one, the one local user over stdio."""
-        request = ctx.request_context.request
-        if request is None:
-            return "stdio"
-        presented = bearer_or_header(request.headers, self.runtime.settings.auth.auth_header)
-        client = getattr(request, "client", None)
-        return client_key(presented, client.host if client else None)
+            chosen = self.knowledge.community(community, caller=caller)
+            return DocumentsResult(community=chosen, documents=self.knowledge.list_documents(chosen, caller=caller))
 
     @staticmethod
-    def allowed(ctx: Context) -> tuple[str, ...] | None:
-        """The communities the call's token reaches, as the token gate found them (None: every
-        one; over stdio, the one local user reaches every community)."""
+    def caller(ctx: Context) -> Caller:
+        """The caller the token gate made of the call's HTTP request; over stdio, the one local user."""
         request = ctx.request_context.request
         if request is None:
-            return None
-        return request.scope.get("state", {}).get(ALLOWED_COMMUNITIES)
+            return STDIO
+        found: Caller | None = request.scope.get("state", {}).get(CALLER)
+        if found is None:  # never: the token gate stands in front of every HTTP request
+            raise ToolError(INTERNAL_ERROR)
+        return found
 
-    def _admit(self, client: str) -> None:
-        if wait := self.limiter.acquire(client):
-            raise ToolError(f"rate limited: too many requests; retry after {max(1, math.ceil(wait))} s")
+    def _admit(self, caller: Caller) -> None:
+        try:
+            self.gate.admit(caller)
+        except Refused as exc:
+            raise ToolError(f"rate limited: too many requests; retry after {exc.retry_after} s") from None
 
 
 @contextmanager
@@ -294,8 +291,8 @@ def build_server(face: McpFace) -> MCPServer:
         ctx: Context,
         document_types: Annotated[list[DocumentType] | None, Field(description=TYPES_HELP)] = None,
         binding_only: Annotated[bool, Field(description=BINDING_HELP)] = False,
-        top_k: Annotated[int, Field(description=TOP_K_HELP)] = 8,
-        token_budget: Annotated[int, Field(description=BUDGET_HELP)] = 4000,
+        top_k: Annotated[Count, Field(description=TOP_K_HELP)] = 8,
+        token_budget: Annotated[Count, Field(description=BUDGET_HELP)] = 4000,
         community: Annotated[str | None, CommunityArgument] = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         arguments = {
@@ -306,7 +303,7 @@ def build_server(face: McpFace) -> MCPServer:
             "token_budget": token_budget,
             "community": community,
         }
-        answer = await anyio.to_thread.run_sync(face.search, arguments, face.caller(ctx), face.allowed(ctx))
+        answer = await anyio.to_thread.run_sync(face.search, arguments, face.caller(ctx))
         result = search_result(answer)
         return CallToolResult(
             content=[TextContent(type="text", text=search_text(answer))],
@@ -317,7 +314,7 @@ def build_server(face: McpFace) -> MCPServer:
         ctx: Context,
         community: Annotated[str | None, CommunityArgument] = None,
     ) -> DocumentsResult:
-        return await anyio.to_thread.run_sync(face.documents, face.caller(ctx), community, face.allowed(ctx))
+        return await anyio.to_thread.run_sync(face.documents, face.caller(ctx), community)
 
     read_only = ToolAnnotations(
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -352,32 +349,27 @@ def _version() -> str:
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=_split(settings.serving.mcp_allowed_hosts),
-        allowed_origins=_split(settings.serving.mcp_allowed_origins),
-    )
+    """The SDK's own Host and Origin check stays off: the token gate makes the webhook's and the
+    pages' (worker/serve/hosts.py), so every door agrees on its names and origins."""
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def _split(raw: str) -> list[str]:
-    return [part.strip() for part in raw.split(",") if part.strip()]
-
-
-# Where the token gate leaves the communities the request's token reaches, in the ASGI scope's
-# "state" (what Starlette's Request.state reads): the tools find it on their request.
-ALLOWED_COMMUNITIES = "arc_allowed_communities"
+# Where the token gate leaves the caller it made of the request, in the ASGI scope's "state"
+# (what Starlette's Request.state reads): the tools find it on their request.
+CALLER = "arc_caller"
 
 
 class TokenGate:
-    """The webhook's authentication in front of the MCP endpoint (security.authenticate): the same
-    tokens, community tokens included, the right one compared first, the same slow-down for an
-    address that keeps failing (failures only, each one logged); 401 with
-    ``WWW-Authenticate: Bearer`` as MCP clients expect."""
+    """The doors' gate (worker/serve/gate.py) in front of the MCP endpoint: the webhook's tokens,
+    community tokens included, the right one compared first, the same slow-down for an address
+    that keeps failing; 401 with ``WWW-Authenticate: Bearer`` as MCP clients expect. Each tool
+    call then counts against the caller's rate limit."""
 
     def __init__(self, app: ASGIApp, face: McpFace):
         self.app = app
         self.face = face
         self.settings = face.runtime.settings
+        self.hosts = HostPolicy.for_mcp(self.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -388,38 +380,33 @@ class TokenGate:
         if scope["path"] == HEALTH_PATH:  # open, as the webhook's: the image's HEALTHCHECK asks it
             await _json(send, 200, {"status": "ok"}, [])
             return
+        headers = Headers(scope=scope)
+        if (refusal := self._misdirected(scope, headers)) is not None:
+            await _json(send, refusal[0], {"error": refusal[1], "message": refusal[2]}, [])
+            return
         address = (scope.get("client") or ("unknown", 0))[0]
-        auth = self.settings.auth
-        presented = bearer_or_header(Headers(scope=scope), auth.auth_header)
-        verdict = authenticate(
-            auth.api_token,
-            presented,
-            address=address,
-            guard=self.face.auth_guard,
-            route=MCP_PATH,
-            community_tokens=auth.community_tokens,
-        )
-        if verdict.retry_after:
-            await _json(
-                send,
-                429,
-                {
-                    "error": "rate_limited",
-                    "message": "too many failed authentication attempts; retry after the Retry-After delay",
-                },
-                [(b"retry-after", str(max(1, math.ceil(verdict.retry_after))).encode())],
-            )
+        knock = Knock(route=MCP_PATH, headers=headers, address=address)
+        try:
+            caller = self.face.gate.caller(MCP_ACCESS, knock, count=False)
+        except Refused as exc:
+            extra = [(b"retry-after", str(exc.retry_after).encode())] if exc.retry_after else []
+            if exc.status == 401:
+                extra.append((b"www-authenticate", b'Bearer realm="arc-retrieval"'))
+            await _json(send, exc.status, {"error": exc.code, "message": str(exc)}, extra)
             return
-        if not verdict.ok:
-            await _json(
-                send,
-                401,
-                {"error": "unauthorized", "message": "unauthorized"},
-                [(b"www-authenticate", b'Bearer realm="arc-retrieval"')],
-            )
-            return
-        scope = {**scope, "state": {**scope.get("state", {}), ALLOWED_COMMUNITIES: verdict.communities}}
+        scope = {**scope, "state": {**scope.get("state", {}), CALLER: caller}}
         await self.app(scope, receive, send)
+
+    def _misdirected(self, scope: Scope, headers: Any) -> tuple[int, str, str] | None:
+        """421 for a name this server does not answer to, 403 for a browser's request from a
+        page not of this server (its Origin: scheme, name and port): the webhook's rule."""
+        host = headers.get("host", "")
+        if not self.hosts.allows(host):
+            return 421, "misdirected_request", "this server does not answer to that Host name"
+        origin = headers.get("origin")
+        if origin is not None and not self.hosts.same_site(origin, host, scope.get("scheme", "http")):
+            return 403, "forbidden", "this request came from a page of another site (its Origin)"
+        return None
 
 
 async def _json(send: Send, status: int, body: dict, headers: list[tuple[bytes, bytes]]) -> None:
@@ -475,7 +462,7 @@ def open_face(settings: Settings, *, load_sample: bool = False) -> McpFace:
     try:
         face = McpFace.build(open_runtime(settings))
         if load_sample:
-            face.knowledge.load_sample_if_empty()
+            face.knowledge.load_sample_if_empty(caller=LOCAL)
         face.knowledge.prepare_calibrations()  # as the webhook's processes do at their start
         return face
     finally:

@@ -8,19 +8,22 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from ..store import knowledge_base
+from .gate import OPEN, OPS, door
 from .openapi import openapi_document
+from .routes import HEALTH_ROUTE, METRICS_ROUTE, OPENAPI_ROUTE, READY_ROUTE
 from .services import services
 
 ops = Blueprint("ops", __name__)
-OPS_ROUTES = ("/metrics", "/openapi.json")
 
 
-@ops.get("/healthz")
+@ops.get(HEALTH_ROUTE)
+@door(OPEN)
 def healthz() -> Any:
     return jsonify({"status": "ok"})
 
 
-@ops.get("/readyz")
+@ops.get(READY_ROUTE)
+@door(OPEN)
 def readyz() -> Any:
     runtime = services().runtime
     db_ok = runtime.db.ping()
@@ -39,11 +42,13 @@ def readyz() -> Any:
     return jsonify(body), 200 if db_ok else 503
 
 
-@ops.get("/metrics")
+@ops.get(METRICS_ROUTE)
+@door(OPS)
 def prometheus() -> Any:
     return Response(services().metrics.render(), mimetype="text/plain; version=0.0.4")
 
 
-@ops.get("/openapi.json")
+@ops.get(OPENAPI_ROUTE)
+@door(OPS)
 def openapi() -> Any:
     return jsonify(openapi_document())

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,19 @@ from werkzeug.exceptions import HTTPException
 
 from ..config import DOCUMENT_TYPES
 from ..errors import DatabaseUnavailable, InvalidInput
-from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse
+from ..models import (
+    COMMUNITY_PATTERN,
+    DEFAULT_COMMUNITY,
+    DOCUMENT_ID_PATTERN,
+    DocumentSummary,
+    RetrievalRequest,
+    RetrievalResponse,
+)
 from ..service.admission import Overloaded
 from ..store import knowledge_base, sqlfiles
 from . import keeper_sessions
-from .documents_api import DOCUMENTS_ROUTE
+from .gate import KEEPER, OPEN, Refused, keeper
+from .guards import CALLER, caller, declare
 from .security import CLOSED, authenticate
 from .services import services
 from .upload_jobs import UploadJobs
@@ -52,12 +61,15 @@ def init_app(app: Flask) -> None:
     """The session key: derived from a secret kept beside the data (so every worker process signs
     alike) and from the admin token (so rotating the token ends every session)."""
     settings = services_of(app).runtime.settings
-    admin = services_of(app).tokens.get(DOCUMENTS_ROUTE) or ""
+    admin = services_of(app).admin_token or ""
     secret = _session_secret(settings.database.data_dir / ".keeper-session-key")
     app.secret_key = hmac.new(secret.encode(), admin.encode(), hashlib.sha256).hexdigest()
     app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     app.session_interface = keeper_sessions.KeeperSessionInterface()
     app.register_blueprint(pages)
+    declare(app, pages.name, KEEPER)  # signed in by session (_guard), not by a token
+    for endpoint in PUBLIC_ENDPOINTS:
+        declare(app, endpoint, OPEN)
 
 
 def _session_secret(key_file: Path) -> str:
@@ -83,7 +95,7 @@ def services_of(app: Flask):
 
 
 def _admin_token() -> str | None:
-    return services().tokens.get(DOCUMENTS_ROUTE)
+    return services().admin_token
 
 
 def _signed_in() -> bool:
@@ -114,9 +126,12 @@ def _guard() -> Any:
         sent = request.form.get("csrf_token", "")
         if not sent or not secrets.compare_digest(sent, session.get("csrf", "")):
             abort(400, "the form has expired or did not come from this page: reload it and try again")
-    if request.endpoint in PUBLIC_ENDPOINTS or _admin_token() is None:
+    if request.endpoint in PUBLIC_ENDPOINTS:
         return None
-    if not _signed_in():  # back to the page asked for, its ?community= and all
+    needs_sign_in = _admin_token() is not None
+    try:
+        setattr(g, CALLER, keeper(caller(), signed_in=needs_sign_in and _signed_in(), needs_sign_in=needs_sign_in))
+    except Refused:  # back to the page asked for, its ?community= and all
         if request.endpoint == "pages.upload_status":  # a page's poll, not a page: say it
             return jsonify(error="sign_in", message="the session has ended: sign in again"), 401
         return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
@@ -134,6 +149,14 @@ def _shown_signed_in() -> bool:
 @pages.errorhandler(HTTPException)
 def _error_page(exc: HTTPException) -> Any:
     return render_template("pages/error.html", title=exc.name, message=exc.description), exc.code
+
+
+@pages.app_template_filter("utc")
+def utc(moment: datetime) -> str:
+    """A time as the pages show it: in UTC, saying so (the database may hand it in any zone)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 @pages.app_context_processor
@@ -172,22 +195,47 @@ def _community() -> str:
             abort(404, f"community: no community {named[:80]!r} in this knowledge base")
         chosen = named
     elif len(known) > 1 and DEFAULT_COMMUNITY not in known:
-        abort(
-            400,
-            f"community: this knowledge base holds {len(known)} communities "
-            f"({', '.join(sorted(known)[:10])}); add ?community=NAME",
-        )
+        raise ChooseCommunity()
     else:
         chosen = DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
     g.community, g.carry_community = chosen, named is not None or len(known) > 1
     return chosen
 
 
+class ChooseCommunity(Exception):
+    """A page of one community asked for without ``?community=`` while the knowledge base holds
+    several (none of them ``default``): the chooser answers instead."""
+
+
+@dataclass(frozen=True)
+class CommunityCard:
+    """One community on the chooser."""
+
+    name: str
+    documents: int
+    chunks: int
+    last_ingest: datetime | None
+    questions_week: int
+
+
+@pages.errorhandler(ChooseCommunity)
+def _chooser(_: ChooseCommunity) -> Any:
+    """Every community, each leading to the page asked for (its query kept) in that community."""
+    runtime = services().runtime
+    with runtime.db.connect() as conn:
+        cards = [CommunityCard(*row) for row in conn.execute(sqlfiles.query("community_overview")).fetchall()]
+    endpoint = request.endpoint if request.method == "GET" and request.endpoint else "pages.documents"
+    kept: dict[str, Any] = {**(request.view_args or {}), **request.args.to_dict()}
+    g.communities, g.community, g.carry_community = [c.name for c in cards], None, False
+    targets = {c.name: url_for(endpoint, **{**kept, "community": c.name}) for c in cards}
+    return render_template("pages/choose.html", cards=cards, targets=targets)
+
+
 @pages.get("/")
 def start() -> str:
     knowledge = services().knowledge
     knowledge.runtime.ensure_schema()
-    documents = knowledge.list_documents(_community())
+    documents = knowledge.list_documents(_community(), caller=caller())
     return render_template(
         "pages/start.html",
         documents=len(documents),
@@ -199,13 +247,15 @@ def start() -> str:
 @pages.route("/login", methods=["GET", "POST"])
 def login() -> Any:
     error = None
+    if _admin_token() is None:  # no admin token: the pages are open on loopback, nothing to sign in with
+        return render_template("pages/login.html", error=None, open_pages=True)
     if request.method == "POST":
         expected, arc = _admin_token(), services()
         verdict = authenticate(
             expected,
             request.form.get("token") or None,
             address=request.remote_addr or "unknown",
-            guard=arc.auth_guard,
+            guard=arc.gate.auth_guard,
             route=request.path,
             failures=arc.metrics.auth_failures,
         )
@@ -260,7 +310,7 @@ def _rows(documents: list[DocumentSummary]) -> list[DocumentRow]:
 def documents() -> str:
     knowledge = services().knowledge
     knowledge.runtime.ensure_schema()
-    found = knowledge.list_documents(_community())
+    found = knowledge.list_documents(_community(), caller=caller())
     pages_total = max(1, math.ceil(len(found) / PAGE_SIZE))
     try:
         page = min(max(int(request.args.get("page", "1")), 1), pages_total)
@@ -274,7 +324,7 @@ def documents() -> str:
         pages_total=pages_total,
         total=len(found),
         document_types=DOCUMENT_TYPES,
-        message=request.args.get("message"),
+        message=_notice(request.args),
     )
 
 
@@ -283,7 +333,7 @@ def document(document_id: str) -> str:
     if len(document_id) > 200 or not re.match(DOCUMENT_ID_PATTERN, document_id):
         abort(400, "document_id: letters, digits and . _ : - only")
     try:
-        summary, chunks = services().knowledge.show(document_id, _community())
+        summary, chunks = services().knowledge.show(document_id, _community(), caller=caller())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
     return render_template("pages/document.html", document=summary, chunks=chunks)
@@ -322,7 +372,7 @@ def upload() -> Any:
             return page, 429, {"Retry-After": str(exc.retry_after)}
         job = _jobs().create(session, file=saved.filename, community=saved.described.community)
         threading.Thread(
-            target=job.run, args=(knowledge, saved, folder, slots), name=f"upload-{job.id[:8]}", daemon=True
+            target=job.run, args=(knowledge, saved, folder, slots, caller()), name=f"upload-{job.id[:8]}", daemon=True
         ).start()
         handed_over = True
     finally:
@@ -367,13 +417,39 @@ def delete(document_id: str) -> Any:
     knowledge = services().knowledge
     community = _community()
     try:
-        deleted = knowledge.delete(document_id, community)
+        deleted = knowledge.delete(document_id, community, caller=caller())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
-    message = f"Deleted {document_id} ({deleted} chunks)"
+    told: dict[str, Any] = {"notice": "deleted", "document": document_id, "chunks": deleted}
     if community not in knowledge.communities():  # its last: the community is gone
-        return redirect(url_for("pages.documents", message=f"{message}; {community} holds no documents now"))
-    return redirect(link("pages.documents", message=message))
+        return redirect(url_for("pages.documents", **told, emptied=community))
+    return redirect(link("pages.documents", **told))
+
+
+# The notices the documents page shows, by key: only what the worker itself wrote (a link
+# cannot put words of its own in the box). Their values are a document id, a count, a community.
+NOTICES = {
+    "deleted": "Deleted {document} ({chunks} chunks)",
+}
+
+
+def _notice(args: Any) -> str | None:
+    """The notice a ``?notice=KEY`` asks for, its values checked; None for any other."""
+    template = NOTICES.get(args.get("notice", ""))
+    document, chunks, emptied = args.get("document", ""), args.get("chunks", ""), args.get("emptied")
+    if template is None or not re.fullmatch(DOCUMENT_ID_PATTERN, document) or not chunks.isdigit():
+        return None
+    told = template.format(document=document[:200], chunks=int(chunks))
+    if emptied is not None and re.fullmatch(COMMUNITY_PATTERN, emptied):
+        told += f"; {emptied} holds no documents now"
+    return told
+
+
+@pages.get("/documents/upload")
+def upload_form() -> Any:
+    """The upload form is on the documents page: a GET of the form's address goes there."""
+    named: dict[str, Any] = {"community": c} if (c := request.args.get("community")) else {}
+    return redirect(url_for("pages.documents", **named) + "#upload", 303)
 
 
 # -- retrieval testing ------------------------------------------------------------------------
@@ -394,7 +470,7 @@ def ask() -> Any:
         except ValidationError as exc:
             error = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         else:  # a keeper's test question: answered as the agent's, not recorded as a resident's
-            answer = knowledge.ask(req, record=False)
+            answer = knowledge.ask(req, caller=caller(), record=False)
     settings = knowledge.runtime.settings
     permalink = link("pages.ask", **{k: [v for v in form.getlist(k) if v] for k in ASK_FIELDS if any(form.getlist(k))})
     return render_template(

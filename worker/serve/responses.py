@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import psycopg
-from flask import Flask, g, jsonify
+from flask import Flask, g, jsonify, render_template, request
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -60,7 +60,16 @@ def database_dropped(exc: psycopg.OperationalError) -> Any:
     return arc_error(DatabaseUnavailable(type(exc).__name__))
 
 
+def _browser() -> bool:
+    """A person's browser asking for a page (it prefers HTML), not a client of the APIs."""
+    wanted = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    return wanted == "text/html" and not request.path.startswith("/webhook/")
+
+
 def http_error(exc: HTTPException) -> Any:
+    if exc.code == 404 and _browser():  # a page that is not there, said as a page
+        message = "There is no page at this address. The keeper's pages start at /."
+        return render_template("pages/error.html", title="Not found", message=message), 404
     code = {
         400: "bad_request",
         404: "not_found",

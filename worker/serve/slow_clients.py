@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import re
 import selectors
 import socket
@@ -23,7 +24,10 @@ import time
 from functools import partial
 from typing import Any
 
+from gunicorn.http.errors import LimitRequestHeaders, LimitRequestLine
 from gunicorn.workers.gthread import TConn, ThreadWorker
+
+from .hosts import BROWSER_HEADERS, CONTENT_SECURITY_POLICY
 
 _HEADER_END = b"\r\n\r\n"
 # past this without a header end, the thread's parser answers (gunicorn refuses large headers)
@@ -76,6 +80,17 @@ def request_complete(buffer: bytes | bytearray, body_limit: int) -> bool:
 
 class BufferingThreadWorker(ThreadWorker):
     """``gthread`` with the header (and small bodies) read by the main loop; see the module."""
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception) -> None:
+        """An over-long request line or header answered in JSON, with the security headers."""
+        answer = too_long(exc, self.cfg)
+        if answer is None:
+            super().handle_error(req, client, addr, exc)
+            return
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], exc)
+        with contextlib.suppress(OSError):
+            client.setblocking(True)
+            client.sendall(answer)
 
     def init_process(self) -> None:
         from ..config import Settings
@@ -145,3 +160,36 @@ class BufferingThreadWorker(ThreadWorker):
         now = time.monotonic()
         for conn in [c for c, (deadline, _) in self._reading.items() if deadline <= now]:
             self._drop(conn)
+
+
+def refusal_bytes(status: int, reason: str, code: str, message: str, field: str) -> bytes:
+    """A whole HTTP answer in the worker's error shape (``ErrorResponse``) with the headers every
+    answer carries, for a request refused before the app sees it."""
+    body = json.dumps({"error": code, "message": message, "field": field, "request_id": None}).encode()
+    headers = {
+        "Connection": "close",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(body)),
+        **BROWSER_HEADERS,
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    }
+    head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    return head.encode("latin-1") + body
+
+
+def too_long(exc: Exception, cfg: Any) -> bytes | None:
+    """gunicorn's refusal of an over-long request line (414) or header (431), in JSON; None for
+    any other error (gunicorn answers those itself)."""
+    if isinstance(exc, LimitRequestLine):
+        message = (
+            f"request line: over {cfg.limit_request_line} bytes (the method, path and query); "
+            "send long values in a JSON body instead"
+        )
+        return refusal_bytes(414, "URI Too Long", "uri_too_long", message, "request_line")
+    if isinstance(exc, LimitRequestHeaders):
+        message = (
+            f"headers: {str(exc).lower()} (at most {cfg.limit_request_fields} headers of "
+            f"{cfg.limit_request_field_size} bytes each)"
+        )
+        return refusal_bytes(431, "Request Header Fields Too Large", "headers_too_large", message, "headers")
+    return None

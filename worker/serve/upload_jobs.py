@@ -35,7 +35,8 @@ import psycopg
 from ..errors import ArcError
 from ..ingest.bounds import Budget
 from ..logs import watching_progress
-from ..service.knowledge import DocumentInput, Ingestor, IngestReport, KnowledgeService
+from ..service.caller import Caller
+from ..service.knowledge import DocumentInput, IngestReport, KnowledgeService, ScopedIngestor
 from .webhooks import SavedUpload
 
 log = logging.getLogger("arc.pages")
@@ -148,11 +149,13 @@ class UploadJob:
         self._stage_started = time.time()
         self._written, self._written_stage = 0.0, ""
 
-    def run(self, knowledge: KnowledgeService, upload: SavedUpload, folder: Path, slots: ExitStack) -> None:
+    def run(
+        self, knowledge: KnowledgeService, upload: SavedUpload, folder: Path, slots: ExitStack, caller: Caller
+    ) -> None:
         """Read, embed and store ``upload`` (its file in ``folder``, removed at the end), holding
         the admission ``slots`` the request took for it until then."""
 
-        def store(ingestor: Ingestor) -> tuple[DocumentInput, IngestReport]:
+        def store(ingestor: ScopedIngestor) -> tuple[DocumentInput, IngestReport]:
             self.stage("reading")
             document = upload.read(ingestor, Budget(ingestor.limits.read_seconds))
             self.stage("chunked")  # told once reading and chunking are over (no bar of their own)
@@ -162,9 +165,9 @@ class UploadJob:
 
         try:
             with slots, watching_progress(self.progress):
-                document, report = knowledge.ingest(store, admitted=True)
+                document, report = knowledge.ingest(store, caller=caller, admitted=True)
         except ArcError as exc:  # what the webhook would answer with a 4xx or 503: said as it is
-            self.fail(str(exc))
+            self.fail(_on_the_page(exc))
         except psycopg.Error as exc:
             log.warning("keeper's upload: database error", extra={"error_type": type(exc).__name__})
             self.fail("The database failed while storing it (the error was logged).")
@@ -303,3 +306,18 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# What the upload form calls the fields an error names (the ingestor words them for the
+# command line and the webhook).
+DUPLICATE_CHECKBOX = '"Store it even if the same text is stored under another id" on the upload form'
+
+
+def _on_the_page(exc: ArcError) -> str:
+    """An ingest error as the keeper's page says it: a refused duplicate names the form's
+    checkbox, not the command line's flag."""
+    message = str(exc)
+    if exc.field == "allow_duplicate":
+        head, _, _ = message.partition(" or store both with ")
+        return f"{head} or store both by ticking {DUPLICATE_CHECKBOX} and uploading it again"
+    return message

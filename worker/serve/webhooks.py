@@ -28,8 +28,9 @@ from ..models import (
     TextFormat,
     unwrap,
 )
-from ..service.knowledge import DocumentInput, Ingestor, IngestReport
-from . import community_scope
+from ..service.knowledge import DocumentInput, IngestReport, ScopedIngestor
+from .gate import Access, door
+from .guards import caller
 from .responses import validation_error
 from .services import services
 
@@ -41,30 +42,30 @@ log = logging.getLogger("arc.webhook")
 
 
 @webhooks.post(RETRIEVAL_ROUTE)
+@door(Access("api", scoped=True))
 def retrieve() -> Any:
     try:
         req = RetrievalRequest.model_validate(unwrap(json_body()))
     except ValidationError as exc:
         return validation_error(exc)
-    req = req.model_copy(update={"community": community_scope.checked(req.community)})
-    answer = services().knowledge.ask(req, request_id=g.request_id)
+    answer = services().knowledge.ask(req, caller=caller(), request_id=g.request_id)
     return jsonify(answer.model_dump(mode="json", exclude_none=False))
 
 
 @webhooks.post(INGEST_ROUTE)
+@door(Access("admin", scoped=True, write=True))
 def ingest() -> Any:
     knowledge = services().knowledge
     request.max_content_length = knowledge.runtime.settings.limits.max_upload_bytes
     multipart = request.mimetype == "multipart/form-data"
 
-    def store(ingestor: Ingestor) -> tuple[DocumentInput, IngestReport]:
+    def store(ingestor: ScopedIngestor) -> tuple[DocumentInput, IngestReport]:
         if posted is None:
             document, replace, community = _uploaded_document(ingestor, budget=budget)
         else:
             document, replace = _posted_document(posted, ingestor, budget), posted.replace
             community = posted.community
-        checked = community_scope.checked(community)
-        return document, ingestor.write([document], replace=replace, community=checked)
+        return document, ingestor.write([document], replace=replace, community=community)
 
     try:
         # The body is read (from a client that may be slow) before any slot is taken; reading
@@ -73,7 +74,7 @@ def ingest() -> Any:
         if multipart:
             request.files.get("file")
         budget = Budget(knowledge.ingestor.limits.read_seconds, gone=client_gone(request.environ))
-        document, report = knowledge.ingest(store)
+        document, report = knowledge.ingest(store, caller=caller())
     except ValidationError as exc:
         return validation_error(exc)
     log.info(
@@ -114,7 +115,7 @@ def _posted_request() -> IngestRequest:
     )
 
 
-def _posted_document(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> DocumentInput:
+def _posted_document(posted: IngestRequest, ingestor: ScopedIngestor, budget: Budget) -> DocumentInput:
     parsed = _parse_posted(posted, ingestor, budget)
     if not (posted.document_id or posted.name or parsed.title):
         # without one, every such text would be stored as "document", each replacing the last
@@ -124,7 +125,7 @@ def _posted_document(posted: IngestRequest, ingestor: Ingestor, budget: Budget) 
     return document
 
 
-def _parse_posted(posted: IngestRequest, ingestor: Ingestor, budget: Budget) -> ParsedDocument:
+def _parse_posted(posted: IngestRequest, ingestor: ScopedIngestor, budget: Budget) -> ParsedDocument:
     try:
         return parse_formatted(posted.text, posted.format, ingestor.limits, budget)
     except ValueError as exc:  # what the readers refuse (HTML nested too deep)
@@ -165,7 +166,7 @@ class SavedUpload:
     filename: str  # its own name, as the caller sent it
     described: IngestFields
 
-    def read(self, ingestor: Ingestor, budget: Budget | None = None) -> DocumentInput:
+    def read(self, ingestor: ScopedIngestor, budget: Budget | None = None) -> DocumentInput:
         """Read as the command line reads a file (by its suffix: Markdown, text, HTML, PDF with
         OCR for scanned pages, Word)."""
         return ingestor.prepare_file(
@@ -178,7 +179,7 @@ class SavedUpload:
 
 
 def _uploaded_document(
-    ingestor: Ingestor, form: Mapping[str, str] | None = None, budget: Budget | None = None
+    ingestor: ScopedIngestor, form: Mapping[str, str] | None = None, budget: Budget | None = None
 ) -> tuple[DocumentInput, bool, str | None]:
     """A form upload, read (see :func:`saved_upload` for ``form``)."""
     with tempfile.TemporaryDirectory(prefix="arc-upload-") as folder:
