@@ -224,7 +224,7 @@ def read_backup(path: Path) -> BackupFile:
     path = Path(path)
     try:
         size = path.stat().st_size
-        handle = open(path, "rb")
+        handle = open(path, "rb")  # noqa: SIM115  closed by the with below
     except OSError as exc:
         raise BackupError(f"{path}: {exc.strerror or exc}") from None
     with handle:
@@ -366,7 +366,7 @@ def _run_script(conn: psycopg.Connection, script: IO[bytes], server_major: int) 
         text = b"".join(pending).decode()
         pending.clear()
         if text.strip():
-            conn.execute(text, prepare=False)  # type: ignore[call-overload]
+            conn.execute(text, prepare=False)
 
     for line in script:
         if line.startswith(b"\\"):
@@ -375,7 +375,7 @@ def _run_script(conn: psycopg.Connection, script: IO[bytes], server_major: int) 
             continue
         if _COPY.match(line):
             flush()
-            with conn.cursor().copy(line.decode().rstrip().rstrip(";")) as copy:  # type: ignore[call-overload]
+            with conn.cursor().copy(line.decode().rstrip().rstrip(";")) as copy:
                 for row in script:
                     if row == b"\\.\n":
                         break
