@@ -259,17 +259,26 @@ def _killed_at(args: list[str], url: str, step: str | None, tmp_path: Path, afte
     process.wait()
 
 
-@pytest.mark.parametrize("step", ["backup-written", "backup-synced", None])
-def test_a_backup_killed_mid_way_leaves_the_previous_file_whole(sample_backup, tmp_path, step):
+@pytest.mark.parametrize("step,after", [("backup-written", 0), ("backup-synced", 0), (None, 1.0), (None, 1.6)])
+def test_a_backup_killed_mid_way_leaves_the_previous_file_whole(sample_backup, tmp_path, step, after):
     url, path = sample_backup
     target = tmp_path / "nightly.arcbackup"
     target.write_bytes(path.read_bytes())
-    _killed_at(["backup", str(target)], url, step, tmp_path, after=2.5)
-    assert target.read_bytes() == path.read_bytes()  # replaced whole by a finished run, or untouched
-    backup.read_backup(target)
+    _killed_at(["backup", str(target)], url, step, tmp_path, after=after)
+    if step is not None:
+        assert target.read_bytes() == path.read_bytes()
+    backup.read_backup(target)  # the previous file, or (a timed kill after the rename) the new one, whole
+    partials = list(tmp_path.glob(".nightly.arcbackup.partial-*"))
+    if step == "backup-written":  # the archive without its trailer: refused, never taken for a backup
+        with pytest.raises(backup.BackupError, match="incomplete"):
+            backup.read_backup(partials[0])
+    elif step == "backup-synced":  # whole, only not renamed yet
+        backup.read_backup(partials[0])
     fresh = tmp_path / "fresh.arcbackup"
-    _killed_at(["backup", str(fresh)], url, step, tmp_path, after=2.5)
+    _killed_at(["backup", str(fresh)], url, step, tmp_path, after=after)
     assert not fresh.exists() or backup.read_backup(fresh).header.rows
+    backup.write_backup(url, target)  # the next backup removes what killed runs left
+    assert not list(tmp_path.glob(".nightly.arcbackup.partial-*"))
 
 
 @pytest.mark.parametrize("step,after", [("restore-loaded", 0), ("restore-before-commit", 0), (None, 2.0), (None, 3.0)])
@@ -312,6 +321,7 @@ def test_the_readme_commands_back_up_and_restore(tmp_path):
         return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                               env={**base, "ARC_DATA_DIR": str(data_dir)})
 
+    tmp_path.chmod(0o755)  # as root the server runs as the user pgserver, which must reach the folders
     first, second = tmp_path / "first", tmp_path / "second"
     loaded = run(".venv/bin/arc-retrieval ingest --sample", first)
     assert loaded.returncode == 0, loaded.stderr

@@ -24,6 +24,7 @@ knowledge base as it was. The migrations of this release then bring the schema u
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+import psutil
 import psycopg
 from psycopg import sql
 
@@ -132,6 +134,7 @@ def write_backup(url: str, target: Path, *, bindir: Path | None = None) -> Backu
     if target.is_dir():
         raise BackupError(f"{target} is a folder; name the backup file to write")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    _remove_abandoned(target)
     with psycopg.connect(url) as conn:
         # One snapshot for the counts and for pg_dump: the header describes exactly what it dumps.
         conn.execute("begin isolation level repeatable read read only")
@@ -189,6 +192,15 @@ def _dump_to(partial: Path, command: list[str], header: BackupHeader) -> None:
         out.flush()
         os.fsync(out.fileno())
     _checkpoint("backup-synced")
+
+
+def _remove_abandoned(target: Path) -> None:
+    """Remove what a killed backup to ``target`` left (its process no longer runs)."""
+    for partial in target.parent.glob(f".{glob.escape(target.name)}.partial-*"):
+        pid = partial.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            with contextlib.suppress(OSError):
+                partial.unlink()
 
 
 def _sync_folder(folder: Path) -> None:
