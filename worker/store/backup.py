@@ -342,6 +342,9 @@ def restore_backup(url: str, backup: BackupFile, *, replace: bool, bindir: Path 
                 if {t: restored.get(t) for t in expected} != expected:
                     raise BackupError("the restored rows differ from the backup's counts; nothing was changed")
                 _checkpoint("restore-before-commit")
+        except psycopg.Error as exc:
+            detail = exc.diag.message_primary or str(exc).splitlines()[0]
+            raise BackupError(f"the restore failed, nothing was changed: {detail}") from None
         finally:
             if script.poll() is None:
                 script.kill()
@@ -366,12 +369,16 @@ def _restore_listing(bindir: Path, archive: Path) -> Path:
 
 
 _COPY = re.compile(rb"^COPY .+ FROM stdin;\n\Z")
+# Column options a server build keeps for itself (Debian's PostgreSQL 15 here records pg_attver on
+# every column): pg_dump copies them, and a server of another build refuses the unknown option.
+# The worker sets no column option of its own, so none is lost.
+_SERVER_COLUMN_OPTION = re.compile(rb"^ALTER TABLE ONLY \S+ ALTER COLUMN \S+ SET \(pg_attver=\d+\);\n\Z")
 
 
 def _run_script(conn: psycopg.Connection, script: IO[bytes], server_major: int) -> None:
     """Run pg_restore's script output on ``conn``: statements as they come, each table's rows
     through COPY. psql's ``\\restrict`` lines are skipped, and ``transaction_timeout`` (a setting
-    since PostgreSQL 17) on an older server."""
+    since PostgreSQL 17) on an older server, and a server build's own column options."""
     pending: list[bytes] = []
 
     def flush() -> None:
@@ -384,6 +391,8 @@ def _run_script(conn: psycopg.Connection, script: IO[bytes], server_major: int) 
         if line.startswith(b"\\"):
             continue
         if server_major < 17 and line.startswith(b"SET transaction_timeout"):
+            continue
+        if _SERVER_COLUMN_OPTION.match(line):
             continue
         if _COPY.match(line):
             flush()
