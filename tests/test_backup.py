@@ -114,6 +114,27 @@ def test_a_restore_answers_the_sample_questions_as_the_original(database_factory
     assert _fingerprint(target) == _fingerprint(source)
 
 
+def test_a_backup_of_the_embedded_database_restores_into_postgres_15(make_database, pg15_server, embedder, tmp_path):
+    """From the embedded PostgreSQL 18 to Supabase's PostgreSQL 15 (a keeper moving to Supabase):
+    the archive pg_dump 18 writes, run as statements the older server knows."""
+    import uuid
+
+    from tests.conftest import _database_url
+
+    source = make_database("bk_to15")
+    name = f"bk15_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg15_server, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    target = _database_url(pg15_server, name)
+    _loaded(source, embedder, tmp_path, lambda k: k.ingest_sample())
+    questions = _questions(SAMPLE_QUESTIONS)
+    before = _answers(source, embedder, tmp_path, questions)
+    backup.write_backup(source, tmp_path / "to15.arcbackup")
+    backup.restore_backup(target, backup.read_backup(tmp_path / "to15.arcbackup"), replace=False)
+    Database(target).migrate(embedder.dim)
+    assert _answers(target, embedder, tmp_path, questions) == before
+
+
 @pytest.mark.skipif(not (HOA_DEV / "timbers" / "manifest.json").is_file(), reason=f"hoa-dev not found at {HOA_DEV}")
 def test_a_restore_answers_a_hoa_dev_community_as_the_original(make_database, embedder, tmp_path):
     source, target = make_database("bk_timbers"), make_database("bk_timbers_dst")
