@@ -256,6 +256,33 @@ def test_questions_are_answered_while_a_backup_runs(sample_backup, embedder, tmp
         assert backup.read_backup(tmp_path / f"while-{n}.arcbackup").header == header
 
 
+def test_a_serving_worker_answers_from_the_restored_knowledge_base(sample_backup, make_database, embedder, tmp_path):
+    """A restore --replace under a worker that keeps its pool, statements and caches: its next
+    answers come from the restored chunks (new tables, new functions, versions moved on)."""
+    source, path = sample_backup
+    target = make_database("bk_serving")
+    _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample())
+    question = _questions(SAMPLE_QUESTIONS)[0]
+    db = Database(target)
+    knowledge = KnowledgeService(Runtime(make_settings(tmp_path, target), db, embedder))
+    try:
+        first = knowledge.ask(RetrievalRequest(query=question), record=False)
+        with psycopg.connect(target, autocommit=True) as conn:  # the restore must replace this
+            conn.execute("update knowledge_chunks set content = content || ' (edited)' where id = %s",
+                         (first.chunks[0].id,))
+        edited = knowledge.ask(RetrievalRequest(query=question), record=False)
+        assert any(c.content.endswith("(edited)") for c in edited.chunks)
+        done = _cli(["restore", str(path), "--replace"], target)
+        assert done.returncode == 0, done.stderr
+        after = knowledge.ask(RetrievalRequest(query=question), record=False)
+    finally:
+        knowledge.close()
+        db.close()
+    assert after.status == first.status
+    assert not any(c.content.endswith("(edited)") for c in after.chunks)
+    assert [c.id for c in after.chunks] == [c.id for c in first.chunks]
+
+
 # -- killed mid-way -----------------------------------------------------------------------------
 
 

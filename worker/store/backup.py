@@ -133,6 +133,14 @@ def write_backup(url: str, target: Path, *, bindir: Path | None = None) -> Backu
     target = Path(target)
     if target.is_dir():
         raise BackupError(f"{target} is a folder; name the backup file to write")
+    try:
+        return _write_backup(url, target, bindir)
+    except psycopg.Error as exc:
+        detail = exc.diag.message_primary or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise BackupError(f"the backup failed, {target} is unchanged: {detail}") from None
+
+
+def _write_backup(url: str, target: Path, bindir: Path) -> BackupHeader:
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     _remove_abandoned(target)
     with psycopg.connect(url) as conn:
