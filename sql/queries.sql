@@ -306,3 +306,57 @@ select k.community, count(distinct k.document_id) as documents, count(*) as chun
 from knowledge_chunks k
 group by k.community
 order by k.community
+
+-- name: backup_tables
+-- The knowledge base's tables (schema public, none of an extension's), whatever migrations made
+-- them: a backup counts the rows of each, a restore checks them.
+select c.relname
+from pg_class c
+join pg_namespace n on n.oid = c.relnamespace
+where n.nspname = 'public' and c.relkind in ('r', 'p')
+  and not exists (select 1 from pg_depend d where d.classid = 'pg_class'::regclass and d.objid = c.oid and d.deptype = 'e')
+order by c.relname
+
+-- name: backup_restore_lock
+-- A restore holds the writers' lock (lock_writes) for its whole transaction: no ingest or delete
+-- interleaves with it; searches wait only for the moment each table is replaced.
+select pg_advisory_xact_lock(hashtext('arc-retrieval:writes'))
+
+-- name: backup_versions_before
+-- Each community's knowledge-base version before a restore replaces it (asked only where the
+-- table exists: backup_has_versions).
+select s.community, s.version from knowledge_base_state s
+
+-- name: backup_has_versions
+select to_regclass('public.knowledge_base_state') is not null
+
+-- name: backup_version_past
+-- After a restore: a community's restored version moves past the one a serving worker knew, so
+-- no search cached under that number is served over the restored chunks.
+update knowledge_base_state set version = %(version)s + 1, changed_at = now()
+where community = %(community)s and version <= %(version)s
+
+-- name: backup_rights
+-- After a restore (made without the archive's grants, which name roles the target may lack):
+-- every table, view, sequence and function of the knowledge base gets the rights a fresh install
+-- gives it (arc_service_role_only), on Supabase as on plain Postgres.
+do $$
+declare
+  r record;
+begin
+  for r in
+    select case c.relkind when 'v' then 'view' when 'S' then 'sequence' else 'table' end as kind,
+           format('public.%I', c.relname) as name
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'S')
+      and not exists (select 1 from pg_depend d where d.classid = 'pg_class'::regclass and d.objid = c.oid and d.deptype = 'e')
+    union all
+    select 'function', p.oid::regprocedure::text
+    from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname = 'public' and p.prokind = 'f'
+      and not exists (select 1 from pg_depend d where d.classid = 'pg_proc'::regclass and d.objid = p.oid and d.deptype = 'e')
+  loop
+    perform arc_service_role_only(r.kind, r.name);
+  end loop;
+end
+$$

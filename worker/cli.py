@@ -142,6 +142,99 @@ def db_sql(dim: int | None) -> None:
     click.echo(all_migrations_sql(dim if dim is not None else _settings().embedding.embedding_dim))
 
 
+# -- backup, restore and the embedded server's upgrade --------------------------------------
+
+
+def _database_for_backup(settings: Settings):
+    """The knowledge base's URL (DATABASE_URL, or the embedded server, started here) and the
+    embedded server to stop afterwards, if any."""
+    from .runtime import database_url
+    from .store.embedded import exit_on_signals
+
+    exit_on_signals()
+    try:
+        return database_url(settings)
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(data_dir_error(settings.database.data_dir, exc)) from None
+
+
+@main.command("backup")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def backup_command(file: Path) -> None:
+    """Write everything the knowledge base keeps to FILE (replaced whole, or not at all), while
+    the worker serves."""
+    from .store.backup import BackupError, write_backup
+
+    url, embedded = _database_for_backup(_settings())
+    try:
+        header = write_backup(url, file)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    click.echo(
+        f"backed up {header.rows.get('knowledge_chunks', 0)} chunk(s) and "
+        f"{sum(header.rows.values())} row(s) in all to {file} ({file.stat().st_size} bytes)"
+    )
+
+
+@main.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--replace", is_flag=True, help="Replace a knowledge base that holds data (refused otherwise).")
+def restore_command(file: Path, replace: bool) -> None:
+    """Restore a backup FILE into the knowledge base, in one transaction: all of it or nothing."""
+    from .store.backup import BackupError, read_backup, restore_backup
+    from .store.database import Database
+
+    try:
+        backup = read_backup(file)  # a damaged file is refused before the database is touched
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    url, embedded = _database_for_backup(_settings())
+    try:
+        report = restore_backup(url, backup, replace=replace)
+        if backup.header.embedding_dim:
+            Database(url).migrate(backup.header.embedding_dim)  # this release's schema over the restored one
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    click.echo(
+        f"restored {report.rows.get('knowledge_chunks', 0)} chunk(s) from {file} "
+        f"(taken {backup.header.created_at}){'; the previous knowledge base was replaced' if report.replaced else ''}"
+    )
+
+
+@db.command("upgrade")
+@click.option(
+    "--old-bindir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The bin folder of a PostgreSQL of the data directory's major version (default: the one "
+    "recorded at its last start, or /usr/lib/postgresql/MAJOR/bin).",
+)
+def db_upgrade(old_bindir: Path | None) -> None:
+    """Move the embedded database's data directory to this worker's PostgreSQL major version
+    (dump with the old server, restore into a new directory); the old copy is kept."""
+    from .store.upgrade import UpgradeError, upgrade_data_dir
+
+    settings = _settings()
+    if settings.database.database_url:
+        raise click.ClickException("db upgrade moves the embedded database (ARC_DATA_DIR); DATABASE_URL is set")
+    from .store.embedded import exit_on_signals
+
+    exit_on_signals()
+    try:
+        report = upgrade_data_dir(settings.database.data_dir, old_bindir=old_bindir)
+    except UpgradeError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(report.line())
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
 @click.option(

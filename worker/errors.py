@@ -42,6 +42,13 @@ class SchemaMismatch(ArcError):
     code = "schema_mismatch"
 
 
+class DataDirectoryVersion(ArcError):
+    """The embedded database's data directory was written by another PostgreSQL major version."""
+
+    status = 500
+    code = "data_directory_version"
+
+
 class EmbeddingError(ArcError):
     status = 503
     code = "embedding_failed"

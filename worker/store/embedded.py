@@ -8,9 +8,11 @@ It listens on a unix socket only.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -18,10 +20,19 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from ..errors import DataDirectoryVersion
+from .server_version import bundled_bindir, bundled_major, data_dir_major
+
 if TYPE_CHECKING:
     from pgserver import PostgresServer
 
 log = logging.getLogger("arc.embedded")
+
+# Beside pgdata: the major version and programs of the server that last ran it, so that
+# `arc-retrieval db upgrade` finds the old server's programs while they are still installed.
+SERVER_RECORD = "postgres-server.json"
+UPGRADE_STAGING = "upgrade-"  # + the new major: a data directory being made by `db upgrade`
+UPGRADE_READY = "READY"  # in the staging folder: its data directory answered and may replace pgdata
 
 
 class EmbeddedPostgres:
@@ -35,6 +46,8 @@ class EmbeddedPostgres:
     def start(self) -> str:
         """Start (or join) the server and return its connection URL."""
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        finish_interrupted_upgrade(self.pgdata)
+        self.check_major()
         _ensure_runtime_dir(self.runtime_dir)  # before the import: pgserver reads it at import time
         import pgserver  # heavy import, only on the embedded path
 
@@ -47,9 +60,20 @@ class EmbeddedPostgres:
             _stop_if_unused(self.pgdata)
             raise
         self._server = server
+        record_server(self.pgdata)
         url = server.get_uri()
         log.info("embedded postgres ready", extra={"pgdata": str(self.pgdata)})
         return url
+
+    def check_major(self) -> None:
+        """Refuse a data directory written by another PostgreSQL major version, with what to do."""
+        found, bundled = data_dir_major(self.pgdata), bundled_major()
+        if found is not None and found != bundled:
+            raise DataDirectoryVersion(
+                f"the embedded database {self.pgdata} was written by PostgreSQL {found} and this "
+                f"worker's server is PostgreSQL {bundled}: run `arc-retrieval db upgrade` to move it "
+                f"(the old copy is kept), or install the release of the worker it came from"
+            )
 
     def stop(self) -> None:
         if self._server is not None:
@@ -58,6 +82,36 @@ class EmbeddedPostgres:
             # (a removed evaluation folder came back holding an empty run/).
             atexit.unregister(self._server._cleanup)
             self._server = None
+
+
+def record_server(pgdata: Path) -> None:
+    """Note beside ``pgdata`` which server runs it (its major version and programs' folder)."""
+    record = {"major": bundled_major(), "bindir": str(bundled_bindir())}
+    with contextlib.suppress(OSError):
+        (pgdata.parent / SERVER_RECORD).write_text(json.dumps(record) + "\n")
+
+
+def recorded_server_bindir(pgdata: Path, major: int) -> Path | None:
+    """The programs' folder recorded for ``pgdata`` by a server of ``major``, if still there."""
+    try:
+        record = json.loads((pgdata.parent / SERVER_RECORD).read_text())
+        bindir = Path(record["bindir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return bindir if record.get("major") == major and (bindir / "postgres").exists() else None
+
+
+def finish_interrupted_upgrade(pgdata: Path) -> None:
+    """Complete an upgrade stopped between its two renames: the old data directory was moved
+    aside and the new one, which had answered, not yet moved in."""
+    if pgdata.exists():
+        return
+    for staging in sorted(pgdata.parent.glob(f"{UPGRADE_STAGING}*")):
+        if (staging / UPGRADE_READY).exists() and (staging / "pgdata").is_dir():
+            os.replace(staging / "pgdata", pgdata)
+            shutil.rmtree(staging, ignore_errors=True)
+            log.info("finished an interrupted upgrade", extra={"pgdata": str(pgdata)})
+            return
 
 
 def _ensure_runtime_dir(base: Path) -> None:
