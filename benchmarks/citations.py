@@ -96,7 +96,10 @@ def write(out: Path, rows: dict[str, dict[str, dict]], example: str, *, command:
             into = pooled.setdefault(key, dict.fromkeys(stats, 0))
             for name, value in stats.items():
                 into[name] += value
-    table = {**{c: {k: summary(s) for k, s in by.items()} for c, by in rows.items()}, "all": {k: summary(s) for k, s in pooled.items()}}
+    table = {
+        **{c: {k: summary(s) for k, s in by.items()} for c, by in rows.items()},
+        "all": {k: summary(s) for k, s in pooled.items()},
+    }
     (out / "results.json").write_text(json.dumps({"command": command, "results": table, "raw": rows}, indent=2))
     lines = [
         "# Citation headers: compact against full",
@@ -107,7 +110,8 @@ def write(out: Path, rows: dict[str, dict[str, dict]], example: str, *, command:
         "`\"compact\"` (one line), at the default request and at a `token_budget`. Tokens: cl100k. "
         "A header is the `[SOURCE n]` line and, for `full`, the labelled lines through `Content:`.",
         "",
-        "| community | request | tokens per header | headers per answer | tokens per answer | headers' share | evidence in context |",
+        "| community | request | tokens per header | headers per answer | tokens per answer | headers' share "
+        "| evidence in context |",
         "|---|---|---|---|---|---|---|",
     ]
     for community, by_key in table.items():
