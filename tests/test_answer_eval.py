@@ -25,6 +25,8 @@ def test_sources_split_on_their_headers():
     blocks = split_sources(context)
     assert len(blocks) == 2 and "Document: A" in blocks[0] and "Document: B" in blocks[1]
     assert split_sources("") == [] and split_sources("plain chunk") == ["plain chunk"]
+    compact = "[SOURCE 1] A | p. 2 | binding\nx, see [SOURCE 9]\n---\n[SOURCE 2] B | binding\ny"
+    assert split_sources(compact) == ["[SOURCE 1] A | p. 2 | binding\nx, see [SOURCE 9]\n---\n", "[SOURCE 2] B | binding\ny"]
 
 
 def q(i: str, kind: str, evidence=(), notes="") -> Question:

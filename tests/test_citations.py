@@ -182,6 +182,9 @@ def test_a_source_joining_chunks_from_two_pages_cites_both():
     asked = chunk(2, 2, "no more than 30 inches above grade.")
     built = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0,
                      neighbours=lambda c: [before])
-    assert "Pages: 1-2" in built.text and "Page: 1\n" not in built.text, built.text
+    assert built.text.startswith("[SOURCE 1] Deck Rules | Decks | pp. 1-2 | binding\n"), built.text
     alone = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0)
-    assert "Page: 2\n" in alone.text
+    assert alone.text.startswith("[SOURCE 1] Deck Rules | Decks | p. 2 | binding\n"), alone.text
+    full = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0,
+                    neighbours=lambda c: [before], citations="full")
+    assert "Pages: 1-2" in full.text and "Page: 1\n" not in full.text, full.text

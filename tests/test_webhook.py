@@ -127,7 +127,32 @@ def test_context_groups_sources_by_document_most_trusted_first(client):
     for a, b in zip(in_context, in_context[1:]):
         if a["source"] == b["source"]:  # one passage: adjacent chunks of one section, in reading order
             assert a["document_id"] == b["document_id"] and a["chunk_index"] + 1 == b["chunk_index"]
-    assert "Document: " in answer["context"] and "Binding: " in answer["context"] and "\n---\n" in answer["context"]
+    assert "\n---\n" in answer["context"]
+
+
+def test_each_source_names_its_passage_on_one_line_or_in_labelled_lines(client):
+    """The compact header carries the facts of the full one (document, section, page, binding) on
+    the label's line in fewer tokens; ``"citations": "full"`` gives the labelled lines."""
+    question = "What are the rules for fences, sheds and setbacks?"
+    compact = ask(client, query=question, min_relevance=0.0, top_k=8)
+    full = ask(client, query=question, min_relevance=0.0, top_k=8, citations="full")
+    assert [c["id"] for c in compact["chunks"]] == [c["id"] for c in full["chunks"]]
+    assert compact["sources"] == full["sources"] > 1
+    assert compact["context_tokens"] < full["context_tokens"]
+    first_of = {}
+    for chunk in sorted((c for c in compact["chunks"] if c["source"]), key=lambda c: c["chunk_index"]):
+        first_of.setdefault(chunk["source"], chunk)
+    lines = compact["context"].split("\n")
+    for n, chunk in first_of.items():
+        parts = next(x for x in lines if x.startswith(f"[SOURCE {n}] "))[len(f"[SOURCE {n}] "):].split(" | ")
+        assert parts[:2] == [chunk["document_name"], chunk["section_path"]], parts
+        assert parts[-1] == ("binding" if chunk["is_binding"] else "not binding"), parts
+        if chunk["page_number"] is not None:
+            assert parts[2] == f"p. {chunk['page_number']}" or parts[2].startswith(f"pp. {chunk['page_number']}-")
+    assert "Document: " not in compact["context"]
+    blocks = full["context"].split("\n---\n")
+    assert all(b.startswith("[SOURCE ") and "\nDocument: " in b and "\nBinding: " in b and "\nContent:\n" in b
+               for b in blocks), full["context"]
 
 
 def test_n8n_wrapped_bodies(client):
@@ -151,6 +176,7 @@ def test_n8n_wrapped_bodies(client):
     ({"query": "fence", "weights": {"vector": 0, "fts": 0}}, "weights"),
     ({"query": "fence", "weights": {"vector": 0, "fts": 5e-324}}, "weights.fts"),  # once a 500 (SQL underflow)
     ({"query": "fence", "fusion": "max"}, "fusion"),
+    ({"query": "fence", "citations": "short"}, "citations"),
     ({"query": "fence", "tok_k": 3}, "tok_k"),
     ({"query": "a\x00b"}, "query"),
 ])

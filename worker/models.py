@@ -17,6 +17,8 @@ from .sections import section_key
 DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 Status = Literal["success", "low_confidence", "no_results"]
 TextFormat = Literal["markdown", "text", "html"]  # how a document sent as text is read
+# How each [SOURCE n] block names its passage: one line of facts, or labelled lines
+Citations = Literal["compact", "full"]
 
 MAX_QUERY_CHARS = 2000
 
@@ -110,6 +112,12 @@ class RetrievalRequest(BaseModel):
     fusion: Literal["weighted", "rrf"] | None = None
     rerank: bool | None = Field(default=None, description="Use the LLM reranker (default: when configured).")
     debug: bool = False
+    citations: Citations = Field(
+        default="compact",
+        description="How each [SOURCE n] block names its passage. compact: one line after the label, "
+        "`document | section | p. N (or pp. N-M) | binding or not binding[, superseded by ...][, amended by ...]`. "
+        "full: labelled lines (Document:, Section:, Page: or Pages:, Binding:, Content:) for callers that parse them.",
+    )
     community: str | None = _community_field()
 
     @field_validator("query")

@@ -28,7 +28,7 @@ QUESTIONS_FILE = "questions.jsonl"
 _LEADING_TAGS = re.compile(r"^((?:\s*\[[^\]]+\])+)")
 _MARKUP = str.maketrans({c: " " for c in "*_`#>|\\"})
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-_SOURCE_HEADER = re.compile(r"^\[SOURCE \d+\]$", re.M)
+_SOURCE_HEADER = re.compile(r"^\[SOURCE \d+\](?= |$)", re.M)  # compact: facts follow on the line
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..ingest.chunking import is_table
-from ..models import ChunkResult
+from ..models import ChunkResult, Citations
 from ..tokens import TokenCounter
 
 SEPARATOR = "\n---\n"
@@ -32,12 +32,42 @@ class Context:
     source_of: dict[int, int] = field(default_factory=dict)  # chunk id -> its [SOURCE n]
 
 
-def format_source(n: int, chunk: ChunkResult, last_page: int | None = None) -> str:
-    return f"[SOURCE {n}]\n{_header(chunk, last_page)}\n{chunk.content}"
+def format_source(n: int, chunk: ChunkResult, last_page: int | None = None, citations: Citations = "compact") -> str:
+    if citations == "full":
+        return f"[SOURCE {n}]\n{_full_header(chunk, last_page)}\n{chunk.content}"
+    return f"[SOURCE {n}] {_compact_header(chunk, last_page)}\n{chunk.content}"
 
 
-def _header(chunk: ChunkResult, last_page: int | None = None) -> str:
-    """``last_page``: the page a passage joined from several chunks ends on, cited as a range."""
+def _header(chunk: ChunkResult, citations: Citations) -> str:
+    """The block's opening as counted against the budget (the label with a two-digit number)."""
+    if citations == "full":
+        return f"[SOURCE 99]\n{_full_header(chunk)}\n"
+    return f"[SOURCE 99] {_compact_header(chunk)}\n"
+
+
+def _compact_header(chunk: ChunkResult, last_page: int | None = None) -> str:
+    """The passage's facts on one line, ``|`` between them: document, section, page or page range,
+    binding or not, and what superseded or amended it. The labels of the full header are left out:
+    the order and the words (``p.``, ``binding``) say what each part is."""
+    parts = [chunk.document_name]
+    if chunk.section_path:
+        parts.append(chunk.section_path)
+    if chunk.page_number is not None and last_page is not None and last_page != chunk.page_number:
+        parts.append(f"pp. {chunk.page_number}-{last_page}")
+    elif chunk.page_number is not None:
+        parts.append(f"p. {chunk.page_number}")
+    status = "binding" if chunk.is_binding else "not binding"
+    if chunk.superseded_by:
+        status += f", superseded by {chunk.superseded_by}"
+    if chunk.amended_by:
+        status += f", amended by {chunk.amended_by_name or chunk.amended_by} [{chunk.amended_by}]"
+    parts.append(status)
+    return " | ".join(parts)
+
+
+def _full_header(chunk: ChunkResult, last_page: int | None = None) -> str:
+    """Labelled lines, one fact a line, for callers that parse them.
+    ``last_page``: the page a passage joined from several chunks ends on, cited as a range."""
     lines = [f"Document: {chunk.document_name}"]
     if chunk.section_path:
         lines.append(f"Section: {chunk.section_path}")
@@ -57,7 +87,7 @@ def _header(chunk: ChunkResult, last_page: int | None = None) -> str:
 
 @lru_cache(maxsize=8192)
 def _cached_header_tokens(counter: TokenCounter, header: str) -> int:
-    return counter.count("[SOURCE 99]\n" + header + "\n")
+    return counter.count(header)
 
 
 def _header_tokens(counter: TokenCounter, header: str) -> int:
@@ -66,7 +96,7 @@ def _header_tokens(counter: TokenCounter, header: str) -> int:
         # a counter need not be hashable (TokenCounter does not say so): one that is not raises
         return _cached_header_tokens(counter, header)  # type: ignore[arg-type]
     except TypeError:  # an unhashable counter
-        return counter.count("[SOURCE 99]\n" + header + "\n")
+        return counter.count(header)
 
 
 def cut_mid_thought(chunk: ChunkResult) -> tuple[bool, bool]:
@@ -89,6 +119,7 @@ def assemble(
     neighbours: NeighbourFetch | None = None,
     fill: int = 0,
     fill_needs: float | None = None,
+    citations: Citations = "compact",
 ) -> Context:
     """Walk ``ranked`` (best first) and keep what fits.
 
@@ -100,8 +131,10 @@ def assemble(
     (neighbours not counted) and as far as the budget goes, each with the neighbour it is cut
     from; these need ``fill_needs`` (default ``floor``; a caller's hard minimum passes its own).
     A caller who sized the context gets it used, and the default context's chunks go in first.
+
+    ``citations``: how each ``[SOURCE n]`` block names its passage (see :func:`format_source`).
     """
-    budget = _Budget(counter, token_budget)
+    budget = _Budget(counter, token_budget, citations)
     chosen: list[ChunkResult] = []
     floor = min_relevance if floor is None else min(floor, min_relevance)
     for chunk in ranked:
@@ -114,7 +147,7 @@ def assemble(
         chosen.append(chunk)
     if not chosen and ranked and ranked[0].final_score >= (floor if min_chunks else min_relevance):
         # Not even the best chunk fits the budget: hand over its beginning rather than nothing.
-        chosen.append(_truncated(ranked[0], counter, token_budget))
+        chosen.append(_truncated(ranked[0], counter, token_budget, citations))
         budget.take(chosen[0])
 
     kept = len(chosen)  # ranked chunks: neighbours do not count against ``fill``
@@ -137,10 +170,10 @@ def assemble(
 
     # Per-block counts are exact for each block but BPE can merge across a join; the final text is
     # counted as a whole and trimmed, so the budget holds for what the agent actually receives.
-    context = _render(chosen, counter)
+    context = _render(chosen, counter, citations)
     while context.tokens > token_budget and len(chosen) > 1:
         chosen.pop()
-        context = _render(chosen, counter)
+        context = _render(chosen, counter, citations)
     return context
 
 
@@ -182,15 +215,15 @@ def leg_tops_first(ranked: list[ChunkResult], top: int, slots: int) -> tuple[lis
     return head + lifted + [c for c in ranked[len(head) :] if c.id not in moved], len(head) + len(lifted)
 
 
-def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int) -> ChunkResult:
+def _truncated(chunk: ChunkResult, counter: TokenCounter, token_budget: int, citations: Citations) -> ChunkResult:
     """The chunk cut at a token boundary so that its whole ``[SOURCE n]`` block fits the budget."""
-    overhead = counter.count(format_source(99, chunk.model_copy(update={"content": ""})))
+    overhead = counter.count(format_source(99, chunk.model_copy(update={"content": ""}), citations=citations))
     keep = max(token_budget - overhead - 2, 0)
     content = counter.truncate(chunk.content, keep).rstrip() if keep else ""
     if content != chunk.content:  # "…" only where text was cut
         content = f"{content} …" if content else "…"
     cut = chunk.model_copy(update={"content": content})
-    while counter.count(format_source(99, cut)) > token_budget and len(cut.content) > 1:
+    while counter.count(format_source(99, cut, citations=citations)) > token_budget and len(cut.content) > 1:
         cut = cut.model_copy(update={"content": cut.content[: len(cut.content) * 3 // 4].rstrip() + " …"})
     return cut
 
@@ -202,8 +235,9 @@ class _Budget:
     (``token_count``, the same tokenizer): tokenizing every candidate block on every request was
     most of the worker's own time. The finished context is counted whole, exactly."""
 
-    def __init__(self, counter: TokenCounter, limit: int):
+    def __init__(self, counter: TokenCounter, limit: int, citations: Citations):
         self.counter = counter
+        self.citations = citations
         self.limit = limit
         self.used = 0
         self.separator = counter.count(SEPARATOR)
@@ -213,7 +247,7 @@ class _Budget:
         block = self._costs.get(chunk.id)
         if block is None:
             content = chunk.token_count if chunk.token_count > 0 else self.counter.count(chunk.content)
-            block = self._costs[chunk.id] = _header_tokens(self.counter, _header(chunk)) + content + 1
+            block = self._costs[chunk.id] = _header_tokens(self.counter, _header(chunk, self.citations)) + content + 1
         return block + (self.separator if self.used else 0)
 
     def fits(self, chunk: ChunkResult) -> bool:
@@ -224,9 +258,11 @@ class _Budget:
         self._costs.pop(chunk.id, None)  # a truncated copy shares the id: never reuse its cost
 
 
-def _render(chunks: list[ChunkResult], counter: TokenCounter) -> Context:
+def _render(chunks: list[ChunkResult], counter: TokenCounter, citations: Citations) -> Context:
     passages = _passages(chunks)
-    text = SEPARATOR.join(format_source(i, _merged(p), p[-1].page_number) for i, p in enumerate(passages, start=1))
+    text = SEPARATOR.join(
+        format_source(i, _merged(p), p[-1].page_number, citations) for i, p in enumerate(passages, start=1)
+    )
     return Context(
         text=text,
         tokens=counter.count(text) if text else 0,

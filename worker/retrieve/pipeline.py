@@ -373,6 +373,7 @@ class Retriever:
             neighbours=None if explicit else self._neighbours,
             fill=fill,
             fill_needs=request.min_relevance if explicit else 0.0,
+            citations=request.citations,
         )
 
     # -- stages --------------------------------------------------------------------------------
