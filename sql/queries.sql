@@ -116,7 +116,8 @@ select * from hybrid_search(
   binding_only       => %(binding_only)s,
   include_superseded => %(include_superseded)s,
   expansion_text     => %(expansion_text)s,
-  community          => %(community)s
+  community          => %(community)s,
+  filter_as_of       => %(filter_as_of)s::date
 )
 
 -- name: chunk_neighbours
@@ -157,7 +158,7 @@ select community, chunks from knowledge_communities order by community
 -- name: list_documents
 select document_id, min(document_name), min(document_type), bool_and(is_binding), min(superseded_by),
        count(*), max(page_number), min(created_at), min(metadata ->> 'source_file'),
-       string_agg(distinct metadata ->> 'amended_by', ',')
+       string_agg(distinct metadata ->> 'amended_by', ','), min(metadata ->> 'effective_date')
 from knowledge_chunks
 where community = %(community)s and (%(document_id)s::text is null or document_id = %(document_id)s)
 group by document_id
@@ -294,3 +295,20 @@ select arc_store_language_scale(%(community)s::text, %(embedding_model)s::text, 
                                 %(kb_version)s::bigint, %(floor)s::double precision,
                                 %(match)s::double precision, %(near_miss)s::double precision,
                                 %(language_drop)s::double precision, %(pairs)s::integer)
+
+-- name: document_dates
+select * from arc_document_dates(%(community)s, %(ids)s::text[])
+
+-- name: documents_replacing
+-- The stored documents that declare they supersede or amend one of these (their first chunk
+-- records it, 011), with their effective dates: an ingest checks none is dated before what it replaces.
+select document_id, (metadata ->> 'effective_date')::date,
+       case when metadata ->> 'supersedes' = any (%(ids)s::text[]) then metadata ->> 'supersedes'
+            else (select a ->> 'document_id' from jsonb_array_elements(metadata -> 'amends') a
+                   where a ->> 'document_id' = any (%(ids)s::text[]) limit 1) end
+from knowledge_chunks
+where community = %(community)s and chunk_index = 0
+  and (metadata ->> 'supersedes' = any (%(ids)s::text[])
+       or exists (select 1 from jsonb_array_elements(coalesce(metadata -> 'amends', '[]')) a
+                   where a ->> 'document_id' = any (%(ids)s::text[])))
+

@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import date
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ..models import (
     QueryInfo,
     RetrievalRequest,
     RetrievalResponse,
+    Status,
     Weights,
 )
 from ..store import communities
@@ -32,6 +34,7 @@ from ..tokens import TokenCounter, default_counter
 from . import answer_type, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
+from . import in_force
 from . import sentences as sentence_stage
 from . import status as status_stage
 from .amendments import bring_amendments
@@ -184,6 +187,7 @@ class Retriever:
             binding_only=request.binding_only,
             include_superseded=request.include_superseded,
             community=community,
+            as_of=request.as_of,
         )
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
@@ -196,6 +200,7 @@ class Retriever:
                 candidates = self._search(params)
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
+            candidates = self._replacements(candidates, community, request.as_of)
             named = named_documents(processed.normalized, {c.document_id: c.document_name for c in candidates})
             candidates = first_stage_order(
                 candidates,
@@ -291,6 +296,8 @@ class Retriever:
             )
             status, message = verdict.status, verdict.message
             warnings.extend(verdict.warnings)
+            if request.as_of is not None:
+                status, message = self._as_of(request.as_of, community, candidates, built, (status, message), warnings)
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
             shown = minimum.listed(qualifying, built.chunks, request.top_k)
@@ -370,7 +377,8 @@ class Retriever:
             floor=0.0,
             max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
-            neighbours=None if explicit else self._neighbours,
+            # as of a date, a neighbour could be a section amended by then: none are added
+            neighbours=None if explicit or request.as_of is not None else self._neighbours,
             fill=fill,
             fill_needs=request.min_relevance if explicit else 0.0,
         )
@@ -387,6 +395,33 @@ class Retriever:
             found = self.backend.search(params, min_version=version)
             self.search_cache.put(params, version, found)
         return found
+
+    def _replacements(self, candidates: list[ChunkResult], community: str, as_of: date | None) -> list[ChunkResult]:
+        """Each superseded or amended candidate names what replaced it and when; as of a date, a
+        replacement that came later does not count yet (in_force.py). One read, only when needed."""
+        replacing = in_force.replacing_ids(candidates)
+        if replacing:
+            in_force.mark_replacements(candidates, self.backend.document_dates(community, replacing), as_of)
+        return candidates
+
+    def _as_of(
+        self,
+        as_of: date,
+        community: str,
+        candidates: list[ChunkResult],
+        built: context_stage.Context,
+        outcome: tuple[Status, str | None],
+        warnings: list[str],
+    ) -> tuple[Status, str | None]:
+        """An answer as of a date says when it used undated documents, and when nothing was in force yet."""
+        if not candidates:
+            nothing = in_force.nothing_in_force(as_of, self.backend.document_dates(community))
+            if nothing is not None:
+                return "no_results", nothing
+        undated = in_force.undated_warning(as_of, built.chunks)
+        if undated is not None:
+            warnings.append(undated)
+        return outcome
 
     def _embed(self, text: str, params: SearchParams, warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
         """The query vector, or None (with a warning) when the provider fails or is too slow.
