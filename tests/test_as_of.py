@@ -85,16 +85,35 @@ def dated(make_database, embedder, tmp_path_factory) -> Iterator[tuple[Database,
     ingestor.write(
         [
             _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
-            _doc(ingestor, AMENDMENT, document_id="second-amendment", document_type="ccr",
-                 effective_date=date(2005, 6, 1), amends=(Amendment("ccrs", ("Article VII Section 4",)),)),
-            _doc(ingestor, GUIDELINES_2010, document_id="guidelines-2010", document_type="design_guidelines",
-                 effective_date=date(2010, 3, 1)),
+            _doc(
+                ingestor,
+                AMENDMENT,
+                document_id="second-amendment",
+                document_type="ccr",
+                effective_date=date(2005, 6, 1),
+                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
+            ),
+            _doc(
+                ingestor,
+                GUIDELINES_2010,
+                document_id="guidelines-2010",
+                document_type="design_guidelines",
+                effective_date=date(2010, 3, 1),
+            ),
         ],
         community="oak",
     )
     ingestor.write(
-        [_doc(ingestor, GUIDELINES_2020, document_id="guidelines-2020", document_type="design_guidelines",
-              effective_date=date(2020, 1, 1), supersedes="guidelines-2010")],
+        [
+            _doc(
+                ingestor,
+                GUIDELINES_2020,
+                document_id="guidelines-2020",
+                document_type="design_guidelines",
+                effective_date=date(2020, 1, 1),
+                supersedes="guidelines-2010",
+            )
+        ],
         community="oak",
     )
     app = create_app(runtime=Runtime(make_settings(tmp_path_factory.mktemp("asof"), url), db, embedder))
@@ -121,11 +140,16 @@ def test_before_an_amendments_date_the_original_section_answers(dated):
     original = next(c for c in answer["chunks"] if "poultry of any kind" in c["content"])
     # that day it was the rule: not demoted as amended, but it names what replaced it and when
     assert original["amended_by"] is None
-    assert original["replaced"] == {"how": "amended", "document_id": "second-amendment",
-                                    "document_name": "Second Amendment to the Declaration",
-                                    "effective_date": "2005-06-01"}
-    assert "Effective: 1990-01-01; amended by Second Amendment to the Declaration [second-amendment] on 2005-06-01" \
+    assert original["replaced"] == {
+        "how": "amended",
+        "document_id": "second-amendment",
+        "document_name": "Second Amendment to the Declaration",
+        "effective_date": "2005-06-01",
+    }
+    assert (
+        "Effective: 1990-01-01; amended by Second Amendment to the Declaration [second-amendment] on 2005-06-01"
         in answer["context"]
+    )
 
 
 def test_after_an_amendments_date_the_amendment_answers_and_the_original_section_is_out(dated):
@@ -146,8 +170,10 @@ def test_a_superseded_document_answers_before_its_replacements_date_and_not_afte
     old = next(c for c in before["chunks"] if c["document_id"] == "guidelines-2010")
     assert old["superseded_by"] is None  # not yet superseded that day
     assert old["replaced"]["how"] == "superseded" and old["replaced"]["effective_date"] == "2020-01-01"
-    assert "Effective: 2010-03-01; superseded by Design Guidelines 2020 [guidelines-2020] on 2020-01-01" \
+    assert (
+        "Effective: 2010-03-01; superseded by Design Guidelines 2020 [guidelines-2020] on 2020-01-01"
         in before["context"]
+    )
     after = ask(client, FENCE, as_of="2020-01-01")
     assert "six feet" in after["context"] and "four feet" not in after["context"]
     assert "guidelines-2010" not in {c["document_id"] for c in after["chunks"]}
@@ -169,8 +195,12 @@ def test_without_as_of_the_answer_is_todays(dated):
     # and with include_superseded the superseded guidelines name their replacement and its date
     old = ask(client, FENCE, include_superseded=True)
     replaced = next(c for c in old["chunks"] if c["document_id"] == "guidelines-2010")["replaced"]
-    assert replaced == {"how": "superseded", "document_id": "guidelines-2020", "document_name": "Design Guidelines 2020",
-                        "effective_date": "2020-01-01"}
+    assert replaced == {
+        "how": "superseded",
+        "document_id": "guidelines-2020",
+        "document_name": "Design Guidelines 2020",
+        "effective_date": "2020-01-01",
+    }
 
 
 def test_a_date_before_anything_took_effect_has_no_results_saying_so(dated):
@@ -186,11 +216,18 @@ def test_an_undated_document_is_in_force_from_the_beginning_with_a_warning(make_
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
-    ingestor.write([
-        _doc(ingestor, POOL_RULES, document_id="pool-rules", document_type="other"),
-        _doc(ingestor, GUIDELINES_2020, document_id="guidelines-2020", document_type="design_guidelines",
-             effective_date=date(2020, 1, 1)),
-    ])
+    ingestor.write(
+        [
+            _doc(ingestor, POOL_RULES, document_id="pool-rules", document_type="other"),
+            _doc(
+                ingestor,
+                GUIDELINES_2020,
+                document_id="guidelines-2020",
+                document_type="design_guidelines",
+                effective_date=date(2020, 1, 1),
+            ),
+        ]
+    )
     client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
     post = lambda body: client.post("/webhook/arc-retrieval", json=body).get_json()  # noqa: E731
     early = post({"query": "When is the pool open?", "as_of": "1950-01-01"})
@@ -219,28 +256,53 @@ def test_dates_on_the_ingest_webhook_json_and_upload_and_out_of_order_is_refused
     post = lambda body: client.post("/webhook/arc-ingest", json={"community": "oak", **body})  # noqa: E731
     bad = post({"text": POOL_RULES, "document_type": "other", "document_id": "pool", "effective_date": "2019-13-01"})
     assert bad.status_code == 422 and bad.get_json()["field"] == "effective_date", bad.get_json()
-    early = post({"text": AMENDMENT.replace("Second", "Third"), "document_type": "ccr", "document_id": "third",
-                  "effective_date": "1985-01-01", "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 5"]}]})
+    early = post(
+        {
+            "text": AMENDMENT.replace("Second", "Third"),
+            "document_type": "ccr",
+            "document_id": "third",
+            "effective_date": "1985-01-01",
+            "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 5"]}],
+        }
+    )
     body = early.get_json()
     assert early.status_code == 422 and body["field"] == "effective_date", body
     assert "'third' amends 'ccrs'" in body["message"] and "1990-01-01" in body["message"]
     # the other way round: the declaration sent again dated after its stored amendment
     again = post({"text": DECLARATION, "document_type": "ccr", "document_id": "ccrs", "effective_date": "2006-01-01"})
     assert again.status_code == 422 and again.get_json()["field"] == "effective_date", again.get_json()
-    late = post({"text": GUIDELINES_2010.replace("2010", "2003"), "document_type": "design_guidelines",
-                 "document_id": "guidelines-2003", "effective_date": "2025-01-01", "superseded_by": "guidelines-2010"})
+    late = post(
+        {
+            "text": GUIDELINES_2010.replace("2010", "2003"),
+            "document_type": "design_guidelines",
+            "document_id": "guidelines-2003",
+            "effective_date": "2025-01-01",
+            "superseded_by": "guidelines-2010",
+        }
+    )
     assert late.status_code == 422 and late.get_json()["field"] == "effective_date", late.get_json()
     upload = lambda when: client.post(  # noqa: E731
-        "/webhook/arc-ingest", content_type="multipart/form-data",
-        data={"document_type": "other", "document_id": "pool-rules", "community": "oak", "effective_date": when,
-              "file": (io.BytesIO(POOL_RULES.encode()), "pool.md")})
+        "/webhook/arc-ingest",
+        content_type="multipart/form-data",
+        data={
+            "document_type": "other",
+            "document_id": "pool-rules",
+            "community": "oak",
+            "effective_date": when,
+            "file": (io.BytesIO(POOL_RULES.encode()), "pool.md"),
+        },
+    )
     refused = upload("03/01/2001")
     assert refused.status_code == 422 and refused.get_json()["field"] == "effective_date", refused.get_json()
     assert upload("2001-03-01").status_code == 200
     listed = client.get("/webhook/arc-documents?community=oak").get_json()["documents"]
     assert {d["document_id"]: d["effective_date"] for d in listed} == {
-        "ccrs": "1990-01-01", "second-amendment": "2005-06-01", "guidelines-2010": "2010-03-01",
-        "guidelines-2020": "2020-01-01", "pool-rules": "2001-03-01"}
+        "ccrs": "1990-01-01",
+        "second-amendment": "2005-06-01",
+        "guidelines-2010": "2010-03-01",
+        "guidelines-2020": "2020-01-01",
+        "pool-rules": "2001-03-01",
+    }
     assert client.delete("/webhook/arc-documents/pool-rules?community=oak").status_code == 200
 
 
@@ -248,15 +310,16 @@ def test_the_keepers_pages_show_each_documents_history_and_a_timeline(dated):
     _, client = dated
     page = client.get("/documents/guidelines-2010?community=oak").get_data(as_text=True)
     assert "In force from 2010-03-01" in page
-    history = page[page.index('id="history"'):]
+    history = page[page.index('id="history"') :]
     assert "Superseded by" in history and "guidelines-2020" in history and "on 2020-01-01" in history
     amended = client.get("/documents/ccrs?community=oak").get_data(as_text=True)
     assert "Sections amended by" in amended and "on 2005-06-01" in amended
     newer = client.get("/documents/guidelines-2020?community=oak").get_data(as_text=True)
     assert "Supersedes" in newer and "in force from 2010-03-01" in newer
     timeline = client.get("/timeline?community=oak").get_data(as_text=True)
-    order = [timeline.index(f"<code>{d}</code>") for d in ("ccrs", "second-amendment", "guidelines-2010",
-                                                              "guidelines-2020")]
+    order = [
+        timeline.index(f"<code>{d}</code>") for d in ("ccrs", "second-amendment", "guidelines-2010", "guidelines-2020")
+    ]
     assert order == sorted(order)
     listing = client.get("/documents?community=oak").get_data(as_text=True)
     assert "2005-06-01" in listing and 'name="effective_date"' in listing
@@ -270,14 +333,20 @@ def test_the_cli_and_a_manifest_take_effective_dates(make_database, tmp_path, mo
     folder.mkdir()
     (folder / "amendment.md").write_text(AMENDMENT)
     runner = CliRunner()
-    bad = runner.invoke(main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr",
-                               "--effective-date", "1990-02-30"])
+    bad = runner.invoke(
+        main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr", "--effective-date", "1990-02-30"]
+    )
     assert bad.exit_code != 0 and "--effective-date" in bad.output and "Traceback" not in bad.output
-    done = runner.invoke(main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr",
-                                "--effective-date", "1990-01-01"])
+    done = runner.invoke(
+        main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr", "--effective-date", "1990-01-01"]
+    )
     assert done.exit_code == 0, done.output
-    entry = {"file": "amendment.md", "document_id": "amendment", "document_type": "ccr",
-             "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 4"]}]}
+    entry = {
+        "file": "amendment.md",
+        "document_id": "amendment",
+        "document_type": "ccr",
+        "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 4"]}],
+    }
     (folder / "manifest.json").write_text(json.dumps({"documents": [{**entry, "effective_date": "1989-01-01"}]}))
     early = runner.invoke(main, ["ingest", str(folder)])
     assert early.exit_code != 0 and "effective_date: " in early.output and "before 'ccrs' took effect" in early.output

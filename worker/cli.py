@@ -272,7 +272,8 @@ def _effective_date(value: str | None) -> date | None:
     try:
         return TypeAdapter(IsoDate).validate_python(value)
     except ValidationError as exc:
-        raise click.BadParameter(exc.errors()[0]["msg"].removeprefix("Value error, "), param_hint="--effective-date")
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise click.BadParameter(message, param_hint="--effective-date") from None
 
 
 @main.command()
@@ -340,7 +341,9 @@ def documents_list(community: str | None) -> None:
     if not found:
         click.echo("the knowledge base is empty")
         return
-    click.echo("document_id\ttype\tbinding\tsuperseded_by\tamended_by\tchunks\tpages\tingested_at\tsource_file\tname\teffective_date")
+    click.echo(
+        "document_id\ttype\tbinding\tsuperseded_by\tamended_by\tchunks\tpages\tingested_at\tsource_file\tname\teffective_date"
+    )
     for d in found:
         click.echo(
             "\t".join(

@@ -52,12 +52,12 @@ def mark_replacements(chunks: list[ChunkResult], dates: Mapping[str, DocumentDat
 
 
 def _replacement(chunk: ChunkResult, dates: Mapping[str, DocumentDate]) -> Replacement | None:
-    how, by = ("superseded", chunk.superseded_by) if chunk.superseded_by else ("amended", chunk.amended_by)
+    by = chunk.superseded_by or chunk.amended_by
     if not by:
         return None
     known = dates.get(by)
     return Replacement(
-        how=how,
+        how="superseded" if chunk.superseded_by else "amended",
         document_id=by,
         document_name=known.name if known else chunk.amended_by_name,
         effective_date=known.effective_date if known else None,
@@ -100,5 +100,7 @@ def dates_line(chunk: ChunkResult) -> str | None:
     line = f"Effective: {chunk.effective_date.isoformat() if chunk.effective_date else 'undated'}"
     if replaced is not None:
         when = replaced.effective_date.isoformat() if replaced.effective_date else "undated"
-        line += f"; {replaced.how} by {replaced.document_name or replaced.document_id} [{replaced.document_id}] on {when}"
+        line += (
+            f"; {replaced.how} by {replaced.document_name or replaced.document_id} [{replaced.document_id}] on {when}"
+        )
     return line

@@ -31,10 +31,9 @@ from ..models import (
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type, language, language_scale, minimum, rerank_services
+from . import answer_type, in_force, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
-from . import in_force
 from . import sentences as sentence_stage
 from . import status as status_stage
 from .amendments import bring_amendments
