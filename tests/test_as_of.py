@@ -11,8 +11,10 @@ import json
 from collections.abc import Iterator
 from datetime import date
 
+import anyio
 import pytest
 from click.testing import CliRunner
+from mcp import Client
 
 from tests.conftest import make_settings
 from worker.cli import main
@@ -21,6 +23,7 @@ from worker.ingest.readers import parse_markdown
 from worker.models import Amendment, DocumentFields
 from worker.runtime import Runtime
 from worker.serve.app import create_app
+from worker.serve.mcp_server import SEARCH_TOOL, McpFace, build_server
 from worker.store.database import Database
 
 DECLARATION = """# Declaration of Covenants
@@ -75,7 +78,7 @@ def _doc(ingestor: Ingestor, text: str, **fields):
 
 
 @pytest.fixture(scope="module")
-def dated(make_database, embedder, tmp_path_factory) -> Iterator[tuple[Database, object]]:
+def dated(make_database, embedder, tmp_path_factory) -> Iterator[tuple[Database, object, Runtime]]:
     """Community "oak": a declaration (1990), an amendment of its Section 4 (2005), guidelines of
     2010 superseded by those of 2020; every document dated."""
     url = make_database("asof")
@@ -116,8 +119,8 @@ def dated(make_database, embedder, tmp_path_factory) -> Iterator[tuple[Database,
         ],
         community="oak",
     )
-    app = create_app(runtime=Runtime(make_settings(tmp_path_factory.mktemp("asof"), url), db, embedder))
-    yield db, app.test_client()
+    runtime = Runtime(make_settings(tmp_path_factory.mktemp("asof"), url), db, embedder)
+    yield db, create_app(runtime=runtime).test_client(), runtime
     db.close()
 
 
@@ -132,7 +135,7 @@ def documents_in_context(answer: dict) -> set[str]:
 
 
 def test_before_an_amendments_date_the_original_section_answers(dated):
-    _, client = dated
+    _, client, _ = dated
     answer = ask(client, PETS, as_of="2000-01-01")
     assert "No animals, livestock or poultry" in answer["context"]
     assert "Up to four hens" not in answer["context"]
@@ -153,7 +156,7 @@ def test_before_an_amendments_date_the_original_section_answers(dated):
 
 
 def test_after_an_amendments_date_the_amendment_answers_and_the_original_section_is_out(dated):
-    _, client = dated
+    _, client, _ = dated
     for as_of in ("2005-06-01", "2012-01-01"):
         answer = ask(client, PETS, as_of=as_of)
         assert "Up to four hens" in answer["context"], as_of
@@ -164,7 +167,7 @@ def test_after_an_amendments_date_the_amendment_answers_and_the_original_section
 
 
 def test_a_superseded_document_answers_before_its_replacements_date_and_not_after(dated):
-    _, client = dated
+    _, client, _ = dated
     before = ask(client, FENCE, as_of="2015-06-30")
     assert "four feet" in before["context"] and "six feet" not in before["context"]
     old = next(c for c in before["chunks"] if c["document_id"] == "guidelines-2010")
@@ -182,7 +185,7 @@ def test_a_superseded_document_answers_before_its_replacements_date_and_not_afte
 
 
 def test_without_as_of_the_answer_is_todays(dated):
-    _, client = dated
+    _, client, _ = dated
     now = ask(client, FENCE)
     assert "six feet" in now["context"] and "four feet" not in now["context"]
     assert not any("as_of" in w for w in now["warnings"])
@@ -204,7 +207,7 @@ def test_without_as_of_the_answer_is_todays(dated):
 
 
 def test_a_date_before_anything_took_effect_has_no_results_saying_so(dated):
-    _, client = dated
+    _, client, _ = dated
     answer = ask(client, FENCE, as_of="1989-12-31")
     assert answer["status"] == "no_results" and answer["chunks"] == [] and answer["context"] == ""
     assert answer["message"].startswith("No document of this community was in force yet on 1989-12-31")
@@ -246,13 +249,13 @@ def test_an_undated_document_is_in_force_from_the_beginning_with_a_warning(make_
 
 @pytest.mark.parametrize("bad", ["2015-02-30", "2015-2-3", "20150203", "yesterday", 1420070400, "2015-02-03T00:00"])
 def test_an_invalid_as_of_is_a_4xx_naming_it(dated, bad):
-    _, client = dated
+    _, client, _ = dated
     response = client.post("/webhook/arc-retrieval", json={"query": FENCE, "community": "oak", "as_of": bad})
     assert 400 <= response.status_code < 500 and response.get_json()["field"] == "as_of", response.get_json()
 
 
 def test_dates_on_the_ingest_webhook_json_and_upload_and_out_of_order_is_refused(dated):
-    db, client = dated
+    db, client, _ = dated
     post = lambda body: client.post("/webhook/arc-ingest", json={"community": "oak", **body})  # noqa: E731
     bad = post({"text": POOL_RULES, "document_type": "other", "document_id": "pool", "effective_date": "2019-13-01"})
     assert bad.status_code == 422 and bad.get_json()["field"] == "effective_date", bad.get_json()
@@ -307,7 +310,7 @@ def test_dates_on_the_ingest_webhook_json_and_upload_and_out_of_order_is_refused
 
 
 def test_the_keepers_pages_show_each_documents_history_and_a_timeline(dated):
-    _, client = dated
+    _, client, _ = dated
     page = client.get("/documents/guidelines-2010?community=oak").get_data(as_text=True)
     assert "In force from 2010-03-01" in page
     history = page[page.index('id="history"') :]
@@ -356,3 +359,46 @@ def test_the_cli_and_a_manifest_take_effective_dates(make_database, tmp_path, mo
     columns = listed[0].split("\t")
     rows = {line.split("\t")[0]: dict(zip(columns, line.split("\t"))) for line in listed[1:]}
     assert rows["ccrs"]["effective_date"] == "1990-01-01" and rows["amendment"]["effective_date"] == "2005-06-01"
+
+
+def test_mcp_takes_as_of_and_names_dates(dated):
+    _, _, runtime = dated
+    face = McpFace.build(runtime)
+
+    async def call(arguments: dict) -> object:
+        async with Client(build_server(face)) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": FENCE, "community": "oak", **arguments})
+
+    try:
+        before = anyio.run(call, {"as_of": "2015-06-30"})
+        bad = anyio.run(call, {"as_of": "2015-06-31"})
+    finally:
+        face.knowledge.close()
+    assert not before.is_error and "four feet" in before.structured_content["context"]
+    old = next(c for c in before.structured_content["chunks"] if c["document_id"] == "guidelines-2010")
+    assert old["effective_date"] == "2010-03-01" and old["replaced"]["effective_date"] == "2020-01-01"
+    assert bad.is_error and "as_of" in bad.content[0].text
+
+
+def test_dify_takes_as_of_in_metadata_condition(dated):
+    _, client, _ = dated
+
+    def post(conditions: list[dict], logical: str = "and") -> dict:
+        return client.post(
+            "/retrieval",
+            json={"knowledge_id": "oak", "query": FENCE, "retrieval_setting": {"top_k": 5, "score_threshold": 0},
+                  "metadata_condition": {"logical_operator": logical, "conditions": conditions}},
+        ).get_json()
+
+    before = post([{"name": "as_of", "comparison_operator": "is", "value": "2015-06-30"}])
+    assert "four feet" in before["records"][0]["content"]
+    assert before["records"][0]["metadata"]["effective_date"] == "2010-03-01"
+    assert before["records"][0]["metadata"]["replaced"]["document_id"] == "guidelines-2020"
+    now = post([{"name": "document_type", "comparison_operator": "is", "value": "design_guidelines"}])
+    assert "six feet" in now["records"][0]["content"]
+    # the date and a filter together; an invalid date names it
+    both = post([{"name": "as_of", "comparison_operator": "=", "value": "2015-06-30"},
+                 {"name": "document_type", "comparison_operator": "is", "value": "ccr"}])
+    assert both["records"] and {r["metadata"]["document_type"] for r in both["records"]} == {"ccr"}
+    bad = post([{"name": "as_of", "comparison_operator": "is", "value": "June 2015"}])
+    assert bad["error_code"] == 422 and bad["error_msg"].startswith("metadata_condition.as_of")
