@@ -183,9 +183,17 @@ where community = %(community)s and chunk_index = 0 and metadata ? 'amends'
 select id, section_path from knowledge_chunks where community = %(community)s and document_id = %(document_id)s
 
 -- name: mark_amended
-update knowledge_chunks
-set metadata = metadata || jsonb_build_object('amended_by', %(amended_by)s::text, 'amended_by_name', %(amended_by_name)s::text)
-where id = any(%(ids)s)
+-- A section amended twice keeps the amendment that took effect first: from that day on the
+-- original text was no longer in force (arc_in_force). Undated amendments: the last one marks.
+update knowledge_chunks c
+set metadata = c.metadata || jsonb_build_object('amended_by', %(amended_by)s::text, 'amended_by_name', %(amended_by_name)s::text)
+where c.id = any(%(ids)s)
+  and not exists (
+        select 1 from knowledge_chunks earlier, knowledge_chunks this
+         where earlier.community = c.community and earlier.chunk_index = 0
+           and earlier.document_id = c.metadata ->> 'amended_by' and earlier.document_id <> %(amended_by)s
+           and this.community = c.community and this.chunk_index = 0 and this.document_id = %(amended_by)s
+           and (earlier.metadata ->> 'effective_date')::date < (this.metadata ->> 'effective_date')::date)
 
 -- name: release_amended
 update knowledge_chunks set metadata = metadata - 'amended_by' - 'amended_by_name'

@@ -402,3 +402,31 @@ def test_dify_takes_as_of_in_metadata_condition(dated):
     assert both["records"] and {r["metadata"]["document_type"] for r in both["records"]} == {"ccr"}
     bad = post([{"name": "as_of", "comparison_operator": "is", "value": "June 2015"}])
     assert bad["error_code"] == 422 and bad["error_msg"].startswith("metadata_condition.as_of")
+
+
+@pytest.mark.parametrize("later_first", [False, True])
+def test_a_section_amended_twice_is_out_of_force_from_the_first_amendment(make_database, embedder, later_first):
+    db = Database(make_database("asoftwice"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    trailers = (Amendment("ccrs", ("Article VII Section 5",)),)
+    first = _doc(ingestor, "# Trailer Amendment\n\nArticle VII, Section 5 is replaced: trailers may be parked "
+                 "behind the building line for up to seven days.\n", document_id="trailers-2005",
+                 document_type="ccr", effective_date=date(2005, 1, 1), amends=trailers)
+    second = _doc(ingestor, "# Second Trailer Amendment\n\nArticle VII, Section 5 is replaced: trailers may be "
+                  "parked behind the building line for up to three days.\n", document_id="trailers-2015",
+                  document_type="ccr", effective_date=date(2015, 1, 1), amends=trailers)
+    ingestor.write([_doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr",
+                         effective_date=date(1990, 1, 1))])
+    for doc in (second, first) if later_first else (first, second):
+        ingestor.write([doc])
+    with db.connect() as conn:
+        marks = {r[0] for r in conn.execute("select metadata ->> 'amended_by' from knowledge_chunks "
+                                            "where document_id = 'ccrs' and section_path like '%Section 5%'")}
+        in_force = dict(conn.execute(
+            "select d, arc_in_force(c.id, d) from knowledge_chunks c, "
+            "unnest(array['2004-12-31', '2005-01-01', '2016-01-01']::date[]) d "
+            "where c.document_id = 'ccrs' and c.section_path like '%Section 5%'").fetchall())
+    db.close()
+    assert marks == {"trailers-2005"}
+    assert in_force == {date(2004, 12, 31): True, date(2005, 1, 1): False, date(2016, 1, 1): False}
