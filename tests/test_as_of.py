@@ -430,3 +430,23 @@ def test_a_section_amended_twice_is_out_of_force_from_the_first_amendment(make_d
     db.close()
     assert marks == {"trailers-2005"}
     assert in_force == {date(2004, 12, 31): True, date(2005, 1, 1): False, date(2016, 1, 1): False}
+
+
+def test_as_of_a_date_a_neighbour_in_an_amended_section_stays_out():
+    from worker.models import ChunkResult
+    from worker.retrieve.in_force import DocumentDate, neighbours_in_force
+
+    def chunk(i: int, amended_by: str | None) -> ChunkResult:
+        return ChunkResult(id=i, document_id="ccrs", document_name="CC&Rs", document_type="ccr", section_path="",
+                           page_number=None, chunk_index=i, is_binding=True, superseded_by=None, content="x",
+                           token_count=1, amended_by=amended_by)
+
+    dates = {"a-2005": DocumentDate("a-2005", "Amendment 2005", date(2005, 6, 1)),
+             "undated": DocumentDate("undated", "Undated amendment", None)}
+    def found() -> list[ChunkResult]:  # fetched afresh for each chunk, as the pipeline does
+        return [chunk(1, None), chunk(2, "a-2005"), chunk(3, "undated"), chunk(4, "deleted")]
+
+    kept = neighbours_in_force(found(), date(2000, 1, 1), dates)
+    assert [c.id for c in kept] == [1, 2, 4]
+    assert kept[1].amended_by is None and kept[1].replaced.effective_date == date(2005, 6, 1)
+    assert [c.id for c in neighbours_in_force(found(), date(2010, 1, 1), dates)] == [1, 4]

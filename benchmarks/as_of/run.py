@@ -134,9 +134,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hoa-dev", type=Path, default=ROOT.parent / "shared" / "datasets" / "hoa-dev")
     parser.add_argument("--out", type=Path, default=HERE)
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".arc-data")
+    parser.add_argument("--only", default="", help="comma-separated question ids (a look at a few; no report)")
     args = parser.parse_args(argv)
     overlay = json.loads((HERE / "documents.json").read_text())
     questions = load_questions(args.hoa_dev)
+    if args.only:
+        questions = [q for q in questions if q["id"] in args.only.split(",")]
     today = date.today()
     embedder = CachedEmbedder(LocalEmbedder())
     cache = VectorCache.of_passages(args.data_dir, embedder)
@@ -180,6 +183,11 @@ def main(argv: list[str]) -> int:
                     start = time.perf_counter()
                     now_answer = ask(client, community, q["question"])
                     now_ms = (time.perf_counter() - start) * 1000
+                    if args.only:
+                        for label, body in (("as_of", dated_answer), ("now", now_answer)):
+                            print(q["id"], label, body["status"], body["context_tokens"], [
+                                (c["document_id"][-20:], c["section_path"][-40:], c["source"], round(c["final_score"], 3))
+                                for c in body["chunks"]])
                     results.append({
                         "id": q["id"], "community": community, "question": q["question"], "as_of": q["as_of"],
                         "with_as_of": {**score(dated_answer, q["evidence"], day, documents), "ms": round(dated_ms, 1)},
@@ -191,6 +199,8 @@ def main(argv: list[str]) -> int:
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.only:
+        return 0
     write_report(results, args.out, " ".join(["benchmarks/as_of/run.py", *argv]))
     return 0
 

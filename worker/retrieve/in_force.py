@@ -51,6 +51,21 @@ def mark_replacements(chunks: list[ChunkResult], dates: Mapping[str, DocumentDat
             chunk.amended_by_name = None
 
 
+def neighbours_in_force(found: list[ChunkResult], as_of: date, dates: Mapping[str, DocumentDate]) -> list[ChunkResult]:
+    """A chunk's neighbours (its own document, in force that day) without a section an amendment
+    in effect by ``as_of`` had replaced; the rest marked as :func:`mark_replacements` marks."""
+    kept = [n for n in found if not n.amended_by or not _in_effect(dates.get(n.amended_by), as_of)]
+    mark_replacements(kept, dates, as_of)
+    return kept
+
+
+def _in_effect(document: DocumentDate | None, as_of: date) -> bool:
+    # as arc_in_force: an undated replacement always was; one no longer stored replaces nothing
+    if document is None:
+        return False
+    return document.effective_date is None or document.effective_date <= as_of
+
+
 def _replacement(chunk: ChunkResult, dates: Mapping[str, DocumentDate]) -> Replacement | None:
     by = chunk.superseded_by or chunk.amended_by
     if not by:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
@@ -284,7 +284,7 @@ class Retriever:
             if opening[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(qualifying, request)
+                built = self._assemble(qualifying, request, community)
             lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
             verdict = status_stage.settle(
                 opening,
@@ -345,7 +345,7 @@ class Retriever:
             else None,
         )
 
-    def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest) -> context_stage.Context:
+    def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest, community: str) -> context_stage.Context:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
@@ -376,8 +376,7 @@ class Retriever:
             floor=0.0,
             max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
-            # as of a date, a neighbour could be a section amended by then: none are added
-            neighbours=None if explicit or request.as_of is not None else self._neighbours,
+            neighbours=None if explicit else self._neighbours_for(request.as_of, community),
             fill=fill,
             fill_needs=request.min_relevance if explicit else 0.0,
         )
@@ -471,6 +470,19 @@ class Retriever:
             log.warning("sentence scoring failed; first-stage order kept", extra={"reason": type(exc).__name__})
             return candidates
         return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
+
+    def _neighbours_for(self, as_of: date | None, community: str) -> Callable[[ChunkResult], list[ChunkResult]]:
+        """The neighbours context assembly may add: as of a date, only those in force that day."""
+        if as_of is None:
+            return self._neighbours
+
+        def in_force_then(chunk: ChunkResult) -> list[ChunkResult]:
+            found = self._neighbours(chunk)
+            replacing = in_force.replacing_ids(found)
+            dates = self.backend.document_dates(community, replacing) if replacing else {}
+            return in_force.neighbours_in_force(found, as_of, dates)
+
+        return in_force_then
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)
