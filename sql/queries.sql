@@ -116,7 +116,8 @@ select * from hybrid_search(
   binding_only       => %(binding_only)s,
   include_superseded => %(include_superseded)s,
   expansion_text     => %(expansion_text)s,
-  community          => %(community)s
+  community          => %(community)s,
+  filter_as_of       => %(filter_as_of)s::date
 )
 
 -- name: chunk_neighbours
@@ -157,7 +158,7 @@ select community, chunks from knowledge_communities order by community
 -- name: list_documents
 select document_id, min(document_name), min(document_type), bool_and(is_binding), min(superseded_by),
        count(*), max(page_number), min(created_at), min(metadata ->> 'source_file'),
-       string_agg(distinct metadata ->> 'amended_by', ',')
+       string_agg(distinct metadata ->> 'amended_by', ','), min(metadata ->> 'effective_date')
 from knowledge_chunks
 where community = %(community)s and (%(document_id)s::text is null or document_id = %(document_id)s)
 group by document_id
@@ -182,9 +183,17 @@ where community = %(community)s and chunk_index = 0 and metadata ? 'amends'
 select id, section_path from knowledge_chunks where community = %(community)s and document_id = %(document_id)s
 
 -- name: mark_amended
-update knowledge_chunks
-set metadata = metadata || jsonb_build_object('amended_by', %(amended_by)s::text, 'amended_by_name', %(amended_by_name)s::text)
-where id = any(%(ids)s)
+-- A section amended twice keeps the amendment that took effect first: from that day on the
+-- original text was no longer in force (arc_in_force). Undated amendments: the last one marks.
+update knowledge_chunks c
+set metadata = c.metadata || jsonb_build_object('amended_by', %(amended_by)s::text, 'amended_by_name', %(amended_by_name)s::text)
+where c.id = any(%(ids)s)
+  and not exists (
+        select 1 from knowledge_chunks earlier, knowledge_chunks this
+         where earlier.community = c.community and earlier.chunk_index = 0
+           and earlier.document_id = c.metadata ->> 'amended_by' and earlier.document_id <> %(amended_by)s
+           and this.community = c.community and this.chunk_index = 0 and this.document_id = %(amended_by)s
+           and (earlier.metadata ->> 'effective_date')::date < (this.metadata ->> 'effective_date')::date)
 
 -- name: release_amended
 update knowledge_chunks set metadata = metadata - 'amended_by' - 'amended_by_name'
@@ -360,3 +369,20 @@ begin
   end loop;
 end
 $$
+
+-- name: document_dates
+select * from arc_document_dates(%(community)s, %(ids)s::text[])
+
+-- name: documents_replacing
+-- The stored documents that declare they supersede or amend one of these (their first chunk
+-- records it, 011), with their effective dates: an ingest checks none is dated before what it replaces.
+select document_id, (metadata ->> 'effective_date')::date,
+       case when metadata ->> 'supersedes' = any (%(ids)s::text[]) then metadata ->> 'supersedes'
+            else (select a ->> 'document_id' from jsonb_array_elements(metadata -> 'amends') a
+                   where a ->> 'document_id' = any (%(ids)s::text[]) limit 1) end
+from knowledge_chunks
+where community = %(community)s and chunk_index = 0
+  and (metadata ->> 'supersedes' = any (%(ids)s::text[])
+       or exists (select 1 from jsonb_array_elements(coalesce(metadata -> 'amends', '[]')) a
+                   where a ->> 'document_id' = any (%(ids)s::text[])))
+

@@ -204,6 +204,29 @@ def test_a_superseding_upload_names_what_it_replaces(n8n):
             call(n8n, "arc-node-ingest", json={"delete_document_id": doc})
 
 
+def test_dated_uploads_answer_as_of_a_date_through_the_node(n8n):
+    old = b"# Bin Rules\n\n## Bins\n\nRecycling bins go out on Wednesday mornings.\n"
+    new = b"# Bin Rules 2024\n\n## Bins\n\nRecycling bins go out on Thursday mornings.\n"
+    uploads = (("bins-2010.md", old, {"effective_date": "2010-01-01"}),
+               ("bins-2024.md", new, {"effective_date": "2024-01-01", "supersedes": "bins-2010"}))
+    for name, text, extra in uploads:
+        r = call(n8n, "arc-node-ingest", files={"file": (name, text, "text/markdown")},
+                 data={"document_type": "design_guidelines", **extra})
+        assert r.status_code == 200, r.text
+    try:
+        r = call(n8n, "arc-node-retrieval", json={"query": "Which morning do recycling bins go out?",
+                                                  "as_of": "2015-06-30"})
+        assert r.status_code == 200, r.text
+        assert "Wednesday" in r.json()["context"] and "Thursday" not in r.json()["context"], r.json()
+        first = r.json()["sources"][0]
+        assert first["effective_date"] == "2010-01-01" and first["replaced"]["effective_date"] == "2024-01-01"
+        bad = call(n8n, "arc-node-retrieval", json={"query": "Which morning?", "as_of": "2015-31-12"})
+        assert bad.status_code == 422 and "(field: as_of)" in bad.json()["error"], bad.text
+    finally:
+        for doc in ("bins-2024", "bins-2010"):
+            call(n8n, "arc-node-ingest", json={"delete_document_id": doc})
+
+
 def test_a_422_from_the_worker_is_a_node_error_naming_the_field(n8n):
     r = call(n8n, "arc-node-retrieval", json={"query": "fence " * 400})
     assert r.status_code == 422, r.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import date
 from pathlib import Path
 
 import click
@@ -262,6 +263,12 @@ def db_upgrade(old_bindir: Path | None) -> None:
     metavar="DOCUMENT_ID:SECTION[;SECTION...]",
     help="Sections of another document this one amends, e.g. ccrs:'Article VII Section 4' (repeatable).",
 )
+@click.option(
+    "--effective-date",
+    metavar="YYYY-MM-DD",
+    help="The date the document took effect (default: undated, in force from the beginning); "
+    "questions asked with as_of read what was in force that day.",
+)
 @click.option("--sample", is_flag=True, help="Load the bundled Cedar Hollow sample corpus.")
 @click.option(
     "--replace",
@@ -288,6 +295,7 @@ def ingest(
     name: str | None,
     document_id: str | None,
     amends: tuple[str, ...],
+    effective_date: str | None,
     sample: bool,
     replace: bool,
     allow_duplicate: bool,
@@ -336,6 +344,7 @@ def ingest(
                 supersedes=supersedes,
                 superseded_by=superseded_by,
                 amends=tuple(parse_amends(a) for a in amends),
+                effective_date=_effective_date(effective_date),
                 allow_duplicate=allow_duplicate,
             )
             report = knowledge.ingest_files(
@@ -361,6 +370,21 @@ def ingest(
         raise click.ClickException(str(exc)) from None
     finally:
         runtime.close()
+
+
+def _effective_date(value: str | None) -> date | None:
+    """``--effective-date``, read as every door reads ``effective_date``."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from .models import IsoDate
+
+    if value is None:
+        return None
+    try:
+        return TypeAdapter(IsoDate).validate_python(value)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise click.BadParameter(message, param_hint="--effective-date") from None
 
 
 @main.command()
@@ -417,7 +441,8 @@ def _community(knowledge) -> str:
 @documents.command("list")
 @_COMMUNITY_OPTION
 def documents_list(community: str | None) -> None:
-    """Every document: id, type, binding, superseded or amended by, chunks, pages, ingested at, source file."""
+    """Every document: id, type, binding, superseded or amended by, chunks, pages, ingested at, source file,
+    name, and the date it took effect."""
     runtime = _runtime(_settings())
     try:
         knowledge = _knowledge(runtime)
@@ -427,7 +452,9 @@ def documents_list(community: str | None) -> None:
     if not found:
         click.echo("the knowledge base is empty")
         return
-    click.echo("document_id\ttype\tbinding\tsuperseded_by\tamended_by\tchunks\tpages\tingested_at\tsource_file\tname")
+    click.echo(
+        "document_id\ttype\tbinding\tsuperseded_by\tamended_by\tchunks\tpages\tingested_at\tsource_file\tname\teffective_date"
+    )
     for d in found:
         click.echo(
             "\t".join(
@@ -443,6 +470,7 @@ def documents_list(community: str | None) -> None:
                     d.ingested_at.isoformat(timespec="seconds"),
                     d.source_file or "-",
                     d.name,
+                    d.effective_date or "-",
                 )
             )
         )

@@ -4,7 +4,7 @@ the plain records the doors hand to the layers below (:class:`DocumentFields`)."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -21,6 +21,26 @@ TextFormat = Literal["markdown", "text", "html"]  # how a document sent as text 
 Citations = Literal["compact", "full"]
 
 MAX_QUERY_CHARS = 2000
+
+
+def _iso_date(value: Any) -> Any:
+    """A date is written YYYY-MM-DD: a number (a timestamp) or another spelling is refused."""
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip()) if len(value.strip()) == 10 else _not_a_date(value)
+        except ValueError:
+            return _not_a_date(value)
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    return _not_a_date(value)
+
+
+def _not_a_date(value: Any) -> Any:
+    raise ValueError(f"must be a date written YYYY-MM-DD, got {str(value)[:40]!r}")
+
+
+# An ISO calendar date (2003-08-29), as every door takes effective_date and as_of.
+IsoDate = Annotated[date, BeforeValidator(_iso_date), Field(json_schema_extra={"format": "date"})]
 
 # A community's key (sql/030_communities.sql checks the same): what ingest --community and the
 # webhook's `community` name. An upgraded single-community database holds DEFAULT_COMMUNITY.
@@ -119,6 +139,12 @@ class RetrievalRequest(BaseModel):
         "full: labelled lines (Document:, Section:, Page: or Pages:, Binding:, Content:) for callers that parse them.",
     )
     community: str | None = _community_field()
+    as_of: IsoDate | None = Field(
+        default=None,
+        description="An ISO date (YYYY-MM-DD): answer from what was in force that day, i.e. documents that had "
+        "taken effect and were not yet superseded, and for an amended section the version in force then. "
+        "Unset: what is in force now.",
+    )
 
     @field_validator("query")
     @classmethod
@@ -170,6 +196,16 @@ class QueryInfo(BaseModel):
     )
 
 
+class Replacement(BaseModel):
+    """The document that replaced a passage: it superseded the passage's whole document, or
+    amended its section; ``effective_date`` is when (null: the replacing document is undated)."""
+
+    how: Literal["superseded", "amended"]
+    document_id: str
+    document_name: str | None = None
+    effective_date: date | None = None
+
+
 class ChunkResult(BaseModel):
     id: int
     document_id: str
@@ -184,6 +220,10 @@ class ChunkResult(BaseModel):
     token_count: int
     amended_by: str | None = Field(None, description="The id of the document that amended this chunk's section.")
     amended_by_name: str | None = None
+    effective_date: date | None = Field(None, description="The date its document took effect (null: undated).")
+    replaced: Replacement | None = Field(
+        None, description="What replaced this passage (a superseding or amending document) and when."
+    )
     vector_score: float | None = None
     fts_score: float | None = None
     bm25_score: float | None = None
@@ -265,6 +305,7 @@ class DocumentFields:
     supersedes: str | None = None
     superseded_by: str | None = None
     amends: tuple[Amendment, ...] = ()
+    effective_date: date | None = None  # the day it took effect; None: in force from the beginning
     # True: stored even when the community holds the same text under another id. The doors'
     # requests default to False (refused, naming that id) and pass what they were asked.
     allow_duplicate: bool = True
@@ -281,6 +322,7 @@ class DocumentFields:
             supersedes=described.supersedes,
             superseded_by=described.superseded_by,
             amends=tuple(described.amends),
+            effective_date=described.effective_date,
             **more,
         )
 
@@ -309,6 +351,10 @@ class IngestFields(BaseModel):
         description="A newer document, already stored, that replaces this one.",
     )
     amends: list[Amendment] = Field(default_factory=list, max_length=50)
+    effective_date: IsoDate | None = Field(
+        default=None,
+        description="The date the document took effect (YYYY-MM-DD); unset: in force from the beginning.",
+    )
     replace: bool = Field(
         False,
         description="Replace a stored document of this id that came from another "
@@ -375,6 +421,7 @@ class DocumentSummary(BaseModel):
     is_binding: bool
     superseded_by: str | None
     amended_by: list[str] = Field(default_factory=list, description="Documents that amended sections of it.")
+    effective_date: date | None = Field(None, description="The date it took effect (null: undated).")
     chunks: int
     pages: int | None = Field(
         None,

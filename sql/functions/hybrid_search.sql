@@ -22,6 +22,10 @@
 -- match_count); the full-text leg reads that community's postings and scores with its statistics
 -- (bm25_query_terms(text, community)). Nothing of another community is ever a candidate.
 --
+-- filter_as_of: only chunks in force that day are candidates (arc_in_force, docs/as-of.md), in
+-- both legs; the caller includes superseded documents then, since one superseded later was in
+-- force. Null: no such condition.
+--
 -- Bounded work at any size: the full-text leg reads each question word's best chunks from the
 -- impact-ordered postings (012_bm25_postings.sql), at most fts_scan_limit index entries shared
 -- among the words (a short list whole, the rest split evenly among the longer ones), and adds
@@ -47,6 +51,9 @@ drop function if exists hybrid_search(text, vector, integer, double precision, d
                                       text, double precision);
 drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
                                       text[], boolean, boolean, integer, integer, text, double precision, integer);
+drop function if exists hybrid_search(text, vector, integer, double precision, double precision, text, integer,
+                                      text[], boolean, boolean, integer, integer, text, double precision, integer,
+                                      text);
 create or replace function hybrid_search(
   query_text          text,
   query_embedding     vector default null,
@@ -63,7 +70,8 @@ create or replace function hybrid_search(
   expansion_text      text default null,
   expansion_weight    double precision default 0.5,
   fts_rescore         integer default null,
-  community           text default null
+  community           text default null,
+  filter_as_of        date default null
 )
 returns table (
   id bigint, document_id text, document_name text, document_type text, section_path text,
@@ -291,7 +299,8 @@ begin
        and c.community = scope
        and (document_types is null or c.document_type = any (document_types))
        and (not binding_only or c.is_binding)
-       and (include_superseded or c.superseded_by is null);
+       and (include_superseded or c.superseded_by is null)
+       and (filter_as_of is null or arc_in_force(c.id, filter_as_of));
     scored_ids := scored_ids || batch_ids;
     scored := scored || batch_scores;
     if cardinality(scored) >= match_count then
@@ -323,11 +332,14 @@ begin
         and (c.community || '') = scope
         and (not binding_only or c.is_binding)
         and (include_superseded or c.superseded_by is null)
+        and (filter_as_of is null or arc_in_force(c.id, filter_as_of))
       order by c.embedding <=> query_embedding
       limit match_count
     ) union all
       select o.id, o.distance from unnest(own_ids, own_dist) as o(id, distance)
     ) v
+    -- the community's own index (033) is read without it: its list is filtered here
+    where filter_as_of is null or own_ids is null or arc_in_force(v.id, filter_as_of)
   ), fts_leg as (
     select f.id, f.score, (row_number() over (order by f.score desc, f.id))::integer as rank
     from unnest(scored_ids, scored) as f(id, score)
@@ -371,4 +383,4 @@ $$;
 
 select arc_service_role_only('function',
   'hybrid_search(text, vector, integer, double precision, double precision, text, integer, text[], boolean, '
-  'boolean, integer, integer, text, double precision, integer, text)');
+  'boolean, integer, integer, text, double precision, integer, text, date)');

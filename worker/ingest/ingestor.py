@@ -14,6 +14,7 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..sections import amends
 from ..store import bm25, communities, model_record, sqlfiles
 from ..store.database import Database
 from ..tokens import TokenCounter, default_counter
+from . import effective_dates
 from .bounds import DEFAULT_LIMITS, Budget, ReadLimits
 from .chunking import Chunk, chunk_blocks
 from .manifest import Manifest, load_manifest
@@ -52,6 +54,7 @@ class DocumentInput:
     supersedes: str | None = None
     superseded_by: str | None = None
     amends: tuple[Amendment, ...] = ()
+    effective_date: date | None = None  # None: undated, in force from the beginning
     metadata: dict = field(default_factory=dict)
     name_in_context: bool = True  # benchmark records name nothing but themselves
     id_given: bool = False  # the caller named the id (a text sent again under it updates it)
@@ -150,6 +153,7 @@ class Ingestor:
             supersedes=fields.supersedes,
             superseded_by=fields.superseded_by,
             amends=fields.amends,
+            effective_date=fields.effective_date,
             metadata=metadata or {},
             allow_duplicate=fields.allow_duplicate,
         )
@@ -203,6 +207,7 @@ class Ingestor:
         stored already under another id: its passages would fill the context twice."""
         community = communities.resolve_for_write(community, communities.list_communities(self.db))
         self.check_links(documents, community)  # before the embedding bill
+        self.check_dates(documents, community)
         stored = self.stored_sources(documents, community)
         if not replace:
             refuse_clashes(documents, stored)
@@ -308,6 +313,28 @@ class Ingestor:
                     else "ingest that document first"
                 )
                 raise IngestError(f"{link}: no document {other!r} in the knowledge base ({hint})", link)
+
+    def check_dates(self, documents: Sequence[DocumentInput], community: str) -> None:
+        """A document that supersedes or amends another cannot take effect before it (either of
+        the two may be the one arriving): an error naming ``effective_date``."""
+        if not any(d.effective_date for d in documents):
+            return
+        ids = [d.document_id for d in documents]
+        linked = {other for d in documents for other in effective_dates.links_of(d)}
+        with self.db.connect() as conn:
+            stored = {
+                row[0]: row[2]
+                for row in conn.execute(
+                    sqlfiles.query("document_dates"), {"ids": sorted(linked - set(ids)), "community": community}
+                )
+            }
+            replacing = conn.execute(
+                sqlfiles.query("documents_replacing"), {"ids": ids, "community": community}
+            ).fetchall()
+        dates = {**stored, **{d.document_id: d.effective_date for d in documents}}
+        problem = effective_dates.first_misdated(documents, dates, [(r[0], r[1], r[2]) for r in replacing])
+        if problem is not None:
+            raise IngestError(f"effective_date: {problem}", "effective_date")
 
     def embed(self, texts: list[str], *, progress: bool = False, batch: int = 256, what: str = "") -> np.ndarray:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
@@ -435,14 +462,16 @@ def _superseding_document(conn, document_id: str, community: str) -> str | None:
 
 
 def _chunk_metadata(doc: DocumentInput, chunk_index: int) -> dict:
-    # The first chunk records what the document amends, so the mark can be applied when the
-    # amended document arrives later (amendments_of in sql/queries.sql).
+    # Every chunk carries its document's effective date (090): the search hands it to the answer
+    # and arc_in_force reads it. The first chunk records what the document amends, so the mark
+    # can be applied when the amended document arrives later (amendments_of in sql/queries.sql).
+    dated = {"effective_date": doc.effective_date.isoformat()} if doc.effective_date else {}
     if chunk_index != 0 or not (doc.amends or doc.supersedes):
-        return doc.metadata
+        return {**doc.metadata, **dated} if dated else doc.metadata
     extra: dict = {"amends": [a.to_json() for a in doc.amends]} if doc.amends else {}
     if doc.supersedes:  # likewise for a whole document it supersedes (superseding_document)
         extra["supersedes"] = doc.supersedes
-    return {**doc.metadata, **extra}
+    return {**doc.metadata, **dated, **extra}
 
 
 def _mark_amended(

@@ -4,7 +4,8 @@ The format of ``worker/sample_corpus/manifest.json`` (and of the hoa-dev evaluat
 
     {"community": "...", "documents": [{"file", "document_id", "name"?, "document_type",
                                          "is_binding"?, "supersedes"?, "superseded_by"?,
-                                         "amends"?: [{"document_id", "sections": [...]}]}]}
+                                         "amends"?: [{"document_id", "sections": [...]}],
+                                         "effective_date"?: "YYYY-MM-DD"}]}
 
 ``file`` is relative to the manifest's folder.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import IngestError
-from ..models import Amendment, DocumentFields, DocumentType
+from ..models import Amendment, DocumentFields, DocumentType, IsoDate
 
 MANIFEST_NAME = "manifest.json"
 
@@ -33,6 +34,7 @@ class ManifestEntry(BaseModel):
     supersedes: str | None = None
     superseded_by: str | None = None
     amends: list[Amendment] = Field(default_factory=list)
+    effective_date: IsoDate | None = None
 
     def document_fields(self) -> DocumentFields:
         """What the entry says of its document (``allow_duplicate`` is the whole load's)."""

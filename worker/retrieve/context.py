@@ -16,6 +16,7 @@ from functools import lru_cache
 from ..ingest.chunking import is_table
 from ..models import ChunkResult, Citations
 from ..tokens import TokenCounter
+from .in_force import dates_line
 
 SEPARATOR = "\n---\n"
 _ENDS_SENTENCE = re.compile(r"""[.!?:;)"'\]]\s*$""")
@@ -81,6 +82,8 @@ def _full_header(chunk: ChunkResult, last_page: int | None = None) -> str:
     if chunk.amended_by:
         binding += f" (this section was amended by {chunk.amended_by_name or chunk.amended_by} [{chunk.amended_by}])"
     lines.append(f"Binding: {binding}")
+    if (dated := dates_line(chunk)) is not None:  # when it took effect, what replaced it and when
+        lines.append(dated)
     lines.append("Content:")
     return "\n".join(lines)
 

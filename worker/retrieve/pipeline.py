@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import date
 
 import numpy as np
 
@@ -25,11 +26,12 @@ from ..models import (
     QueryInfo,
     RetrievalRequest,
     RetrievalResponse,
+    Status,
     Weights,
 )
 from ..store import communities
 from ..tokens import TokenCounter, default_counter
-from . import answer_type, language, language_scale, minimum, rerank_services
+from . import answer_type, in_force, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
 from . import context as context_stage
 from . import sentences as sentence_stage
@@ -184,6 +186,7 @@ class Retriever:
             binding_only=request.binding_only,
             include_superseded=request.include_superseded,
             community=community,
+            as_of=request.as_of,
         )
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
@@ -196,6 +199,7 @@ class Retriever:
                 candidates = self._search(params)
             else:
                 candidates = full_text_only.result() if full_text_only is not None else self._search(params)
+            candidates = self._replacements(candidates, community, request.as_of)
             named = named_documents(processed.normalized, {c.document_id: c.document_name for c in candidates})
             candidates = first_stage_order(
                 candidates,
@@ -280,7 +284,7 @@ class Retriever:
             if opening[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(qualifying, request)
+                built = self._assemble(qualifying, request, community)
             lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
             verdict = status_stage.settle(
                 opening,
@@ -291,6 +295,8 @@ class Retriever:
             )
             status, message = verdict.status, verdict.message
             warnings.extend(verdict.warnings)
+            if request.as_of is not None:
+                status, message = self._as_of(request.as_of, community, candidates, built, (status, message), warnings)
             in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
             shown = minimum.listed(qualifying, built.chunks, request.top_k)
@@ -339,7 +345,7 @@ class Retriever:
             else None,
         )
 
-    def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest) -> context_stage.Context:
+    def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest, community: str) -> context_stage.Context:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
@@ -370,7 +376,7 @@ class Retriever:
             floor=0.0,
             max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
-            neighbours=None if explicit else self._neighbours,
+            neighbours=None if explicit else self._neighbours_for(request.as_of, community),
             fill=fill,
             fill_needs=request.min_relevance if explicit else 0.0,
             citations=request.citations,
@@ -388,6 +394,33 @@ class Retriever:
             found = self.backend.search(params, min_version=version)
             self.search_cache.put(params, version, found)
         return found
+
+    def _replacements(self, candidates: list[ChunkResult], community: str, as_of: date | None) -> list[ChunkResult]:
+        """Each superseded or amended candidate names what replaced it and when; as of a date, a
+        replacement that came later does not count yet (in_force.py). One read, only when needed."""
+        replacing = in_force.replacing_ids(candidates)
+        if replacing:
+            in_force.mark_replacements(candidates, self.backend.document_dates(community, replacing), as_of)
+        return candidates
+
+    def _as_of(
+        self,
+        as_of: date,
+        community: str,
+        candidates: list[ChunkResult],
+        built: context_stage.Context,
+        outcome: tuple[Status, str | None],
+        warnings: list[str],
+    ) -> tuple[Status, str | None]:
+        """An answer as of a date says when it used undated documents, and when nothing was in force yet."""
+        if not candidates:
+            nothing = in_force.nothing_in_force(as_of, self.backend.document_dates(community))
+            if nothing is not None:
+                return "no_results", nothing
+        undated = in_force.undated_warning(as_of, built.chunks)
+        if undated is not None:
+            warnings.append(undated)
+        return outcome
 
     def _embed(self, text: str, params: SearchParams, warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
         """The query vector, or None (with a warning) when the provider fails or is too slow.
@@ -438,6 +471,19 @@ class Retriever:
             log.warning("sentence scoring failed; first-stage order kept", extra={"reason": type(exc).__name__})
             return candidates
         return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
+
+    def _neighbours_for(self, as_of: date | None, community: str) -> Callable[[ChunkResult], list[ChunkResult]]:
+        """The neighbours context assembly may add: as of a date, only those in force that day."""
+        if as_of is None:
+            return self._neighbours
+
+        def in_force_then(chunk: ChunkResult) -> list[ChunkResult]:
+            found = self._neighbours(chunk)
+            replacing = in_force.replacing_ids(found)
+            dates = self.backend.document_dates(community, replacing) if replacing else {}
+            return in_force.neighbours_in_force(found, as_of, dates)
+
+        return in_force_then
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
         found = self.backend.neighbours(chunk.id, 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import asdict, dataclass
+from datetime import date
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..store.calibrations import PostgresCalibrations, RpcCalibrations
 from ..store.database import Database
 from ..store.replicas import ReadReplicas
 from ..store.rows import one_row
+from .in_force import DocumentDate
 
 CHUNK_FIELDS = (
     "id",
@@ -52,6 +54,7 @@ class SearchParams:
     include_superseded: bool = False
     expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
     community: str | None = None  # the one community both legs read (sql/functions/hybrid_search.sql)
+    as_of: date | None = None  # only what was in force that day (in_force.py); superseded documents then count
 
     def cache_key(self) -> str:
         values = asdict(self)
@@ -71,9 +74,10 @@ class SearchParams:
             "fusion": self.fusion,
             "document_types": list(self.document_types) if self.document_types else None,
             "binding_only": self.binding_only,
-            "include_superseded": self.include_superseded,
+            "include_superseded": self.include_superseded or self.as_of is not None,
             "expansion_text": self.expansion_text,
             "community": self.community,
+            "filter_as_of": None if self.as_of is None else self.as_of.isoformat(),
         }
 
 
@@ -96,6 +100,10 @@ class SearchBackend(Protocol):
     def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
         """How many of a community's chunks hold each word (0: none, -1: a stopword); None sums
         over every community (020, per community since 032)."""
+        ...
+
+    def document_dates(self, community: str, ids: list[str] | None = None) -> dict[str, DocumentDate]:
+        """A community's documents named in ``ids`` (None: all) with the day each took effect."""
         ...
 
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
@@ -171,6 +179,11 @@ class PostgresBackend:
                 ).fetchall()
             ]
 
+    def document_dates(self, community: str, ids: list[str] | None = None) -> dict[str, DocumentDate]:
+        with self.db.connection() as conn:
+            rows = conn.execute(sqlfiles.query("document_dates"), {"community": community, "ids": ids}).fetchall()
+        return {row[0]: DocumentDate(row[0], row[1], row[2]) for row in rows}
+
     def calibration_store(self) -> PostgresCalibrations:
         """The stored status calibrations, on the primary (a replica host reads the one measured there)."""
         return PostgresCalibrations(self.db)
@@ -208,6 +221,17 @@ class SupabaseBackend:
             row["content"]
             for row in self._rpc("arc_calibration_chunks", {"sample_size": limit, "community": community})
         ]
+
+    def document_dates(self, community: str, ids: list[str] | None = None) -> dict[str, DocumentDate]:
+        rows = self._rpc("arc_document_dates", {"community": community, "ids": ids})
+        return {
+            r["document_id"]: DocumentDate(
+                r["document_id"],
+                r["document_name"],
+                date.fromisoformat(r["effective_date"]) if r.get("effective_date") else None,
+            )
+            for r in rows
+        }
 
     def calibration_store(self) -> RpcCalibrations:
         """The stored status calibrations, through the same RPC route."""
@@ -286,4 +310,6 @@ def _chunk(row: dict[str, Any]) -> ChunkResult:
     if isinstance(metadata, dict) and metadata.get("amended_by"):
         data["amended_by"] = metadata["amended_by"]
         data["amended_by_name"] = metadata.get("amended_by_name")
+    if isinstance(metadata, dict) and metadata.get("effective_date"):
+        data["effective_date"] = metadata["effective_date"]
     return ChunkResult(**data)

@@ -13,6 +13,11 @@ knowledge base of several communities, ``COMMUNITY`` (all of its documents) or `
 key limited to communities (``ARC_COMMUNITY_TOKENS``) reaches those only, as on the webhook:
 unnamed, its one community; another (or an unknown one) is refused with 1002 and nothing of it.
 ``score`` is the worker's final score, the one its statuses go by.
+
+A ``metadata_condition`` entry ``{"name": "as_of", "comparison_operator": "is", "value":
+"2003-08-29"}`` is the question's date, not a filter on the records: only what was in force that
+day answers (docs/as-of.md), as the webhook's ``as_of``. Each record's metadata carries its
+document's ``effective_date`` for the other conditions (``before``, ``after``).
 """
 
 from __future__ import annotations
@@ -177,8 +182,9 @@ def retrieval() -> Any:
             f"COMMUNITY or COMMUNITY/TYPE for one community)",
         )
     community, kind = knowledge
+    as_of, condition = _as_of(req.metadata_condition)
     # A metadata filter may drop some of the best chunks: ask for the most, cut to top_k after it.
-    filtered = bool(req.metadata_condition and req.metadata_condition.conditions)
+    filtered = bool(condition and condition.conditions)
     top_k = MAX_TOP_K if filtered else min(req.retrieval_setting.top_k, MAX_TOP_K)
     try:
         search = RetrievalRequest(
@@ -187,9 +193,12 @@ def retrieval() -> Any:
             community=community,
             # _knowledge checked that kind is one of KNOWLEDGE_IDS
             document_types=None if kind == ALL_KNOWLEDGE else [cast(DocumentType, kind)],
+            **({"as_of": as_of} if as_of is not None else {}),
         )
     except ValidationError as exc:
-        return dify_error(422, 422, f"query: {exc.errors()[0]['msg']}")
+        first = exc.errors()[0]
+        field = "metadata_condition.as_of" if first["loc"] and first["loc"][0] == "as_of" else "query"
+        return dify_error(422, 422, f"{field}: {first['msg']}")
     try:  # a key limited to communities: the service refuses another before anything is read
         answer = services().knowledge.ask(search, caller=caller(), request_id=g.request_id)
     except CommunityForbidden:
@@ -204,7 +213,7 @@ def retrieval() -> Any:
         if chunk.final_score < req.retrieval_setting.score_threshold:
             continue
         record = _record(chunk)
-        if filtered and not _matches(record["metadata"], req.metadata_condition):
+        if filtered and not _matches(record["metadata"], condition):
             continue
         records.append(record)
     return jsonify({"records": (_notice(answer) + records)[: req.retrieval_setting.top_k]})
@@ -240,6 +249,21 @@ def _knowledge(knowledge_id: str) -> tuple[str | None, str] | None:
     return community, kind
 
 
+AS_OF = "as_of"
+
+
+def _as_of(condition: MetadataCondition | None) -> tuple[Any, MetadataCondition | None]:
+    """The date an ``as_of`` condition (``is`` or ``=``) asks about, and the conditions left to
+    filter the records with. Under ``or`` it would only widen a filter: it is then no date."""
+    if condition is None or condition.logical_operator != "and":
+        return None, condition
+    dated = [c for c in condition.conditions if c.name in (AS_OF, [AS_OF]) and c.comparison_operator in ("is", "=")]
+    if not dated:
+        return None, condition
+    rest = [c for c in condition.conditions if c not in dated]
+    return dated[-1].value, condition.model_copy(update={"conditions": rest})
+
+
 def _community_required(exc: CommunityRequired, kind: str) -> Any:
     """Several communities and the knowledge id names none: Dify's field is the one to fix."""
     why = str(exc).removeprefix("community: required, ")
@@ -258,6 +282,10 @@ def _record(chunk: ChunkResult) -> dict[str, Any]:
     for key in ("page_number", "superseded_by", "amended_by", "rerank_score"):
         if getattr(chunk, key) is not None:
             metadata[key] = getattr(chunk, key)
+    if chunk.effective_date is not None:
+        metadata["effective_date"] = chunk.effective_date.isoformat()
+    if chunk.replaced is not None:
+        metadata["replaced"] = chunk.replaced.model_dump(mode="json", exclude_none=True)
     title = chunk.document_name + (f" > {chunk.section_path}" if chunk.section_path else "")
     return {"content": chunk.content, "score": round(chunk.final_score, 4), "title": title, "metadata": metadata}
 

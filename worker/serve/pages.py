@@ -42,6 +42,7 @@ from ..models import (
     RetrievalResponse,
 )
 from ..service.admission import Overloaded
+from ..service.history import histories, timeline
 from ..store import knowledge_base, sqlfiles
 from . import keeper_sessions
 from .gate import KEEPER, OPEN, Refused, keeper
@@ -336,7 +337,17 @@ def document(document_id: str) -> str:
         summary, chunks = services().knowledge.show(document_id, _community(), caller=caller())
     except knowledge_base.UnknownDocument:
         abort(404, f"no document {document_id!r} in the knowledge base")
-    return render_template("pages/document.html", document=summary, chunks=chunks)
+    community = _community()
+    history = histories(services().knowledge.list_documents(community, caller=caller())).get(document_id)
+    return render_template("pages/document.html", document=summary, chunks=chunks, history=history)
+
+
+@pages.get("/timeline")
+def timeline_page() -> str:
+    """A community's documents in the order they took effect, each with what it replaced and what replaced it."""
+    knowledge = services().knowledge
+    knowledge.runtime.ensure_schema()
+    return render_template("pages/timeline.html", entries=timeline(knowledge.list_documents(_community(), caller=caller())))
 
 
 @pages.post("/documents/upload")

@@ -60,6 +60,7 @@ def _summary(row) -> DocumentSummary:
         ingested_at=row[7],
         source_file=row[8],
         amended_by=sorted(row[9].split(",")) if row[9] else [],
+        effective_date=row[10],
     )
 
 

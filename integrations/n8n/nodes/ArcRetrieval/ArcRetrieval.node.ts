@@ -23,6 +23,8 @@ interface Chunk {
 	is_binding: boolean;
 	superseded_by: string | null;
 	amended_by: string | null;
+	effective_date?: string | null;
+	replaced?: IDataObject | null;
 	final_score: number;
 }
 
@@ -42,6 +44,8 @@ function forTheAgent(answer: IDataObject): IDataObject {
 			binding: chunk.is_binding,
 			superseded_by: chunk.superseded_by,
 			amended_by: chunk.amended_by,
+			effective_date: chunk.effective_date ?? null,
+			replaced: chunk.replaced ?? null,
 			score: chunk.final_score,
 		}));
 	return {
@@ -139,6 +143,8 @@ async function runOperation(this: IExecuteFunctions, i: number): Promise<IDataOb
 		const types = this.getNodeParameter('documentTypes', i, []) as string[];
 		if (types.length) body.document_types = types;
 		if (community) body.community = community;
+		const asOf = text(this.getNodeParameter('asOf', i, ''));
+		if (asOf) body.as_of = asOf;
 		const answer = await callWorker.call(this, { method: 'POST', path: '/webhook/arc-retrieval', body, retries }, i);
 		return options.fullAnswer ? answer : forTheAgent(answer);
 	}
@@ -154,6 +160,7 @@ async function runOperation(this: IExecuteFunctions, i: number): Promise<IDataOb
 				document_id: text(this.getNodeParameter('documentId', i, '')),
 				is_binding: String(this.getNodeParameter('isBinding', i, true)),
 				supersedes: text(this.getNodeParameter('supersedes', i, '')),
+				effective_date: text(this.getNodeParameter('effectiveDate', i, '')),
 				community,
 			},
 			{

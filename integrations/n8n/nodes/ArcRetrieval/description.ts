@@ -97,6 +97,15 @@ export const properties: INodeProperties[] = [
 		description: 'The most passages in the answer',
 		displayOptions: ask,
 	},
+	{
+		displayName: 'As Of',
+		name: 'asOf',
+		type: 'string',
+		default: '',
+		placeholder: '2015-06-30',
+		description: 'A date (YYYY-MM-DD): answer from the rules in force that day, such as the day an application was filed; empty: the rules in force now',
+		displayOptions: ask,
+	},
 
 	// Ingest
 	{
@@ -151,6 +160,15 @@ export const properties: INodeProperties[] = [
 		default: '',
 		placeholder: 'design-guidelines-2019',
 		description: 'The ID of an older stored document this one replaces; answers then prefer this one',
+		displayOptions: ingest,
+	},
+	{
+		displayName: 'Effective Date',
+		name: 'effectiveDate',
+		type: 'string',
+		default: '',
+		placeholder: '2003-08-29',
+		description: 'The date the document took effect (YYYY-MM-DD), for questions asked as of a date; empty: in force from the beginning',
 		displayOptions: ingest,
 	},
 

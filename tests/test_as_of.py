@@ -1,0 +1,452 @@
+"""Answers as of a date (docs/as-of.md): only what was in force that day answers. A section before
+and after its amendment's date, a superseded document on either side of its replacement's date,
+an undated document (in force from the beginning, with a warning), a date before anything took
+effect (no_results saying so); dates on every way in, refused when invalid or out of order; each
+[SOURCE n] says when its document took effect; the keeper's history and timeline."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import date
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from tests.conftest import make_settings
+from worker.cli import main
+from worker.ingest.ingestor import Ingestor
+from worker.ingest.readers import parse_markdown
+from worker.models import Amendment, DocumentFields
+from worker.runtime import Runtime
+from worker.serve.app import create_app
+from worker.serve.mcp_server import SEARCH_TOOL, McpFace, build_server
+from worker.store.database import Database
+
+DECLARATION = """# Declaration of Covenants
+
+## ARTICLE VII Use Restrictions
+
+### Section 4.
+
+No animals, livestock or poultry of any kind shall be raised, bred or kept on any lot, except that
+dogs, cats or other household pets may be kept provided they are not kept for commercial purposes.
+
+### Section 5.
+
+No trailer, boat or recreational vehicle shall be parked in front of the building line of any lot.
+"""
+
+AMENDMENT = """# Second Amendment to the Declaration
+
+Article VII, Section 4 of the Declaration is hereby deleted in its entirety and replaced with the
+following: Up to four hens, and no roosters, may be kept in a backyard coop on any lot; no other
+livestock or poultry shall be raised, bred or kept, and household pets may not be kept for
+commercial purposes.
+"""
+
+GUIDELINES_2010 = """# Design Guidelines 2010
+
+## Fences
+
+A backyard fence may be at most four feet tall and must be built of split rail or picket wood.
+"""
+
+GUIDELINES_2020 = """# Design Guidelines 2020
+
+## Fences
+
+A backyard fence may be at most six feet tall and may be built of wood, vinyl or wrought iron.
+"""
+
+POOL_RULES = """# Pool Rules
+
+## Hours
+
+The community pool is open from 9 am to 9 pm; children under twelve swim with an adult.
+"""
+
+PETS = "Can I keep chickens or poultry on my lot?"
+FENCE = "How tall can a backyard fence be?"
+
+
+def _doc(ingestor: Ingestor, text: str, **fields):
+    return ingestor.prepare_text(parse_markdown(text), DocumentFields(**fields))
+
+
+@pytest.fixture(scope="module")
+def dated(make_database, embedder, tmp_path_factory) -> Iterator[tuple[Database, object, Runtime]]:
+    """Community "oak": a declaration (1990), an amendment of its Section 4 (2005), guidelines of
+    2010 superseded by those of 2020; every document dated."""
+    url = make_database("asof")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
+            _doc(
+                ingestor,
+                AMENDMENT,
+                document_id="second-amendment",
+                document_type="ccr",
+                effective_date=date(2005, 6, 1),
+                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
+            ),
+            _doc(
+                ingestor,
+                GUIDELINES_2010,
+                document_id="guidelines-2010",
+                document_type="design_guidelines",
+                effective_date=date(2010, 3, 1),
+            ),
+        ],
+        community="oak",
+    )
+    ingestor.write(
+        [
+            _doc(
+                ingestor,
+                GUIDELINES_2020,
+                document_id="guidelines-2020",
+                document_type="design_guidelines",
+                effective_date=date(2020, 1, 1),
+                supersedes="guidelines-2010",
+            )
+        ],
+        community="oak",
+    )
+    runtime = Runtime(make_settings(tmp_path_factory.mktemp("asof"), url), db, embedder)
+    yield db, create_app(runtime=runtime).test_client(), runtime
+    db.close()
+
+
+def ask(client, query: str, **more) -> dict:
+    response = client.post("/webhook/arc-retrieval", json={"query": query, "community": "oak", **more})
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def documents_in_context(answer: dict) -> set[str]:
+    return {c["document_id"] for c in answer["chunks"] if c["source"] is not None}
+
+
+def test_before_an_amendments_date_the_original_section_answers(dated):
+    _, client, _ = dated
+    answer = ask(client, PETS, as_of="2000-01-01")
+    assert "No animals, livestock or poultry" in answer["context"]
+    assert "Up to four hens" not in answer["context"]
+    assert "second-amendment" not in {c["document_id"] for c in answer["chunks"]}
+    original = next(c for c in answer["chunks"] if "poultry of any kind" in c["content"])
+    # that day it was the rule: not demoted as amended, but it names what replaced it and when
+    assert original["amended_by"] is None
+    assert original["replaced"] == {
+        "how": "amended",
+        "document_id": "second-amendment",
+        "document_name": "Second Amendment to the Declaration",
+        "effective_date": "2005-06-01",
+    }
+    assert (
+        "Effective: 1990-01-01; amended by Second Amendment to the Declaration [second-amendment] on 2005-06-01"
+        in answer["context"]
+    )
+
+
+def test_after_an_amendments_date_the_amendment_answers_and_the_original_section_is_out(dated):
+    _, client, _ = dated
+    for as_of in ("2005-06-01", "2012-01-01"):
+        answer = ask(client, PETS, as_of=as_of)
+        assert "Up to four hens" in answer["context"], as_of
+        assert not any("poultry of any kind" in c["content"] for c in answer["chunks"]), as_of
+        assert "Effective: 2005-06-01" in answer["context"]
+    # the day before, the amendment was not yet in force
+    assert "Up to four hens" not in ask(client, PETS, as_of="2005-05-31")["context"]
+
+
+def test_a_superseded_document_answers_before_its_replacements_date_and_not_after(dated):
+    _, client, _ = dated
+    before = ask(client, FENCE, as_of="2015-06-30")
+    assert "four feet" in before["context"] and "six feet" not in before["context"]
+    old = next(c for c in before["chunks"] if c["document_id"] == "guidelines-2010")
+    assert old["superseded_by"] is None  # not yet superseded that day
+    assert old["replaced"]["how"] == "superseded" and old["replaced"]["effective_date"] == "2020-01-01"
+    assert (
+        "Effective: 2010-03-01; superseded by Design Guidelines 2020 [guidelines-2020] on 2020-01-01"
+        in before["context"]
+    )
+    after = ask(client, FENCE, as_of="2020-01-01")
+    assert "six feet" in after["context"] and "four feet" not in after["context"]
+    assert "guidelines-2010" not in {c["document_id"] for c in after["chunks"]}
+    # before the first guidelines took effect there were none
+    assert not {"guidelines-2010", "guidelines-2020"} & documents_in_context(ask(client, FENCE, as_of="2009-12-31"))
+
+
+def test_without_as_of_the_answer_is_todays(dated):
+    _, client, _ = dated
+    now = ask(client, FENCE)
+    assert "six feet" in now["context"] and "four feet" not in now["context"]
+    assert not any("as_of" in w for w in now["warnings"])
+    assert "Effective: 2020-01-01" in now["context"]
+    pets = ask(client, PETS)
+    original = next(c for c in pets["chunks"] if "poultry of any kind" in c["content"])
+    assert original["amended_by"] == "second-amendment"  # today it is amended, and demoted as such
+    assert original["replaced"]["effective_date"] == "2005-06-01"
+    assert "Up to four hens" in pets["context"]
+    # and with include_superseded the superseded guidelines name their replacement and its date
+    old = ask(client, FENCE, include_superseded=True)
+    replaced = next(c for c in old["chunks"] if c["document_id"] == "guidelines-2010")["replaced"]
+    assert replaced == {
+        "how": "superseded",
+        "document_id": "guidelines-2020",
+        "document_name": "Design Guidelines 2020",
+        "effective_date": "2020-01-01",
+    }
+
+
+def test_a_date_before_anything_took_effect_has_no_results_saying_so(dated):
+    _, client, _ = dated
+    answer = ask(client, FENCE, as_of="1989-12-31")
+    assert answer["status"] == "no_results" and answer["chunks"] == [] and answer["context"] == ""
+    assert answer["message"].startswith("No document of this community was in force yet on 1989-12-31")
+    assert "1990-01-01" in answer["message"]
+
+
+def test_an_undated_document_is_in_force_from_the_beginning_with_a_warning(make_database, embedder, tmp_path):
+    url = make_database("asofundated")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, POOL_RULES, document_id="pool-rules", document_type="other"),
+            _doc(
+                ingestor,
+                GUIDELINES_2020,
+                document_id="guidelines-2020",
+                document_type="design_guidelines",
+                effective_date=date(2020, 1, 1),
+            ),
+        ]
+    )
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    post = lambda body: client.post("/webhook/arc-retrieval", json=body).get_json()  # noqa: E731
+    early = post({"query": "When is the pool open?", "as_of": "1950-01-01"})
+    assert early["status"] != "no_results" and "9 am to 9 pm" in early["context"]
+    assert "guidelines-2020" not in {c["document_id"] for c in early["chunks"]}
+    warning = next(w for w in early["warnings"] if w.startswith("as_of 1950-01-01"))
+    assert "pool-rules" in warning and "in force from the beginning" in warning
+    assert next(c for c in early["chunks"] if c["document_id"] == "pool-rules")["effective_date"] is None
+    # no such warning without as_of, nor when only dated documents answered
+    assert not any(w.startswith("as_of") for w in post({"query": "When is the pool open?"})["warnings"])
+    fence = post({"query": FENCE, "as_of": "2021-01-01", "top_k": 1})
+    assert [c["document_id"] for c in fence["chunks"] if c["source"]] == ["guidelines-2020"]
+    assert not any(w.startswith("as_of") for w in fence["warnings"])
+    db.close()
+
+
+@pytest.mark.parametrize("bad", ["2015-02-30", "2015-2-3", "20150203", "yesterday", 1420070400, "2015-02-03T00:00"])
+def test_an_invalid_as_of_is_a_4xx_naming_it(dated, bad):
+    _, client, _ = dated
+    response = client.post("/webhook/arc-retrieval", json={"query": FENCE, "community": "oak", "as_of": bad})
+    assert 400 <= response.status_code < 500 and response.get_json()["field"] == "as_of", response.get_json()
+
+
+def test_dates_on_the_ingest_webhook_json_and_upload_and_out_of_order_is_refused(dated):
+    db, client, _ = dated
+    post = lambda body: client.post("/webhook/arc-ingest", json={"community": "oak", **body})  # noqa: E731
+    bad = post({"text": POOL_RULES, "document_type": "other", "document_id": "pool", "effective_date": "2019-13-01"})
+    assert bad.status_code == 422 and bad.get_json()["field"] == "effective_date", bad.get_json()
+    early = post(
+        {
+            "text": AMENDMENT.replace("Second", "Third"),
+            "document_type": "ccr",
+            "document_id": "third",
+            "effective_date": "1985-01-01",
+            "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 5"]}],
+        }
+    )
+    body = early.get_json()
+    assert early.status_code == 422 and body["field"] == "effective_date", body
+    assert "'third' amends 'ccrs'" in body["message"] and "1990-01-01" in body["message"]
+    # the other way round: the declaration sent again dated after its stored amendment
+    again = post({"text": DECLARATION, "document_type": "ccr", "document_id": "ccrs", "effective_date": "2006-01-01"})
+    assert again.status_code == 422 and again.get_json()["field"] == "effective_date", again.get_json()
+    late = post(
+        {
+            "text": GUIDELINES_2010.replace("2010", "2003"),
+            "document_type": "design_guidelines",
+            "document_id": "guidelines-2003",
+            "effective_date": "2025-01-01",
+            "superseded_by": "guidelines-2010",
+        }
+    )
+    assert late.status_code == 422 and late.get_json()["field"] == "effective_date", late.get_json()
+    upload = lambda when: client.post(  # noqa: E731
+        "/webhook/arc-ingest",
+        content_type="multipart/form-data",
+        data={
+            "document_type": "other",
+            "document_id": "pool-rules",
+            "community": "oak",
+            "effective_date": when,
+            "file": (io.BytesIO(POOL_RULES.encode()), "pool.md"),
+        },
+    )
+    refused = upload("03/01/2001")
+    assert refused.status_code == 422 and refused.get_json()["field"] == "effective_date", refused.get_json()
+    assert upload("2001-03-01").status_code == 200
+    listed = client.get("/webhook/arc-documents?community=oak").get_json()["documents"]
+    assert {d["document_id"]: d["effective_date"] for d in listed} == {
+        "ccrs": "1990-01-01",
+        "second-amendment": "2005-06-01",
+        "guidelines-2010": "2010-03-01",
+        "guidelines-2020": "2020-01-01",
+        "pool-rules": "2001-03-01",
+    }
+    assert client.delete("/webhook/arc-documents/pool-rules?community=oak").status_code == 200
+
+
+def test_the_keepers_pages_show_each_documents_history_and_a_timeline(dated):
+    _, client, _ = dated
+    page = client.get("/documents/guidelines-2010?community=oak").get_data(as_text=True)
+    assert "In force from 2010-03-01" in page
+    history = page[page.index('id="history"') :]
+    assert "Superseded by" in history and "guidelines-2020" in history and "on 2020-01-01" in history
+    amended = client.get("/documents/ccrs?community=oak").get_data(as_text=True)
+    assert "Sections amended by" in amended and "on 2005-06-01" in amended
+    newer = client.get("/documents/guidelines-2020?community=oak").get_data(as_text=True)
+    assert "Supersedes" in newer and "in force from 2010-03-01" in newer
+    timeline = client.get("/timeline?community=oak").get_data(as_text=True)
+    order = [
+        timeline.index(f"<code>{d}</code>") for d in ("ccrs", "second-amendment", "guidelines-2010", "guidelines-2020")
+    ]
+    assert order == sorted(order)
+    listing = client.get("/documents?community=oak").get_data(as_text=True)
+    assert "2005-06-01" in listing and 'name="effective_date"' in listing
+
+
+def test_the_cli_and_a_manifest_take_effective_dates(make_database, tmp_path, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", make_database("asofcli"))
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    (tmp_path / "ccrs.md").write_text(DECLARATION)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "amendment.md").write_text(AMENDMENT)
+    runner = CliRunner()
+    bad = runner.invoke(
+        main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr", "--effective-date", "1990-02-30"]
+    )
+    assert bad.exit_code != 0 and "--effective-date" in bad.output and "Traceback" not in bad.output
+    done = runner.invoke(
+        main, ["ingest", str(tmp_path / "ccrs.md"), "--document-type", "ccr", "--effective-date", "1990-01-01"]
+    )
+    assert done.exit_code == 0, done.output
+    entry = {
+        "file": "amendment.md",
+        "document_id": "amendment",
+        "document_type": "ccr",
+        "amends": [{"document_id": "ccrs", "sections": ["Article VII Section 4"]}],
+    }
+    (folder / "manifest.json").write_text(json.dumps({"documents": [{**entry, "effective_date": "1989-01-01"}]}))
+    early = runner.invoke(main, ["ingest", str(folder)])
+    assert early.exit_code != 0 and "effective_date: " in early.output and "before 'ccrs' took effect" in early.output
+    (folder / "manifest.json").write_text(json.dumps({"documents": [{**entry, "effective_date": "2005-06-01"}]}))
+    assert runner.invoke(main, ["ingest", str(folder)]).exit_code == 0
+    listed = runner.invoke(main, ["documents", "list"]).output.splitlines()
+    columns = listed[0].split("\t")
+    rows = {line.split("\t")[0]: dict(zip(columns, line.split("\t"))) for line in listed[1:]}
+    assert rows["ccrs"]["effective_date"] == "1990-01-01" and rows["amendment"]["effective_date"] == "2005-06-01"
+
+
+def test_mcp_takes_as_of_and_names_dates(dated):
+    _, _, runtime = dated
+    face = McpFace.build(runtime)
+
+    async def call(arguments: dict) -> object:
+        async with Client(build_server(face)) as client:
+            return await client.call_tool(SEARCH_TOOL, {"query": FENCE, "community": "oak", **arguments})
+
+    try:
+        before = anyio.run(call, {"as_of": "2015-06-30"})
+        bad = anyio.run(call, {"as_of": "2015-06-31"})
+    finally:
+        face.knowledge.close()
+    assert not before.is_error and "four feet" in before.structured_content["context"]
+    old = next(c for c in before.structured_content["chunks"] if c["document_id"] == "guidelines-2010")
+    assert old["effective_date"] == "2010-03-01" and old["replaced"]["effective_date"] == "2020-01-01"
+    assert bad.is_error and "as_of" in bad.content[0].text
+
+
+def test_dify_takes_as_of_in_metadata_condition(dated):
+    _, client, _ = dated
+
+    def post(conditions: list[dict], logical: str = "and") -> dict:
+        return client.post(
+            "/retrieval",
+            json={"knowledge_id": "oak", "query": FENCE, "retrieval_setting": {"top_k": 5, "score_threshold": 0},
+                  "metadata_condition": {"logical_operator": logical, "conditions": conditions}},
+        ).get_json()
+
+    before = post([{"name": "as_of", "comparison_operator": "is", "value": "2015-06-30"}])
+    assert "four feet" in before["records"][0]["content"]
+    assert before["records"][0]["metadata"]["effective_date"] == "2010-03-01"
+    assert before["records"][0]["metadata"]["replaced"]["document_id"] == "guidelines-2020"
+    now = post([{"name": "document_type", "comparison_operator": "is", "value": "design_guidelines"}])
+    assert "six feet" in now["records"][0]["content"]
+    # the date and a filter together; an invalid date names it
+    both = post([{"name": "as_of", "comparison_operator": "=", "value": "2015-06-30"},
+                 {"name": "document_type", "comparison_operator": "is", "value": "ccr"}])
+    assert both["records"] and {r["metadata"]["document_type"] for r in both["records"]} == {"ccr"}
+    bad = post([{"name": "as_of", "comparison_operator": "is", "value": "June 2015"}])
+    assert bad["error_code"] == 422 and bad["error_msg"].startswith("metadata_condition.as_of")
+
+
+@pytest.mark.parametrize("later_first", [False, True])
+def test_a_section_amended_twice_is_out_of_force_from_the_first_amendment(make_database, embedder, later_first):
+    db = Database(make_database("asoftwice"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    trailers = (Amendment("ccrs", ("Article VII Section 5",)),)
+    first = _doc(ingestor, "# Trailer Amendment\n\nArticle VII, Section 5 is replaced: trailers may be parked "
+                 "behind the building line for up to seven days.\n", document_id="trailers-2005",
+                 document_type="ccr", effective_date=date(2005, 1, 1), amends=trailers)
+    second = _doc(ingestor, "# Second Trailer Amendment\n\nArticle VII, Section 5 is replaced: trailers may be "
+                  "parked behind the building line for up to three days.\n", document_id="trailers-2015",
+                  document_type="ccr", effective_date=date(2015, 1, 1), amends=trailers)
+    ingestor.write([_doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr",
+                         effective_date=date(1990, 1, 1))])
+    for doc in (second, first) if later_first else (first, second):
+        ingestor.write([doc])
+    with db.connect() as conn:
+        marks = {r[0] for r in conn.execute("select metadata ->> 'amended_by' from knowledge_chunks "
+                                            "where document_id = 'ccrs' and section_path like '%Section 5%'")}
+        in_force = dict(conn.execute(
+            "select d, arc_in_force(c.id, d) from knowledge_chunks c, "
+            "unnest(array['2004-12-31', '2005-01-01', '2016-01-01']::date[]) d "
+            "where c.document_id = 'ccrs' and c.section_path like '%Section 5%'").fetchall())
+    db.close()
+    assert marks == {"trailers-2005"}
+    assert in_force == {date(2004, 12, 31): True, date(2005, 1, 1): False, date(2016, 1, 1): False}
+
+
+def test_as_of_a_date_a_neighbour_in_an_amended_section_stays_out():
+    from worker.models import ChunkResult
+    from worker.retrieve.in_force import DocumentDate, neighbours_in_force
+
+    def chunk(i: int, amended_by: str | None) -> ChunkResult:
+        return ChunkResult(id=i, document_id="ccrs", document_name="CC&Rs", document_type="ccr", section_path="",
+                           page_number=None, chunk_index=i, is_binding=True, superseded_by=None, content="x",
+                           token_count=1, amended_by=amended_by)
+
+    dates = {"a-2005": DocumentDate("a-2005", "Amendment 2005", date(2005, 6, 1)),
+             "undated": DocumentDate("undated", "Undated amendment", None)}
+    def found() -> list[ChunkResult]:  # fetched afresh for each chunk, as the pipeline does
+        return [chunk(1, None), chunk(2, "a-2005"), chunk(3, "undated"), chunk(4, "deleted")]
+
+    kept = neighbours_in_force(found(), date(2000, 1, 1), dates)
+    assert [c.id for c in kept] == [1, 2, 4]
+    assert kept[1].amended_by is None and kept[1].replaced.effective_date == date(2005, 6, 1)
+    assert [c.id for c in neighbours_in_force(found(), date(2010, 1, 1), dates)] == [1, 4]

@@ -1,0 +1,121 @@
+"""Answering as of a date: what was in force that day, and what replaced each passage and when.
+
+The search keeps only chunks in force on ``as_of`` (``arc_in_force`` in SQL: the document had
+taken effect, its superseding document and the document amending its section had not yet). This
+stage reads that view into the answer:
+
+- every chunk that was superseded or amended names what replaced it and when
+  (:attr:`ChunkResult.replaced`), whether or not ``as_of`` was given;
+- as of a date, a replacement that came later did not yet count: the chunk is neither superseded
+  nor amended then, so it is not demoted and its replacement is not brought up beside it;
+- an undated document counts as in force from the beginning, and an answer as of a date that
+  used one says so (:func:`undated_warning`);
+- a date before any document took effect has nothing in force (:func:`nothing_in_force`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+
+from ..models import ChunkResult, Replacement
+
+
+@dataclass(frozen=True)
+class DocumentDate:
+    """A stored document's name and the day it took effect (None: undated)."""
+
+    document_id: str
+    name: str
+    effective_date: date | None
+
+
+# A community's documents by id: all of them with ``ids`` None (sql/functions/arc_document_dates.sql)
+DatesOf = Callable[[str | None, list[str] | None], Mapping[str, DocumentDate]]
+
+
+def replacing_ids(chunks: Iterable[ChunkResult]) -> list[str]:
+    """The documents that superseded or amended any of ``chunks``."""
+    return sorted({r for c in chunks for r in (c.superseded_by, c.amended_by) if r})
+
+
+def mark_replacements(chunks: list[ChunkResult], dates: Mapping[str, DocumentDate], as_of: date | None) -> None:
+    """Each superseded or amended chunk names its replacement and the day it took effect; as of a
+    date, a replacement not yet in force then is only named (the chunk was the rule that day)."""
+    for chunk in chunks:
+        chunk.replaced = _replacement(chunk, dates)
+        if as_of is not None and chunk.replaced is not None:
+            chunk.superseded_by = None
+            chunk.amended_by = None
+            chunk.amended_by_name = None
+
+
+def neighbours_in_force(found: list[ChunkResult], as_of: date, dates: Mapping[str, DocumentDate]) -> list[ChunkResult]:
+    """A chunk's neighbours (its own document, in force that day) without a section an amendment
+    in effect by ``as_of`` had replaced; the rest marked as :func:`mark_replacements` marks."""
+    kept = [n for n in found if not n.amended_by or not _in_effect(dates.get(n.amended_by), as_of)]
+    mark_replacements(kept, dates, as_of)
+    return kept
+
+
+def _in_effect(document: DocumentDate | None, as_of: date) -> bool:
+    # as arc_in_force: an undated replacement always was; one no longer stored replaces nothing
+    if document is None:
+        return False
+    return document.effective_date is None or document.effective_date <= as_of
+
+
+def _replacement(chunk: ChunkResult, dates: Mapping[str, DocumentDate]) -> Replacement | None:
+    by = chunk.superseded_by or chunk.amended_by
+    if not by:
+        return None
+    known = dates.get(by)
+    return Replacement(
+        how="superseded" if chunk.superseded_by else "amended",
+        document_id=by,
+        document_name=known.name if known else chunk.amended_by_name,
+        effective_date=known.effective_date if known else None,
+    )
+
+
+def undated_warning(as_of: date, chunks: Iterable[ChunkResult]) -> str | None:
+    """A warning naming the undated documents an answer as of ``as_of`` used, or None."""
+    undated = sorted({c.document_id for c in chunks if c.effective_date is None})
+    if not undated:
+        return None
+    shown = ", ".join(undated[:10]) + (f" and {len(undated) - 10} more" if len(undated) > 10 else "")
+    return (
+        f"as_of {as_of.isoformat()}: {len(undated)} document(s) in the context have no effective date and were "
+        f"counted as in force from the beginning: {shown}"
+    )
+
+
+def nothing_in_force(as_of: date, documents: Mapping[str, DocumentDate]) -> str | None:
+    """The ``no_results`` message when no document of the community was in force on ``as_of``
+    (every one is dated, all after it), else None."""
+    if not documents or any(d.effective_date is None for d in documents.values()):
+        return None
+    first = min(d.effective_date for d in documents.values() if d.effective_date is not None)
+    if first <= as_of:
+        return None
+    return (
+        f"No document of this community was in force yet on {as_of.isoformat()}: the first took effect on "
+        f"{first.isoformat()}. Tell the user nothing governed that date, or ask about a later one."
+    )
+
+
+def dates_line(chunk: ChunkResult) -> str | None:
+    """The ``[SOURCE n]`` header's line on dates: when its document took effect and, if it was
+    replaced, by what and when. None when no date is known (an undated knowledge base's headers
+    stay as they are)."""
+    replaced = chunk.replaced
+    if chunk.effective_date is None and (replaced is None or replaced.effective_date is None):
+        return None
+    line = f"Effective: {chunk.effective_date.isoformat() if chunk.effective_date else 'undated'}"
+    if replaced is not None:
+        when = replaced.effective_date.isoformat() if replaced.effective_date else "undated"
+        line += (
+            f"; {replaced.how} by {replaced.document_name or replaced.document_id} [{replaced.document_id}] on {when}"
+        )
+    return line
