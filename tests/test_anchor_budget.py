@@ -7,7 +7,6 @@ import json
 
 from click.testing import CliRunner
 
-from tests.test_answer_eval import tiny  # noqa: F401  (the two-community dataset fixture)
 from worker.cli import main
 from worker.evaluation.anchors import BUDGETS, JOIN, within_tokens
 from worker.tokens import default_counter

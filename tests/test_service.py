@@ -20,7 +20,7 @@ from worker.serve.app import RETRIEVAL_ROUTE, create_app
 from worker.serve.mcp_server import SEARCH_TOOL, McpFace, build_server
 from worker.service.knowledge import KnowledgeService
 
-from .test_pages import csrf
+from tests.helpers import csrf
 
 TOKEN = "service-doors-token-0123456789abcdef"
 QUESTION = "How tall can a backyard fence be?"
