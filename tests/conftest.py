@@ -169,6 +169,13 @@ def _no_proxy_env():
     os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 
+@pytest.fixture(scope="session")
+def worker_process() -> None:
+    """Declares that a test runs the worker, the CLI or the image in a process of its own, which
+    starts its own embedded Postgres and loads the model: it puts the test in the database and
+    model lanes (`pytest.mark.usefixtures("worker_process")` for a whole module)."""
+
+
 @pytest.fixture()
 def tiny(tmp_path) -> Path:
     """A two-community answer dataset (tests/helpers.py's ``TINY_DOCS`` and ``TINY_QUESTIONS``)."""

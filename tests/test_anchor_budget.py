@@ -28,7 +28,7 @@ def test_an_anchor_gets_exactly_the_tokens_it_is_given_in_its_own_order():
     assert within_tokens(CHUNKS, 10 * sum(whole), counter) == CHUNKS
 
 
-def test_the_report_compares_at_equal_tokens_and_draws_the_budget_curve(tiny, tmp_path, monkeypatch):  # noqa: F811
+def test_the_report_compares_at_equal_tokens_and_draws_the_budget_curve(worker_process, tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "arc"))
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["eval", str(tiny), "--out", str(out)])

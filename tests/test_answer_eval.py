@@ -129,7 +129,7 @@ def test_dataset_layout(tiny):
         load_answer_dataset(tiny)
 
 
-def test_eval_command_on_an_answer_dataset(tiny, tmp_path, monkeypatch):
+def test_eval_command_on_an_answer_dataset(worker_process, tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "arc"))
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["eval", str(tiny), "--out", str(out)])

@@ -24,7 +24,7 @@ PORTABLE_PGVECTOR = "scripts/portable-pgvector.sh"
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory):
+def image(worker_process, tmp_path_factory):
     spec = parse_dockerfile()
     assert spec["from"].startswith("python:3.11-slim")
     app = tmp_path_factory.mktemp("image") / "app"

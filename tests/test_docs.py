@@ -341,7 +341,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def readme_worker(tmp_path_factory) -> Iterator[tuple[Path, dict[str, str], int]]:
+def readme_worker(worker_process, tmp_path_factory) -> Iterator[tuple[Path, dict[str, str], int]]:
     """A folder with the example files, the environment, and a worker started as `make run`
     starts it (its recipe's arc-retrieval command), on a port of its own."""
     recipe = re.search(r"^run:.*\n\t\$\(ARC\) (.+)$", (ROOT / "Makefile").read_text(), re.M)

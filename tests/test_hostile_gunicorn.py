@@ -10,11 +10,15 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.helpers import SCANNED_LINES, joined, needs_tesseract, scanned_page
 from tests.helpers import COMMANDS, ROOT, free_port, wait_until_serving
 from tests.helpers import stop_process as stop_worker
+
+# Each test starts the worker (or the eval command) in a process with its own Postgres and model.
+pytestmark = pytest.mark.usefixtures("worker_process")
 
 
 def start_worker(tmp_path: Path, **env_overrides: str) -> tuple[subprocess.Popen, str, Path]:

@@ -299,7 +299,7 @@ def test_a_failure_is_one_plain_line_never_a_trace_or_secret(sample_runtime, exc
     assert "hunter2" not in str(result) and "Traceback" not in str(result)
 
 
-def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tmp_path):
+def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(worker_process, tmp_path):
     """The Dockerfile's documented override (its comment, the README's Docker section) with the
     image's HEALTHCHECK, on an embedded database of its own, which stops with it."""
     import shlex

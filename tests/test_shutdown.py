@@ -14,6 +14,9 @@ import pytest
 import requests
 from tests.helpers import COMMANDS, ROOT, free_port, wait_until_serving
 
+# Each test starts the worker (or the eval command) in a process with its own Postgres and model.
+pytestmark = pytest.mark.usefixtures("worker_process")
+
 CRASH_SIGNS = ("SIGSEGV", "SIGABRT", "SIGKILL", "terminate called", "Traceback", "Segmentation fault")
 
 

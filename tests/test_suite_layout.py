@@ -44,3 +44,16 @@ def test_no_test_module_imports_another():
     offenders = {path.name: found for path in sorted(TESTS.glob("*.py"))
                  if path.name != Path(__file__).name and (found := imported_test_modules(path.read_text()))}
     assert offenders == {}, "import shared code from tests/helpers.py and fixtures from tests/conftest.py"
+
+
+def test_each_test_is_marked_with_the_lanes_of_its_fixtures(request):
+    assert request.node.get_closest_marker("unit"), "this test uses no heavy fixture: it is a unit test"
+    for item in request.session.items:
+        used = set(item.fixturenames)
+        marks = {mark.name for mark in item.iter_markers()}
+        if used & {"pg_server", "pg15_server", "worker_process"}:
+            assert "database" in marks and "unit" not in marks, item.nodeid
+        if used & {"embedder", "worker_process"}:
+            assert "model" in marks and "unit" not in marks, item.nodeid
+        if "unit" in marks:
+            assert not marks & {"database", "model", "browser", "n8n", "docker"}, item.nodeid
