@@ -1,6 +1,7 @@
 # Two commands set up a fresh machine (Python 3.11 + pip):
 #   make run    install into .venv and serve the webhook on 127.0.0.1:8080 (embedded Postgres,
 #               local embedding model, sample corpus loaded once; Tesseract for scans when root)
+#   make test-unit  the tests that need no database, model, browser or n8n (docs/tests.md)
 #   make test   install and run the whole test suite (including the real-n8n end-to-end test,
 #               Supabase's PostgreSQL 15 + pgvector 0.8.0 and Tesseract, from Debian's packages,
 #               the Docker image, built and run with Debian's podman, and the keeper's pages in
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 ARC := $(VENV)/bin/arc-retrieval
 STAMP := $(VENV)/.installed
 
-.PHONY: install run lint test test-fast test-n8n postgres15 ocr podman browser clean
+.PHONY: install run lint test test-unit test-fast test-n8n postgres15 ocr podman browser clean
 
 install: $(STAMP)
 
@@ -27,8 +28,16 @@ run: install ocr
 lint: install
 	$(VENV)/bin/ruff check worker && $(VENV)/bin/ruff format --check worker && $(VENV)/bin/mypy
 
+# Test processes for `make test`: 2 cores, but most tests wait on subprocesses, servers and I/O.
+# Each process has its own embedded Postgres, model and servers; a module runs in one process.
+TEST_WORKERS ?= 3
+
 test: install lint postgres15 ocr podman browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# Marked `unit` by tests/conftest.py from the fixtures each test uses
+test-unit: install
+	$(PY) -m pytest -q -m unit -n 2
 
 # Tesseract, which reads scanned PDF pages (root: CI; otherwise a note and scans are refused)
 ocr:
@@ -47,7 +56,7 @@ podman: install
 	scripts/install-podman.sh $(PY)
 
 test-fast: install ocr  # everything but the n8n end-to-end test (which installs n8n once, ~5 min) and the image's
-	$(PY) -m pytest -q -m "not n8n and not docker"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not n8n and not docker"
 
 test-n8n: install
 	$(PY) -m pytest -q -m n8n tests/test_n8n.py tests/test_n8n_node.py

@@ -1,23 +1,44 @@
 """Shared fixtures: one real embedded Postgres (pgvector) for the session, a fresh database per
-test module that needs one, the real local embedding model, and the Flask app over them."""
+test module that needs one (the sample corpus's copied from one loaded once per session), the real
+local embedding model, and the Flask app over them; and the hook that sorts tests into lanes by
+the fixtures they use (see docs/tests.md)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
-import time
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+import requests
 
-from worker.config import Settings
-from worker.store.database import Database
-from worker.store.embedded import EmbeddedPostgres
+from tests.helpers import (
+    INGEST_TOKEN,
+    KEEPER_TOKEN,
+    N8N_VERSIONS,
+    PG15_BIN,
+    PG15_VECTOR,
+    ROOT,
+    WORKER_DATA,
+    WORKER_TOKEN,
+    N8nInstall,
+    database_url,
+    free_port,
+    make_settings,
+    stop_process,
+    tiny_dataset,
+    wait_for,
+)
 from worker.embeddings import CachedEmbedder, LocalEmbedder
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
+from worker.store.database import Database
+from worker.store.embedded import EmbeddedPostgres
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +49,6 @@ def pg_server(tmp_path_factory) -> Iterator[str]:
     url = server.start()
     yield url
     server.stop()
-
-
-def _database_url(server_url: str, name: str) -> str:
-    base, _, query = server_url.partition("?")
-    return base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
-
-
-PG15_BIN = Path("/usr/lib/postgresql/15/bin")
-PG15_VECTOR = Path("/usr/share/postgresql/15/extension/vector--0.8.0.sql")
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +96,7 @@ def database_factory(request):
         name = f"{prefix}_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f'create database "{name}"')
-        return _database_url(server, name)
+        return database_url(server, name)
 
     make.target = request.param
     return make
@@ -98,7 +110,7 @@ def make_database(pg_server):
         name = f"{prefix}_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(pg_server, autocommit=True) as conn:
             conn.execute(f'create database "{name}"')
-        return _database_url(pg_server, name)
+        return database_url(pg_server, name)
 
     return make
 
@@ -108,30 +120,30 @@ def embedder() -> CachedEmbedder:
     return CachedEmbedder(LocalEmbedder())
 
 
-def wait_until_waiting(watcher: psycopg.Connection, *, pid: int | None = None, event: str | None = None) -> None:
-    """Until a backend (``pid``, or any) waits for a lock (of kind ``event``, such as 'advisory')."""
-    deadline = time.monotonic() + 10
-    while not watcher.execute(
-            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
-            "and (%(pid)s::int is null or pid = %(pid)s) and (%(event)s::text is null or wait_event = %(event)s)",
-            {"pid": pid, "event": event}).fetchone()[0]:
-        assert time.monotonic() < deadline, f"no backend waited for a lock (pid {pid}, event {event}) within 10 s"
-        time.sleep(0.02)
-
-
-def make_settings(tmp: Path, database_url: str, **overrides) -> Settings:
-    overrides.setdefault("rate_limit", 0)  # rate limiting has its own tests
-    return Settings.from_env({}, data_dir=tmp, database_url=database_url, **overrides)
+@pytest.fixture(scope="session")
+def sample_template(pg_server, embedder) -> str:
+    """The name of a database migrated and holding the sample corpus, loaded once per session and
+    never connected to again: each module's ``sample_runtime`` is a copy of it."""
+    name = f"sample_template_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    db = Database(database_url(pg_server, name))
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    db.close()
+    return name
 
 
 @pytest.fixture(scope="module")
-def sample_runtime(make_database, embedder, tmp_path_factory) -> Iterator[Runtime]:
-    """A migrated database holding the sample corpus."""
-    url = make_database("sample")
+def sample_runtime(pg_server, sample_template, embedder, tmp_path_factory) -> Iterator[Runtime]:
+    """A migrated database holding the sample corpus, the module's own (a copy of
+    ``sample_template``, so what one module writes no other module sees)."""
+    name = f"sample_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'create database "{name}" template "{sample_template}"')
+    url = database_url(pg_server, name)
     settings = make_settings(tmp_path_factory.mktemp("data"), url)
     db = Database(url)
-    db.migrate(embedder.dim)
-    ingest_sample_corpus(Ingestor(db, embedder))
     runtime = Runtime(settings, db, embedder)
     yield runtime
     db.close()
@@ -155,3 +167,133 @@ def _no_proxy_env():
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
         os.environ.pop(var, None)
     os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+
+
+@pytest.fixture(scope="session")
+def worker_process() -> None:
+    """Declares that a test runs the worker, the CLI or the image in a process of its own, which
+    starts its own embedded Postgres and loads the model: it puts the test in the database and
+    model lanes (`pytest.mark.usefixtures("worker_process")` for a whole module)."""
+
+
+@pytest.fixture()
+def tiny(tmp_path) -> Path:
+    """A two-community answer dataset (tests/helpers.py's ``TINY_DOCS`` and ``TINY_QUESTIONS``)."""
+    return tiny_dataset(tmp_path / "tiny")
+
+
+@pytest.fixture()
+def keeper(sample_runtime, tmp_path):
+    """A test client of the app on the sample corpus, behind the keeper's admin token."""
+    from worker.serve.app import create_app
+
+    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
+                             api_token=KEEPER_TOKEN, ingest_token=KEEPER_TOKEN)
+    runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
+    app = create_app(runtime=runtime)
+    app.config["TESTING"] = True
+    return app.test_client()
+
+
+# -- a real n8n and the worker it calls (tests/test_n8n*.py) ---------------------------------------
+
+
+@pytest.fixture(scope="module", params=N8N_VERSIONS)
+def n8n_home(request) -> N8nInstall:
+    """The pinned n8n, installed once into a cache folder (scripts/install-n8n.sh); a lock keeps two
+    test processes from installing the same version at once."""
+    env = {**os.environ, "ARC_N8N_VERSION": request.param}
+    lock_path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / f"arc-n8n-{request.param}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = subprocess.run([str(ROOT / "scripts" / "install-n8n.sh")], check=True, capture_output=True, text=True,
+                             timeout=1500, env=env)
+    return N8nInstall(Path(out.stdout.strip().splitlines()[-1]), request.param)
+
+
+@pytest.fixture(scope="module")
+def chat_model():
+    """The OpenAI chat model the agent calls, stood in for (tests/chat_agent_standin.py)."""
+    from tests.chat_agent_standin import ChatAgentStandin
+
+    with ChatAgentStandin() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    """``arc-retrieval serve --load-sample`` in its own process, as n8n's workflows call it."""
+    port = free_port()
+    data = tmp_path_factory.mktemp("worker-data")
+    WORKER_DATA["dir"] = data
+    # Two requests a second per credential (bursts of 4): a burst through n8n meets 429 +
+    # Retry-After for certain (admission refusals depend on timing), which the workflows must
+    # turn into a wait and a retry, not an error.
+    # A writer waits 1 s for another's write lock, then gets 503 + Retry-After: an upload during
+    # a long load meets one for certain, which the ingest workflow must wait out and retry.
+    env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
+           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_RATE_LIMIT": "2",
+           "ARC_WRITE_LOCK_WAIT": "1"}
+    for var in ("DATABASE_URL", "OPENAI_API_KEY", "SUPABASE_URL"):
+        env.pop(var, None)
+    log = open(data / "worker.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port), "--load-sample"],
+                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: requests.get(f"{url}/readyz", timeout=2).status_code == 200, 120, "the worker")
+        yield url
+    finally:
+        stop_process(process)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def mcp_worker(worker):
+    """``arc-retrieval mcp --http`` on the webhook worker's database, with the same token."""
+    port = free_port()
+    data = WORKER_DATA["dir"]
+    env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
+           "DATABASE_URL": f"postgresql://postgres:@/postgres?host={data / 'pgdata'}"}
+    for var in ("OPENAI_API_KEY", "SUPABASE_URL"):
+        env.pop(var, None)
+    log = open(data / "mcp.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)],
+                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for(lambda: requests.post(url, json={}, timeout=2).status_code == 401, 60, "the MCP server")
+        yield url
+    finally:
+        stop_process(process)
+        log.close()
+
+
+# -- lanes ----------------------------------------------------------------------------------------
+
+# The fixtures that bring up something heavy, by the lane marker they give a test. A test's
+# fixture closure (every fixture it uses, directly or through others) decides: a test that uses
+# none of these, and is not marked n8n or docker, is a `unit` test (`make test-unit`).
+LANE_FIXTURES: dict[str, frozenset[str]] = {
+    "database": frozenset({"pg_server", "pg15_server", "worker_process"}),
+    "model": frozenset({"embedder", "worker_process"}),
+    "browser": frozenset({"browser"}),
+    "n8n": frozenset({"n8n_home"}),
+}
+HEAVY_MARKERS = frozenset({"n8n", "docker"})
+
+
+def lanes_of(fixturenames: list[str] | tuple[str, ...], markers: set[str]) -> set[str]:
+    """The lane markers a test with these fixtures (its whole closure) and markers gets."""
+    used = set(fixturenames)
+    lanes = {lane for lane, fixtures in LANE_FIXTURES.items() if used & fixtures}
+    lanes |= markers & HEAVY_MARKERS
+    return lanes or {"unit"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        markers = {mark.name for mark in item.iter_markers()}
+        for lane in sorted(lanes_of(item.fixturenames, markers) - markers):
+            item.add_marker(getattr(pytest.mark, lane))

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.service.admission import Admission, Overloaded
 from worker.serve.app import create_app
 from worker.config import Settings

@@ -10,7 +10,7 @@ import io
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.ingest.amendments import parse_amends
 from worker.sections import amends, section_key
 from worker.serve.app import create_app

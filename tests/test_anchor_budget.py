@@ -7,7 +7,6 @@ import json
 
 from click.testing import CliRunner
 
-from tests.test_answer_eval import tiny  # noqa: F401  (the two-community dataset fixture)
 from worker.cli import main
 from worker.evaluation.anchors import BUDGETS, JOIN, within_tokens
 from worker.tokens import default_counter
@@ -29,7 +28,7 @@ def test_an_anchor_gets_exactly_the_tokens_it_is_given_in_its_own_order():
     assert within_tokens(CHUNKS, 10 * sum(whole), counter) == CHUNKS
 
 
-def test_the_report_compares_at_equal_tokens_and_draws_the_budget_curve(tiny, tmp_path, monkeypatch):  # noqa: F811
+def test_the_report_compares_at_equal_tokens_and_draws_the_budget_curve(worker_process, tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "arc"))
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["eval", str(tiny), "--out", str(out)])

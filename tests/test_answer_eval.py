@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from worker.cli import main
 from worker.evaluation.answers import (Outcome, Question, breakdown, evidence_found, load_answer_dataset,
                                        normalise_for_match, split_sources, summarise)
+from tests.helpers import TINY_QUESTIONS as QUESTIONS
 
 
 def test_normalisation_is_the_one_the_issue_specifies():
@@ -122,46 +123,6 @@ def test_a_fitted_cut_sees_the_answer_type_check():
     assert rows["c"]["negatives_success"] == 0.0 and rows["c"]["status_right"] == 1.0
 
 
-DOCS = {
-    "oakridge": {
-        "guidelines.md": "# Oakridge Design Guidelines\n\n## Fences\n\nRear yard fences may not exceed six feet "
-                         "in height.\n\n## Sheds\n\nOne shed is allowed per lot, at most 120 square feet.\n",
-        "bylaws.md": "# Oakridge By-Laws\n\n## Article II Meetings\n\nThe annual meeting of members is held "
-                     "each March.\n",
-    },
-    "pinecrest": {
-        "ccrs.md": "# Pinecrest Declaration\n\n## Section 4 Animals\n\nNo poultry or livestock shall be kept "
-                   "on any lot.\n\n## Section 5 Parking\n\nBoats and trailers may not be parked in driveways.\n",
-    },
-}
-QUESTIONS = [
-    {"id": "o1", "community": "oakridge", "kind": "answerable", "question": "how tall can my backyard fence be?",
-     "gold_document": "guidelines", "evidence": ["Rear yard fences may not exceed six feet"], "notes": "[where] x"},
-    {"id": "o2", "community": "oakridge", "kind": "answerable", "question": "when is the annual meeting?",
-     "gold_document": "bylaws", "evidence": ["The annual meeting of members is held each March"]},
-    {"id": "o3", "community": "oakridge", "kind": "off_topic", "question": "best pizza in Naples"},
-    {"id": "p1", "community": "pinecrest", "kind": "answerable", "question": "can I keep chickens?",
-     "gold_document": "ccrs", "evidence": ["No poultry or livestock shall be kept"]},
-    {"id": "p2", "community": "pinecrest", "kind": "unanswerable", "question": "how much are the dues?"},
-]
-
-
-@pytest.fixture()
-def tiny(tmp_path):
-    root = tmp_path / "tiny"
-    for community, files in DOCS.items():
-        folder = root / community
-        folder.mkdir(parents=True)
-        entries = []
-        for name, text in files.items():
-            (folder / name).write_text(text)
-            entries.append({"file": name, "document_id": name.removesuffix(".md"),
-                            "document_type": "ccr" if name == "ccrs.md" else "other", "is_binding": True})
-        (folder / "manifest.json").write_text(json.dumps({"community": community, "documents": entries}))
-    (root / "questions.jsonl").write_text("\n".join(json.dumps(row) for row in QUESTIONS) + "\n")
-    return root
-
-
 def test_dataset_layout(tiny):
     dataset = load_answer_dataset(tiny)
     assert set(dataset.communities) == {"oakridge", "pinecrest"} and len(dataset.questions) == 5
@@ -170,7 +131,7 @@ def test_dataset_layout(tiny):
         load_answer_dataset(tiny)
 
 
-def test_eval_command_on_an_answer_dataset(tiny, tmp_path, monkeypatch):
+def test_eval_command_on_an_answer_dataset(worker_process, tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "arc"))
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["eval", str(tiny), "--out", str(out)])

@@ -19,22 +19,12 @@ from worker.retrieve.pipeline import first_stage_order
 from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 from worker.tokens import default_counter
-from tests.conftest import make_settings
+from tests.helpers import make_settings
+from tests.helpers import ask_webhook as ask
+from tests.helpers import scored_chunk as chunk
 
 ROUTE = "/webhook/arc-retrieval"
 SAMPLE_QUESTIONS = load_questions(SAMPLE_DIR / "questions.jsonl")
-
-
-def ask(client, **body) -> dict:
-    response = client.post(ROUTE, json=body)
-    assert response.status_code == 200, response.get_json()
-    return response.get_json()
-
-
-def chunk(i: int, score: float, words: int = 20) -> ChunkResult:
-    return ChunkResult(id=i, document_id=f"d{i}", document_name=f"Doc {i}", document_type="other",
-                       section_path="S", page_number=None, chunk_index=0, is_binding=True, superseded_by=None,
-                       content="Rule " + "word " * words + "end.", token_count=words, final_score=score)
 
 
 # -- context selection ------------------------------------------------------------------------------

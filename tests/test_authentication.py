@@ -22,8 +22,8 @@ import anyio
 import pytest
 import requests
 
-from tests.test_mcp import FENCE, http_client, server_env
-from tests.test_n8n import free_port, stop, wait_for
+from tests.helpers import FENCE, http_client, server_env
+from tests.helpers import free_port, stop_process as stop, wait_for
 from worker.serve.mcp_server import SEARCH_TOOL
 
 ROOT = Path(__file__).resolve().parent.parent

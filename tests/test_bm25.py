@@ -11,18 +11,7 @@ from worker.store import bm25
 from worker.store.database import Database
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.retrieve.search import PostgresBackend, SearchParams
-
-
-def assert_statistics_exact(db: Database) -> None:
-    with db.connect() as conn:
-        stored = dict(conn.execute("select lexeme, df from bm25_terms").fetchall())
-        actual = dict(conn.execute("select t.lexeme, count(*) from knowledge_chunks c, unnest(c.fts) t "
-                                   "group by t.lexeme").fetchall())
-        n, total = conn.execute("select n_docs, total_length from bm25_corpus").fetchone()
-        count, length = conn.execute("select count(*), coalesce(sum(bm25_document_length(fts)), 0) "
-                                     "from knowledge_chunks").fetchone()
-    assert stored == actual
-    assert (n, total) == (count, length)
+from tests.helpers import assert_statistics_exact
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import make_settings, wait_until_waiting
-from tests.test_bm25 import assert_statistics_exact
+from tests.helpers import make_settings, wait_until_waiting
+from tests.helpers import assert_statistics_exact
 from worker.store import bm25
 from worker.serve.app import create_app
 from worker.cli import main

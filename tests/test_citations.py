@@ -6,9 +6,9 @@ from __future__ import annotations
 import docx
 from docx.enum.section import WD_SECTION
 
-from tests.test_cli import make_pdf
-from tests.test_formats import rendered_break
-from tests.test_hostile import docx_of
+from tests.helpers import make_pdf
+from tests.helpers import rendered_break
+from tests.helpers import docx_of
 from worker.ingest.chunking import chunk_blocks
 from worker.ingest.readers import parse_text, read_path
 

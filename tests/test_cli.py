@@ -5,39 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from worker.cli import main
-
-
-def make_pdf(pages: list[list[str]]) -> bytes:
-    """A minimal valid PDF with one text line per entry, written by hand (no PDF library needed)."""
-    streams = []
-    for lines in pages:
-        text = " ".join(f"({line}) Tj 0 -18 Td" for line in lines)
-        streams.append(f"BT /F1 12 Tf 72 720 Td {text} ET".encode())
-    return pdf_of_streams(streams)
-
-
-def pdf_of_streams(streams: list[bytes]) -> bytes:
-    """A PDF, written by hand, with one page per content stream (Helvetica as /F1)."""
-    objects: list[bytes] = []
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(streams)))
-    font_id = 3 + 2 * len(streams)
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(streams)} >>".encode())
-    for i, stream in enumerate(streams):
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
-                       f"/Resources << /Font << /F1 {font_id} 0 R >> >> >>".encode())
-        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
+from tests.helpers import make_pdf
 
 
 def test_db_commands_and_file_ingest(make_database, tmp_path, monkeypatch):

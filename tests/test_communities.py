@@ -17,6 +17,7 @@ from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.models import DocumentFields
 from worker.store import sqlfiles
 from worker.store.database import Database
+from tests.helpers import hollow_and_ridge
 
 QUESTIONS = ("can I build a fence", "pergola height limit", "how many board members", "paint colour approval",
              "pets", "architectural review committee meeting")
@@ -115,19 +116,6 @@ def _markdown(text: str):
     return parse_markdown(text)
 
 
-def hollow_and_ridge(make_database, embedder, name: str, ridge_text: str, ridge_name: str = "Ridge") -> Database:
-    """Two associations in one migrated database: the sample corpus as ``hollow`` and one CC&R,
-    ``ridge_text``, as ``ridge`` (id ``ridge-ccrs``)."""
-    db = Database(make_database(name))
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="hollow")
-    ingestor.write([ingestor.prepare_text(_markdown(ridge_text),
-                                          DocumentFields(document_id="ridge-ccrs", name=ridge_name,
-                                                         document_type="ccr"))], community="ridge")
-    return db
-
-
 def _old_schema(url: str, dim: int) -> None:
     """A database as the release before communities left it: its migrations (up to 014), as its
     `db sql` printed them (tests/data/), each applied and recorded."""
@@ -201,7 +189,7 @@ def test_a_single_community_database_upgrades_in_place(database_factory, embedde
 
 @pytest.fixture()
 def two_communities(make_database, embedder, tmp_path):
-    from tests.conftest import make_settings
+    from tests.helpers import make_settings
     from worker.runtime import Runtime
     from worker.serve.app import create_app
 
@@ -301,7 +289,7 @@ BOTH_TOKEN = "both-communities-secret-1"
 
 
 def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_database, embedder, tmp_path):
-    from tests.conftest import make_settings
+    from tests.helpers import make_settings
     from worker.config import Settings
     from worker.runtime import Runtime
     from worker.serve.app import create_app

@@ -22,8 +22,8 @@ from worker.runtime import Runtime
 from worker.service.build import build_retriever
 from worker.store.database import Database
 from worker.tokens import default_counter
-from tests.conftest import make_settings
-from tests.test_answers import chunk
+from tests.helpers import make_settings
+from tests.helpers import scored_chunk as chunk
 
 PLACES = ["the front yard", "the rear yard", "a corner lot", "the golf course", "a pool", "the common area",
           "a side yard", "a drainage easement", "the lake", "the entrance", "a cul-de-sac", "the tennis courts"]

@@ -167,8 +167,8 @@ BOTH_KEY = "dify-both-communities-key-012345"
 @pytest.fixture(scope="module")
 def communities_client(make_database, embedder, tmp_path_factory):
     """Two associations in one knowledge base: the sample corpus as ``hollow``, one CC&R of ``ridge``."""
-    from tests.conftest import make_settings
-    from tests.test_communities import hollow_and_ridge
+    from tests.helpers import make_settings
+    from tests.helpers import hollow_and_ridge
 
     db = hollow_and_ridge(make_database, embedder, "dify_communities",
                           "# Ridge\n\n## Fences\n\nAt Cedar Ridge a backyard fence may be 4 feet tall at most.")

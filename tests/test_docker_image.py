@@ -8,7 +8,6 @@ image's layers stay in podman's storage, so a run after the first rebuilds only 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docs import shell_blocks
+from tests.helpers import shell_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_IMAGE = "localhost/python:3.11-slim"

@@ -17,40 +17,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from tests.helpers import parse_dockerfile
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTABLE_PGVECTOR = "scripts/portable-pgvector.sh"
 
 
-def parse_dockerfile() -> dict:
-    spec: dict = {"env": {}, "copy": [], "run": [], "cmd": None, "healthcheck": None, "from": None}
-    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        instruction, _, rest = line.partition(" ")
-        instruction = instruction.upper()
-        if instruction == "FROM":
-            spec["from"] = rest
-        elif instruction == "ENV":
-            for pair in shlex.split(rest):
-                key, _, value = pair.partition("=")
-                spec["env"][key] = value
-        elif instruction == "COPY":
-            *sources, dst = rest.split()
-            spec["copy"].extend((src, dst) for src in sources)
-        elif instruction == "RUN":
-            spec["run"].append(rest)
-        elif instruction == "CMD":
-            spec["cmd"] = json.loads(rest)
-        elif instruction == "HEALTHCHECK":
-            spec["healthcheck"] = json.loads(rest[rest.index("CMD") + 3:].strip())
-    return spec
-
-
 @pytest.fixture(scope="module")
-def image(tmp_path_factory):
+def image(worker_process, tmp_path_factory):
     spec = parse_dockerfile()
     assert spec["from"].startswith("python:3.11-slim")
     app = tmp_path_factory.mktemp("image") / "app"

@@ -18,7 +18,6 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -26,48 +25,11 @@ import pytest
 
 from worker.cli import main as cli
 from worker.config import ENV_VARS, configuration_table
+from tests.helpers import shell_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 SAMPLE = ROOT / "worker" / "sample_corpus"
-# What a shell block's marker (an HTML comment on the line before it) may say runs it.
-MARKER = re.compile(r"<!-- docs: (?P<what>.+?) -->")
-
-
-@dataclass
-class ShellBlock:
-    section: str  # the `## ` heading it is under
-    marker: str | None
-    commands: list[str] = field(default_factory=list)  # continuation lines joined
-
-
-def shell_blocks(text: str = README) -> list[ShellBlock]:
-    blocks: list[ShellBlock] = []
-    section, previous, current = "", "", None
-    lines: list[str] = []
-    for line in text.splitlines():
-        if current is None:
-            if line.startswith("## "):
-                section = line[3:].strip()
-            fence = re.match(r"```(sh|bash|shell|console)\s*$", line)
-            if fence:
-                marker = MARKER.search(previous)
-                current, lines = ShellBlock(section, marker["what"] if marker else None), []
-            elif line.strip():
-                previous = line
-        elif line.startswith("```"):
-            command = ""
-            for raw in lines:
-                command += raw[:-1] + " " if raw.endswith("\\") else raw
-                if not raw.endswith("\\"):
-                    if command.strip():
-                        current.commands.append(re.sub(r"\s+", " ", command).strip())
-                    command = ""
-            blocks.append(current)
-            current, previous = None, ""
-        else:
-            lines.append(line)
-    return blocks
 
 
 def words(command: str) -> list[str]:
@@ -355,7 +317,7 @@ INGEST_TOKEN = "docs-ingest-token-0123456789abcdef"
 def _example_files(folder: Path) -> None:
     """The documents the README's examples name, made from the sample corpus (a PDF written by
     hand as tests/test_cli.py writes one)."""
-    from tests.test_cli import make_pdf
+    from tests.helpers import make_pdf
 
     guideline_lines = ["Cedar Hollow Design Guidelines", "Section 5 Fences",
                        "Rear yard fences may not exceed 6 feet in height.",
@@ -379,7 +341,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def readme_worker(tmp_path_factory) -> Iterator[tuple[Path, dict[str, str], int]]:
+def readme_worker(worker_process, tmp_path_factory) -> Iterator[tuple[Path, dict[str, str], int]]:
     """A folder with the example files, the environment, and a worker started as `make run`
     starts it (its recipe's arc-retrieval command), on a port of its own."""
     recipe = re.search(r"^run:.*\n\t\$\(ARC\) (.+)$", (ROOT / "Makefile").read_text(), re.M)

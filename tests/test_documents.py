@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import make_settings
-from tests.test_bm25 import assert_statistics_exact
+from tests.helpers import make_settings
+from tests.helpers import assert_statistics_exact
 from worker.serve.app import create_app
 from worker.cli import main
 from worker.store.database import Database

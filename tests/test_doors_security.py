@@ -29,9 +29,9 @@ import psycopg
 import pytest
 import requests
 
-from tests.conftest import make_settings
-from tests.test_mcp import FENCE, calls, served_mcp, server_env
-from tests.test_pages import csrf
+from tests.helpers import make_settings
+from tests.helpers import FENCE, calls, served_mcp, server_env
+from tests.helpers import csrf
 from worker.config import CommunityGrant, ConfigError, Settings
 from worker.serve.app import create_app
 
@@ -312,7 +312,7 @@ def mcp_doors(sample_runtime, tmp_path_factory) -> Iterator[str]:
 
 
 def test_mcp_takes_both_kinds_of_community_token_and_offers_no_tool_that_writes(mcp_doors):
-    from tests.test_mcp import http_client, run
+    from tests.helpers import http_client, run
 
     for token in (READER, WRITER):
         search, listed = calls(mcp_doors, token, ("search_governing_documents", {"query": FENCE}),
@@ -451,8 +451,8 @@ def test_unsafe_links_leave_markdown_text_and_html(target):
 
 
 def test_unsafe_links_leave_word_and_pdf_files(tmp_path):
-    from tests.test_cli import make_pdf
-    from tests.test_hostile import W, docx_of
+    from tests.helpers import make_pdf
+    from tests.helpers import W, docx_of
     from worker.ingest.readers import read_path
 
     pdf = tmp_path / "rules.pdf"
@@ -487,8 +487,8 @@ def test_stored_text_through_the_webhook_keeps_no_unsafe_link(open_worker, sampl
 
 @pytest.fixture(scope="module")
 def docker_like(sample_runtime, tmp_path_factory) -> Iterator[int]:
-    from tests.test_hostile_gunicorn import stop_worker
-    from tests.test_shutdown import COMMANDS, free_port, wait_until_serving
+    from tests.helpers import stop_process as stop_worker
+    from tests.helpers import COMMANDS, free_port, wait_until_serving
 
     tmp = tmp_path_factory.mktemp("doors-gunicorn")
     port = free_port()

@@ -17,6 +17,9 @@ from click.testing import CliRunner
 from worker.cli import main
 from worker.ingest.ingestor import SAMPLE_DIR
 
+# Each test starts the worker (or the eval command) in a process with its own Postgres and model.
+pytestmark = pytest.mark.usefixtures("worker_process")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 DOCS = {

@@ -5,49 +5,11 @@ from __future__ import annotations
 
 import zipfile
 
-import docx
 import pytest
-from docx.oxml.ns import qn
 
 from worker.ingest.chunking import chunk_blocks, is_table
 from worker.ingest.readers import parse_markdown, read_path
-
-RATES = [("Zone", "Maximum fence height"), ("Front yard", "4 feet"), ("Side yard", "6 feet"),
-         ("Back yard", "6 feet"), ("Corner lot, street side", "3 feet")]
-
-
-def word_document(path):
-    document = docx.Document()
-    document.add_heading("Pinecrest Design Guidelines", 0)
-    document.add_heading("Section 4 Fences", 1)
-    document.add_paragraph("The following fences are prohibited:")
-    document.add_paragraph("Barbed wire fences anywhere.", style="List Number")
-    document.add_paragraph("Chain link fences in front yards.", style="List Number")
-    document.add_heading("Section 5 Heights", 1)
-    table = document.add_table(rows=len(RATES), cols=2)
-    for r, row in enumerate(RATES):
-        for c, value in enumerate(row):
-            table.cell(r, c).text = value
-    document.save(path)
-
-
-def rendered_break(paragraph, before_text: str = "") -> None:
-    """Word's own record of where it broke a page (``w:lastRenderedPageBreak``), which it writes at
-    every page's first run when it saves, after a hard break too; python-docx never writes one."""
-    from docx.oxml import OxmlElement
-
-    run = paragraph.runs[0]._r
-    marker = OxmlElement("w:lastRenderedPageBreak")
-    if before_text:  # "...noon" on one page, the rest of the run on the next
-        text = run.find(qn("w:t"))
-        head = OxmlElement("w:t")
-        head.text = before_text
-        head.set(qn("xml:space"), "preserve")
-        text.addprevious(head)
-        text.addprevious(marker)
-    else:
-        run.insert(0, marker)
-
+from tests.helpers import word_document
 
 def test_a_word_document_keeps_headings_lists_and_tables(tmp_path):
     path = tmp_path / "guidelines.docx"

@@ -15,13 +15,14 @@ import zipfile
 
 import pytest
 
-from tests.conftest import make_settings
-from tests.test_ocr import SCANNED_LINES, needs_tesseract, scanned_page
+from tests.helpers import make_settings
+from tests.helpers import SCANNED_LINES, needs_tesseract, scanned_page
 from worker.config import ConfigError, Settings
 from worker.ingest.ocr import Ocr
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.store.database import Database
+from tests.helpers import docx_of
 
 RETRIEVE_TOKEN = "retrieve-" + "r" * 24
 INGEST_TOKEN = "ingest-" + "i" * 24
@@ -145,28 +146,6 @@ def test_javascript_links_are_not_stored(hostile):
 
 
 # --- Word files ------------------------------------------------------------------------------
-
-W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
-CONTENT_TYPES = ('<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-                 '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-                 '<Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" '
-                 'ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>')
-RELS = ('<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-        '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-        'officeDocument" Target="word/document.xml"/></Relationships>')
-
-
-def docx_of(body: str, prolog: str = "", document: str | None = None, parts: dict[str, str] | None = None) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", CONTENT_TYPES)
-        archive.writestr("_rels/.rels", RELS)
-        archive.writestr("word/document.xml", document if document is not None else
-                         f'<?xml version="1.0"?>{prolog}<w:document {W}><w:body>{body}</w:body></w:document>')
-        for name, text in (parts or {}).items():  # found where mammoth looks without a relationship
-            archive.writestr(name, text)
-    return out.getvalue()
-
 
 _plain = io.BytesIO()
 with zipfile.ZipFile(_plain, "w") as _archive:
@@ -317,7 +296,7 @@ def test_the_nesting_scan_runs_in_the_bounded_child_not_in_the_serving_process()
 # --- PDF pages and OCR -----------------------------------------------------------------------
 
 def test_too_many_pages_is_a_422_before_any_page_is_read(hostile):
-    from tests.test_cli import make_pdf
+    from tests.helpers import make_pdf
 
     app, db = hostile
     r = upload(app.test_client(), "long.pdf", make_pdf([[f"Page {n} text of the rules."] for n in range(6)]))
@@ -326,7 +305,7 @@ def test_too_many_pages_is_a_422_before_any_page_is_read(hostile):
 
 @needs_tesseract
 def test_too_many_scanned_pages_is_a_422_without_running_ocr(hostile):
-    from tests.test_ocr import joined
+    from tests.helpers import joined
 
     app, db = hostile
     CountingOcr.calls.clear()

@@ -4,7 +4,6 @@ clients cannot starve the threads that answer questions, and OCR stops when its 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -14,8 +13,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.test_ocr import SCANNED_LINES, joined, needs_tesseract, scanned_page
-from tests.test_shutdown import COMMANDS, ROOT, free_port, wait_until_serving
+from tests.helpers import SCANNED_LINES, joined, needs_tesseract, scanned_page
+from tests.helpers import COMMANDS, ROOT, free_port, wait_until_serving
+from tests.helpers import stop_process as stop_worker
+
+# Each test starts the worker (or the eval command) in a process with its own Postgres and model.
+pytestmark = pytest.mark.usefixtures("worker_process")
 
 
 def start_worker(tmp_path: Path, **env_overrides: str) -> tuple[subprocess.Popen, str, Path]:
@@ -31,16 +34,6 @@ def start_worker(tmp_path: Path, **env_overrides: str) -> tuple[subprocess.Popen
     url = f"http://127.0.0.1:{port}"
     wait_until_serving(url, process)
     return process, url, log_path
-
-
-def stop_worker(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def children(pid: int, name: str | None = None) -> list[int]:

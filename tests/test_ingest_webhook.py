@@ -7,10 +7,10 @@ import io
 import docx
 import pytest
 
-from tests.conftest import make_settings
-from tests.test_cli import make_pdf
-from tests.test_formats import rendered_break, word_document
-from tests.test_ocr import SCANNED_LINES, needs_tesseract, scanned_page
+from tests.helpers import make_settings
+from tests.helpers import make_pdf
+from tests.helpers import rendered_break, word_document
+from tests.helpers import SCANNED_LINES, needs_tesseract, scanned_page
 from worker.serve.app import create_app
 from worker.store.database import Database
 from worker.runtime import Runtime

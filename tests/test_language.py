@@ -132,7 +132,7 @@ def test_webhook_english_answer_is_unchanged(client):
 
 
 def test_mcp_says_it_cannot_read_the_question(sample_runtime, tmp_path):
-    from tests.test_mcp import server_env
+    from tests.helpers import server_env
     from worker.serve.mcp_server import SEARCH_TOOL
 
     params = StdioServerParameters(
@@ -187,8 +187,8 @@ def test_dify_gets_the_notice_as_its_first_record_whatever_the_threshold(dify_cl
 def test_the_keepers_retrieval_testing_page_says_it_too(sample_runtime, tmp_path):
     import html
 
-    from tests.conftest import make_settings
-    from tests.test_pages import TOKEN as ADMIN, csrf
+    from tests.helpers import make_settings
+    from tests.helpers import KEEPER_TOKEN as ADMIN, csrf
     from worker.serve.app import create_app
 
     settings = make_settings(tmp_path, sample_runtime.db.url, api_token=ADMIN, ingest_token=ADMIN)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import psycopg
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.embeddings import CachedEmbedder, E5Embedder
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.retrieve import confidence, language_scale
@@ -198,7 +198,7 @@ def test_a_rerank_service_decides_a_spanish_question_and_it_is_never_no_results(
     # holds: never no_results. The stand-in scores by shared words, so a Spanish question about an
     # English passage scores low on it.
     from tests.rerank_standins import RerankStandin
-    from tests.test_rerank_calibration import KEY, MODEL, service_app
+    from tests.helpers import RERANK_KEY as KEY, RERANK_MODEL as MODEL, service_app
 
     with RerankStandin("cohere", api_key=KEY, model=MODEL) as cohere:
         answer = service_app(e5_runtime, cohere, tmp_path).test_client().post(

@@ -12,32 +12,17 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
-import httpx2
 import pytest
 import requests
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.test_n8n import free_port, stop, wait_for
 from worker.serve.mcp_server import LIST_TOOL, SEARCH_TOOL
+from tests.helpers import calls, free_port, http_client, run, served_mcp, server_env, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "mcp-secret-0123456789abcdef01234567"
 FENCE = "What's the max fence height allowed in my backyard??"
-
-
-def server_env(database_url: str, tmp: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENAI_API_KEY", "SUPABASE_URL", "LLM_API_KEY", "ARC_API_TOKEN")}
-    env.update({"DATABASE_URL": database_url, "ARC_DATA_DIR": str(tmp), "ARC_SEARCH_CACHE_SECONDS": "0"})
-    env.update(extra)
-    return env
-
-
-def run(coro_fn, *args):
-    return anyio.run(coro_fn, *args)
 
 
 # -- stdio -------------------------------------------------------------------------------------
@@ -127,21 +112,6 @@ def http_server(sample_runtime, tmp_path_factory) -> Iterator[str]:
                                      ARC_AUTH_FAILURES_PER_MINUTE="1000"), tmp)
 
 
-def served_mcp(env: dict[str, str], tmp) -> Iterator[str]:
-    """``arc-retrieval mcp --http`` in its own process, until the generator is closed."""
-    port = free_port()
-    log = open(tmp / "mcp.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        wait_for(lambda: requests.post(url, json={}, timeout=2).status_code == 401, 60, "the MCP server")
-        yield url
-    finally:
-        stop(process)
-        log.close()
-
-
 def test_http_servers_first_answer_is_calibrated(sample_runtime, tmp_path_factory):
     # the stored calibration is read (or, when none is stored, measured) before the first answer
     tmp = tmp_path_factory.mktemp("mcp-calibration")
@@ -156,10 +126,6 @@ def test_http_servers_first_answer_is_calibrated(sample_runtime, tmp_path_factor
         assert run(go).structured_content["confidence"]["calibrated"] is True
     finally:
         served.close()
-
-
-def http_client(url: str, headers: dict[str, str], mode: str = "auto") -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)), mode=mode)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # the 2026 envelope, and the handshake n8n's SDK does
@@ -238,7 +204,7 @@ RIDGE_TEXT = "# Ridge Covenants\n\n## Fences\n\nAt Cedar Ridge a backyard fence 
 def communities_server(make_database, embedder, tmp_path_factory) -> Iterator[str]:
     """``mcp --http`` over a knowledge base of two associations: the sample corpus as ``hollow``,
     one document of ``ridge``; the full token, one limited to ridge and one to both."""
-    from tests.test_communities import hollow_and_ridge
+    from tests.helpers import hollow_and_ridge
 
     db = hollow_and_ridge(make_database, embedder, "mcp_communities", RIDGE_TEXT, ridge_name="Ridge Covenants")
     database_url = db.url
@@ -246,14 +212,6 @@ def communities_server(make_database, embedder, tmp_path_factory) -> Iterator[st
     tmp = tmp_path_factory.mktemp("mcp-communities")
     yield from served_mcp(server_env(database_url, tmp, ARC_API_TOKEN=TOKEN, ARC_RATE_LIMIT="0",
                                      ARC_COMMUNITY_TOKENS=f"ridge:{RIDGE_TOKEN}; hollow,ridge:{BOTH_TOKEN}"), tmp)
-
-
-def calls(url: str, token: str, *calls: tuple[str, dict]) -> list:
-    async def go():
-        async with http_client(url, {"Authorization": f"Bearer {token}"}) as client:
-            return [await client.call_tool(tool, args) for tool, args in calls]
-
-    return run(go)
 
 
 def error_text(result) -> str:
@@ -341,13 +299,13 @@ def test_a_failure_is_one_plain_line_never_a_trace_or_secret(sample_runtime, exc
     assert "hunter2" not in str(result) and "Traceback" not in str(result)
 
 
-def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(tmp_path):
+def test_the_images_documented_mcp_command_serves_and_passes_its_health_check(worker_process, tmp_path):
     """The Dockerfile's documented override (its comment, the README's Docker section) with the
     image's HEALTHCHECK, on an embedded database of its own, which stops with it."""
     import shlex
     import signal
 
-    from tests.test_dockerfile import parse_dockerfile
+    from tests.helpers import parse_dockerfile
 
     line = next(l for l in (ROOT / "Dockerfile").read_text().splitlines() if "arc-retrieval mcp" in l)
     command = shlex.split(line.split("docker run ... arc-retrieval:latest ", 1)[1])  # after the image's name
@@ -382,7 +340,7 @@ def test_an_mcp_answer_is_logged_and_says_when_the_knowledge_base_is_empty(make_
     from worker.store.database import Database
     from worker.store.knowledge_base import EMPTY_WARNING
 
-    from .conftest import make_settings
+    from tests.helpers import make_settings
 
     url = make_database("mcp-empty")
     db = Database(url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_webhook import ask
+from tests.helpers import ask_webhook as ask
 
 QUESTIONS = ["What is the maximum fence height?", "What are the rules for fences, sheds and setbacks?",
              "Can I park a boat in my driveway?"]

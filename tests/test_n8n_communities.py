@@ -12,7 +12,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.test_n8n import (  # noqa: F401  (fixtures)
+from tests.helpers import (
     CHAT_PASSWORD,
     CHAT_USER,
     CHAT_WEBHOOK_ID,
@@ -20,14 +20,12 @@ from tests.test_n8n import (  # noqa: F401  (fixtures)
     N8N_TOKEN,
     ROOT,
     WORKER_TOKEN,
-    _answers_from_the_worker,
-    chat_model,
     free_port,
-    n8n_home,
     running_n8n,
-    stop,
     wait_for,
 )
+from tests.helpers import answers_from_the_worker as _answers_from_the_worker
+from tests.helpers import stop_process as stop
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.test_docs import shell_blocks
-from tests.test_n8n import (  # noqa: F401  (fixtures)
+from tests.helpers import (
     CHAT_PASSWORD,
     CHAT_USER,
     INGEST_TOKEN,
@@ -33,13 +32,11 @@ from tests.test_n8n import (  # noqa: F401  (fixtures)
     WORKER_DATA,
     WORKER_TOKEN,
     WORKFLOWS,
-    _answers_from_the_worker,
-    chat_model,
     http_workflows,
-    n8n_home,
     running_n8n,
-    worker,
+    shell_blocks,
 )
+from tests.helpers import answers_from_the_worker as _answers_from_the_worker
 
 pytestmark = pytest.mark.n8n
 
@@ -150,7 +147,7 @@ def test_the_node_workflows_import_and_activate(n8n):
 
 
 def test_a_pdf_from_a_webhook_is_ingested_then_asked_listed_and_deleted(n8n):
-    from tests.test_cli import make_pdf
+    from tests.helpers import make_pdf
 
     rule = "9.1 Beehives are allowed in back yards, at most two hives per lot."
     pdf = make_pdf([["ARTICLE 9 BEEKEEPING", rule]])

@@ -5,46 +5,16 @@ from __future__ import annotations
 
 import io
 import random
-import shutil
 
 import pytest
 from click.testing import CliRunner
 from PIL import Image, ImageDraw, ImageFont
-from pypdf import PdfReader, PdfWriter
 
-from tests.test_cli import make_pdf
+from tests.helpers import make_pdf
 from worker.cli import main
 from worker.ingest.ocr import Ocr, OcrUnavailable, packaged_models, render_pages, restore_ordinals
 from worker.ingest.readers import parse_pdf
-
-needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
-                                     reason="Tesseract not installed (make test installs it as root)")
-
-SCANNED_LINES = ["ARTICLE IX ANIMALS", "No swine, goats or poultry shall be kept on any lot.",
-                 "Dogs must be leashed in the common area."]
-
-
-def scanned_page(lines: list[str]) -> bytes:
-    """A letter-size page at 200 dpi holding only an image of the lines, as a scanner makes it."""
-    image = Image.new("L", (1700, 2200), 255)
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=44)
-    for i, line in enumerate(lines):
-        draw.text((150, 200 + 90 * i), line, fill=0, font=font)
-    out = io.BytesIO()
-    image.save(out, format="PDF", resolution=200)
-    return out.getvalue()
-
-
-def joined(*pdfs: bytes) -> bytes:
-    writer = PdfWriter()
-    for pdf in pdfs:
-        for page in PdfReader(io.BytesIO(pdf)).pages:
-            writer.add_page(page)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
+from tests.helpers import SCANNED_LINES, joined, needs_tesseract, scanned_page
 
 @needs_tesseract
 def test_a_scanned_page_inside_a_digital_pdf_is_read_on_its_own_page(tmp_path):

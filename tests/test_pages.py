@@ -18,38 +18,10 @@ import requests
 
 from worker.serve.app import create_app
 
-from .conftest import make_settings
+from tests.helpers import KEEPER_TOKEN as TOKEN
+from tests.helpers import ROOT, csrf, free_port, make_settings, sign_in
 
-ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "keeper-admin-token-0123456789abcdef"
 HOSTILE = "# Pool rules\n\nThe pool closes at 9 pm. <script>window.pwned = 1</script> <img src=x onerror=\"window.pwned=2\">\n"
-
-
-@pytest.fixture()
-def keeper(sample_runtime, tmp_path):
-    settings = make_settings(tmp_path, sample_runtime.settings.database.database_url or sample_runtime.db.url,
-                             api_token=TOKEN, ingest_token=TOKEN)
-    runtime = type(sample_runtime)(settings, sample_runtime.db, sample_runtime.embedder)
-    app = create_app(runtime=runtime)
-    app.config["TESTING"] = True
-    return app.test_client()
-
-
-def csrf(page: str) -> str:
-    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-
-
-def sign_in(client, token: str = TOKEN) -> None:
-    page = client.get("/login").get_data(as_text=True)
-    response = client.post("/login", data={"token": token, "csrf_token": csrf(page)})
-    assert response.status_code == 302
-
-
-def ask_on_page(client, token: str, query: str) -> str:
-    """Sign in with ``token`` and ask ``query`` on the retrieval testing page: the page's HTML."""
-    sign_in(client, token)
-    page = client.get("/ask").get_data(as_text=True)
-    return client.post("/ask", data={"query": query, "csrf_token": csrf(page)}).get_data(as_text=True)
 
 
 def test_the_start_page_names_the_models_the_settings_chose(keeper):
@@ -204,8 +176,6 @@ def browser():
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from .test_shutdown import free_port
-
     port = free_port()
     data = tmp_path_factory.mktemp("keeper")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
@@ -246,8 +216,8 @@ def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_pat
     assert browser.current_url.rstrip("/") == served and TOKEN not in browser.current_url
 
     # three pages, two of them scanned: the job page follows the OCR page by page
-    from .test_cli import make_pdf
-    from .test_ocr import joined, scanned_page
+    from tests.helpers import make_pdf
+    from tests.helpers import joined, scanned_page
 
     scanned = shutil.which("tesseract") is not None
     document = tmp_path / "hammock-rules.pdf"

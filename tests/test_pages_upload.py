@@ -20,8 +20,8 @@ from worker.serve.app import create_app
 from worker.store import knowledge_base, sqlfiles
 from worker.store.database import Database
 
-from .conftest import make_settings
-from .test_pages import TOKEN, csrf, keeper, sign_in  # noqa: F401 - keeper is a fixture
+from tests.helpers import make_settings
+from tests.helpers import KEEPER_TOKEN as TOKEN, csrf, sign_in
 
 JOB_PAGE = re.compile(r"^/documents/upload/(?P<job>[A-Za-z0-9_-]+)(\?.*)?$")
 POOL = "# Pool Rules\n\n## Hours\n\nThe pool opens at 7 am and closes at 9 pm.\n\n## Guests\n\nTwo guests per household.\n"

@@ -3,7 +3,7 @@ headers, footers and page numbers stay out of the text, each block keeps the pag
 
 from __future__ import annotations
 
-from tests.test_cli import make_pdf, pdf_of_streams
+from tests.helpers import make_pdf, pdf_of_streams
 from worker.ingest.chunking import is_table
 from worker.ingest.readers import parse_markdown, parse_pdf, parse_text
 

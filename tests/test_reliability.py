@@ -12,22 +12,22 @@ import threading
 import time
 from dataclasses import replace
 
-import numpy as np
 import psycopg
 import pytest
 
-from tests.conftest import make_settings, wait_until_waiting
+from tests.helpers import make_settings, wait_until_waiting
 from tests.openai_standin import OpenAIStandin
 from worker.store import sqlfiles
 from worker.serve.app import create_app
-from worker.ingest.chunking import Chunk
 from worker.store.database import Database
 from worker.store.embedded import EmbeddedPostgres
 from worker.embeddings import CachedEmbedder, OpenAIEmbedder
-from worker.ingest.ingestor import DocumentInput, Ingestor
+from worker.ingest.ingestor import Ingestor
 from worker.retrieve.pipeline import Retriever
 from worker.runtime import Runtime, open_runtime
 from worker.retrieve.search import PostgresBackend
+from tests.helpers import FastEmbedder
+from tests.helpers import big_document as document
 
 ROUTE = "/webhook/arc-retrieval"
 
@@ -130,28 +130,9 @@ def test_secrets_and_documents_stay_out_of_logs(sample_runtime, caplog):
     assert "Maximum fence height" not in text
 
 
-class FastEmbedder:
-    """Random unit vectors: stands in for the model where only the storage path is under test."""
-
-    model, dim, max_tokens = "fast-test", 384, 256
-
-    def embed(self, texts):
-        v = np.random.default_rng(len(texts)).normal(size=(len(texts), self.dim)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-    def count_tokens(self, text):
-        return len(text.split())
-
-
-def document(version: str, chunks: int) -> DocumentInput:
-    return DocumentInput(document_id="big-doc", name=f"Big {version}", document_type="other",
-                         chunks=[Chunk(i, "S", f"{version} chunk {i} about fences and sheds", None)
-                                 for i in range(chunks)])
-
-
 KILL_SCRIPT = textwrap.dedent("""
     import sys
-    from tests.test_reliability import FastEmbedder, document
+    from tests.helpers import FastEmbedder, big_document as document
     from worker.store.database import Database
     from worker.ingest.ingestor import Ingestor
     Ingestor(Database(sys.argv[1], statement_timeout_ms=600000), FastEmbedder()).write(

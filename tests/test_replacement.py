@@ -9,8 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import make_settings
-from tests.test_cli import make_pdf
+from tests.helpers import make_settings
+from tests.helpers import make_pdf
 from worker.cli import main
 from worker.runtime import Runtime
 from worker.serve.app import create_app

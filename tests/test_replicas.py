@@ -32,7 +32,7 @@ from worker.ingest.readers import parse_text
 from worker.models import DocumentFields
 from worker.store.database import Database
 
-from .conftest import PG15_BIN, PG15_VECTOR
+from tests.helpers import PG15_BIN, PG15_VECTOR
 
 ROOT = Path(__file__).resolve().parent.parent
 RULE = "Hammocks strung between two trees must come down between November and March."

@@ -13,12 +13,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from tests.rerank_standins import RerankStandin, overlap_scorer
 from worker.retrieve.service_scale import NOT_SEPARATED, SERVICE_REQUESTS_AT_ONCE
 from worker.retrieve.confidence import Calibration, off_domain_questions
@@ -27,12 +26,11 @@ from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.serve.webhooks import RETRIEVAL_ROUTE
 
-from .test_pages import ask_on_page
-from .test_rerank_services import chunk
+from tests.helpers import RERANK_KEY as KEY
+from tests.helpers import RERANK_MODEL as MODEL
+from tests.helpers import ROOT, ask_on_page, service_app
+from tests.helpers import ranked_chunk as chunk
 
-ROOT = Path(__file__).resolve().parent.parent
-KEY = "rr-calibration-key-0123456789"
-MODEL = "rerank-v3.5"
 ANSWERED = "What is the maximum fence height in the backyard?"
 UNRELATED = "How do I bake sourdough bread?"
 
@@ -45,13 +43,6 @@ def shifted(low: float, span: float):
 
 LOW = shifted(0.01, 0.3)  # a model whose scores run low: a passage quoted back scores 0.31
 HIGH = shifted(0.6, 0.4)  # one whose scores run high: an unrelated question scores 0.6
-
-
-def service_app(runtime: Runtime, standin: RerankStandin, tmp_path: Path, **overrides):
-    settings = make_settings(tmp_path, runtime.db.url, reranker=standin.service, rerank_base_url=standin.url,
-                             rerank_api_key=KEY, rerank_model=MODEL if standin.service != "tei" else None,
-                             rerank_timeout=3.0, search_cache_seconds=0, **overrides)
-    return create_app(runtime=Runtime(settings, runtime.db, runtime.embedder))
 
 
 def retriever_of(app):

@@ -15,15 +15,15 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from tests.rerank_standins import TEI_MAX_CLIENT_BATCH_SIZE, RerankStandin
 from worker.config import ConfigError, Settings
-from worker.models import ChunkResult
 from worker.retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker, retry_after
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.serve.mcp_server import SEARCH_TOOL
 from worker.service.build import build_reranker
+from tests.helpers import ranked_chunk as chunk
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = ["cohere", "jina", "voyage", "tei", "infinity"]
@@ -32,13 +32,6 @@ MODELS = {"cohere": "rerank-v3.5", "jina": "jina-reranker-v2-base-multilingual",
           "tei": None, "infinity": "mixedbread-ai/mxbai-rerank-xsmall-v1"}
 FENCE = "What is the maximum fence height in the backyard?"
 FENCE_SECTIONS = ("4.2 Fencing", "Section 4 Fences and Walls")
-
-
-def chunk(i: int, *, doc_type="other", binding=False, superseded=None, content=None) -> ChunkResult:
-    return ChunkResult(id=i, document_id=f"d{i}", document_name=f"Doc {i}", document_type=doc_type,
-                       section_path=f"S{i}", page_number=1, chunk_index=0, is_binding=binding,
-                       superseded_by=superseded, content=content or f"passage number {i}", token_count=3,
-                       fused_score=1 - i / 100, final_score=round(0.6 - i / 100, 4), relevance=0.4)
 
 
 def by_number(scores: dict[int, float]):
@@ -350,7 +343,7 @@ def test_dify_records_carry_the_service_scores(standin, service_app):
 
 
 def test_the_retrieval_testing_page_shows_the_service_score(standin, service_app):
-    from .test_pages import ask_on_page
+    from tests.helpers import ask_on_page
 
     standin.reset(scorer=fence_judge())
     text = ask_on_page(service_app.test_client(), TOKEN, FENCE + " page")
@@ -367,7 +360,7 @@ def test_the_retrieval_testing_page_shows_the_service_score(standin, service_app
 
 @pytest.mark.parametrize("service", ["cohere", "tei"])
 def test_mcp_search_is_reranked_by_the_service(service, sample_runtime, tmp_path):
-    from tests.test_mcp import server_env
+    from tests.helpers import server_env
 
     with RerankStandin(service, api_key=KEY, model=MODELS[service]) as server:
         server.reset(scorer=fence_judge())

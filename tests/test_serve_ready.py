@@ -192,7 +192,7 @@ def test_serve_waits_for_an_unreachable_database_and_says_ready_only_when_it_ans
     assert stderr.count("error connecting") == 0, stderr[-2000:]  # no retry warnings while it waits
 
 
-def test_an_unwritable_data_folder_is_one_line_naming_it(tmp_path):
+def test_an_unwritable_data_folder_is_one_line_naming_it(worker_process, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARC_", "SUPABASE_", "OPENAI_", "DATABASE_"))}
     env["ARC_DATA_DIR"] = "/dev/null/arc"
     for command in (["serve", "--port", str(free_port())], ["ask", "How tall can a fence be?"]):

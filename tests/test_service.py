@@ -21,7 +21,7 @@ from worker.serve.mcp_server import SEARCH_TOOL, McpFace, build_server
 from worker.service.caller import LOCAL
 from worker.service.knowledge import KnowledgeService
 
-from .test_pages import csrf
+from tests.helpers import csrf
 
 TOKEN = "service-doors-token-0123456789abcdef"
 QUESTION = "How tall can a backyard fence be?"

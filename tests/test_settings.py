@@ -45,7 +45,7 @@ def test_bad_gunicorn_variables_are_one_line_too(variable, value, tmp_path):
     assert variable in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
-def test_serve_listens_where_arc_bind_says(tmp_path):
+def test_serve_listens_where_arc_bind_says(worker_process, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -6,39 +6,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import requests
+from tests.helpers import COMMANDS, ROOT, free_port, wait_until_serving
 
-ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = {
-    "serve": [sys.executable, "-m", "worker.cli", "serve"],
-    "gunicorn": [sys.executable, "-m", "gunicorn", "-c", "python:worker.serve.gunicorn_conf", "worker.serve.app:create_app()"],
-}
+# Each test starts the worker (or the eval command) in a process with its own Postgres and model.
+pytestmark = pytest.mark.usefixtures("worker_process")
+
 CRASH_SIGNS = ("SIGSEGV", "SIGABRT", "SIGKILL", "terminate called", "Traceback", "Segmentation fault")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_serving(url: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            time.sleep(0.3)
-    pytest.fail("the worker did not start")
 
 
 @pytest.mark.parametrize("command,stop_signal,load", [

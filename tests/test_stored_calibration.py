@@ -22,7 +22,7 @@ from worker.serve.mcp_server import SEARCH_TOOL
 from worker.serve.webhooks import RETRIEVAL_ROUTE
 from worker.store.database import Database
 
-from .conftest import make_settings
+from tests.helpers import make_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "How much is the fine for an unapproved fence?"

@@ -24,8 +24,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import PG15_BIN, _database_url
-from tests.test_supabase_roles import SETUP_ROLES, with_user
+from tests.helpers import PG15_BIN, database_url as _database_url
+from tests.helpers import SETUP_ROLES, with_user
 from worker.store.database import Database
 
 ARC = str(Path(sys.executable).parent / "arc-retrieval")

@@ -13,23 +13,11 @@ from worker.serve.app import create_app
 from worker.store.database import Database
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
-from tests.conftest import make_settings
+from tests.helpers import make_settings
+from tests.helpers import SETUP_ROLES, with_user
 
 TABLES = ("knowledge_chunks", "bm25_corpus", "bm25_terms", "bm25_postings", "query_log", "knowledge_base_state",
           "schema_migrations")
-SETUP_ROLES = """
-do $$ begin
-  if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
-  if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
-  if not exists (select 1 from pg_roles where rolname = 'service_role') then
-    create role service_role nologin bypassrls; end if;
-  if not exists (select 1 from pg_roles where rolname = 'arc_owner') then create role arc_owner login; end if;
-end $$;
-"""
-
-
-def with_user(url: str, user: str) -> str:
-    return url.replace("postgresql://postgres:@", f"postgresql://{user}:@", 1)
 
 
 def test_targets_are_what_supabase_runs(supabase_like):

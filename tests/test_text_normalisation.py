@@ -7,7 +7,7 @@ from __future__ import annotations
 import docx
 import pytest
 
-from tests.test_cli import make_pdf
+from tests.helpers import make_pdf
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_pdf, read_path
 from worker.models import DocumentFields

@@ -52,7 +52,7 @@ def test_a_compound_is_looked_up_both_ways_and_stopwords_never_join():
 
 
 def test_a_question_s_compound_finds_the_passage_written_in_two_words(make_database, embedder, tmp_path):
-    from tests.conftest import make_settings
+    from tests.helpers import make_settings
     from worker.ingest.ingestor import Ingestor
     from worker.ingest.readers import parse_markdown
     from worker.models import DocumentFields, RetrievalRequest

@@ -17,14 +17,9 @@ from worker.retrieve.pipeline import Retriever
 from worker.runtime import Runtime
 from worker.retrieve.search import PostgresBackend
 from worker.tokens import default_counter
+from tests.helpers import ask_webhook as ask
 
 ROUTE = "/webhook/arc-retrieval"
-
-
-def ask(client, **body):
-    response = client.post(ROUTE, json=body)
-    assert response.status_code == 200, response.get_json()
-    return response.get_json()
 
 
 def test_seed_question_normalises_and_finds_the_fence_rule(client):

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.store import sqlfiles
 from worker.serve.app import create_app
 from worker.cli import main

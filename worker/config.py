@@ -530,7 +530,7 @@ class Auth(Group):
     @field_validator("community_tokens", mode="before")
     @classmethod
     def _community_tokens(cls, value: object) -> object:
-        if isinstance(value, Mapping):  # {token: (communities...)} as before: read only
+        if isinstance(value, Mapping):  # {token: (communities...)}: a read-only grant
             return {
                 token: grant if isinstance(grant, CommunityGrant) else CommunityGrant(communities=tuple(grant))
                 for token, grant in value.items()

@@ -2,7 +2,7 @@
 
 The documents are read in English: the full-text leg stems with Postgres's ``english``
 configuration (sql/002) and the default model, all-MiniLM-L6-v2, was trained on English only. A
-question in Spanish about them used to get ``no_results`` and the message that the documents do
+question in Spanish about them would get ``no_results`` and the message that the documents do
 not address it, when the worker had only failed to read it. So each question's language is
 identified (py3langid: a naive Bayes model over byte n-grams, 97 languages, offline, numpy only)
 among the languages homeowners most often write in, and:

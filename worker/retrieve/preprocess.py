@@ -16,9 +16,9 @@ from ..textnorm import normalise_text
 QueryType = Literal["definition", "location", "terminology", "general"]
 
 # Fusion weights (vector, full-text) per query type, applied to min-max normalised leg scores.
-# "general" was tuned on SciFact/SQuAD (benchmarks/retrieval/: 0.4/0.6 beat the seed's 0.7/0.3);
-# the others keep the seed's direction around it: definitions lean semantic, "where is X
-# mentioned" and keyword queries lean lexical.
+# "general" is tuned on SciFact/SQuAD (benchmarks/retrieval/: 0.4/0.6 beats 0.7/0.3); the others
+# lean the same way around it: definitions lean semantic, "where is X mentioned" and keyword
+# queries lean lexical.
 WEIGHTS: dict[str, tuple[float, float]] = {
     "definition": (0.6, 0.4),
     "location": (0.25, 0.75),

@@ -112,8 +112,9 @@ class Database:
 
     def lock_writes(self, conn: psycopg.Connection) -> None:
         """Take the one write lock every ingest and delete takes first, in ``conn``'s transaction.
-        The wait for it is bounded by ``write_lock_wait`` alone: the statement timeout used to
-        cut it at 5 s, so an ingest queued behind a long load got a bare "database unavailable".
+        The wait for it is bounded by ``write_lock_wait`` alone, not by the statement timeout,
+        which would cut it at 5 s and give an ingest queued behind a long load a bare "database
+        unavailable".
         Past the bound: :class:`WritesBusy`, which names the cause and is retriable."""
         conn.execute(sqlfiles.query("write_lock_wait"), {"wait": f"{int(self.write_lock_wait * 1000)}ms"})
         try:
