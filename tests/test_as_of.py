@@ -150,7 +150,7 @@ def test_before_an_amendments_date_the_original_section_answers(dated):
         "effective_date": "2005-06-01",
     }
     assert (
-        "Effective: 1990-01-01; amended by Second Amendment to the Declaration [second-amendment] on 2005-06-01"
+        "effective 1990-01-01; amended by Second Amendment to the Declaration [second-amendment] on 2005-06-01"
         in answer["context"]
     )
 
@@ -161,7 +161,7 @@ def test_after_an_amendments_date_the_amendment_answers_and_the_original_section
         answer = ask(client, PETS, as_of=as_of)
         assert "Up to four hens" in answer["context"], as_of
         assert not any("poultry of any kind" in c["content"] for c in answer["chunks"]), as_of
-        assert "Effective: 2005-06-01" in answer["context"]
+        assert "effective 2005-06-01" in answer["context"]
     # the day before, the amendment was not yet in force
     assert "Up to four hens" not in ask(client, PETS, as_of="2005-05-31")["context"]
 
@@ -174,7 +174,7 @@ def test_a_superseded_document_answers_before_its_replacements_date_and_not_afte
     assert old["superseded_by"] is None  # not yet superseded that day
     assert old["replaced"]["how"] == "superseded" and old["replaced"]["effective_date"] == "2020-01-01"
     assert (
-        "Effective: 2010-03-01; superseded by Design Guidelines 2020 [guidelines-2020] on 2020-01-01"
+        "effective 2010-03-01; superseded by Design Guidelines 2020 [guidelines-2020] on 2020-01-01"
         in before["context"]
     )
     after = ask(client, FENCE, as_of="2020-01-01")
@@ -189,7 +189,7 @@ def test_without_as_of_the_answer_is_todays(dated):
     now = ask(client, FENCE)
     assert "six feet" in now["context"] and "four feet" not in now["context"]
     assert not any("as_of" in w for w in now["warnings"])
-    assert "Effective: 2020-01-01" in now["context"]
+    assert "effective 2020-01-01" in now["context"]
     pets = ask(client, PETS)
     original = next(c for c in pets["chunks"] if "poultry of any kind" in c["content"])
     assert original["amended_by"] == "second-amendment"  # today it is amended, and demoted as such

@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..ingest.chunking import is_table
 from ..models import ChunkResult, Citations
 from ..tokens import TokenCounter
-from .in_force import dates_line
+from .in_force import dates, dates_line
 
 SEPARATOR = "\n---\n"
 _ENDS_SENTENCE = re.compile(r"""[.!?:;)"'\]]\s*$""")
@@ -63,6 +63,8 @@ def _compact_header(chunk: ChunkResult, last_page: int | None = None) -> str:
     if chunk.amended_by:
         status += f", amended by {chunk.amended_by_name or chunk.amended_by} [{chunk.amended_by}]"
     parts.append(status)
+    if (dated := dates(chunk)) is not None:  # when it took effect, what replaced it and when
+        parts.append(f"effective {dated}")
     return " | ".join(parts)
 
 

@@ -106,16 +106,19 @@ def nothing_in_force(as_of: date, documents: Mapping[str, DocumentDate]) -> str 
 
 
 def dates_line(chunk: ChunkResult) -> str | None:
-    """The ``[SOURCE n]`` header's line on dates: when its document took effect and, if it was
-    replaced, by what and when. None when no date is known (an undated knowledge base's headers
-    stay as they are)."""
+    """The full ``[SOURCE n]`` header's line on dates (see :func:`dates`)."""
+    found = dates(chunk)
+    return None if found is None else f"Effective: {found}"
+
+
+def dates(chunk: ChunkResult) -> str | None:
+    """When a passage's document took effect and, if it was replaced, by what and when, as the
+    headers say it. None when no date is known (an undated knowledge base's headers stay as they are)."""
     replaced = chunk.replaced
     if chunk.effective_date is None and (replaced is None or replaced.effective_date is None):
         return None
-    line = f"Effective: {chunk.effective_date.isoformat() if chunk.effective_date else 'undated'}"
+    text = chunk.effective_date.isoformat() if chunk.effective_date else "undated"
     if replaced is not None:
         when = replaced.effective_date.isoformat() if replaced.effective_date else "undated"
-        line += (
-            f"; {replaced.how} by {replaced.document_name or replaced.document_id} [{replaced.document_id}] on {when}"
-        )
-    return line
+        text += f"; {replaced.how} by {replaced.document_name or replaced.document_id} [{replaced.document_id}] on {when}"
+    return text
