@@ -120,5 +120,6 @@ def dates(chunk: ChunkResult) -> str | None:
     text = chunk.effective_date.isoformat() if chunk.effective_date else "undated"
     if replaced is not None:
         when = replaced.effective_date.isoformat() if replaced.effective_date else "undated"
-        text += f"; {replaced.how} by {replaced.document_name or replaced.document_id} [{replaced.document_id}] on {when}"
+        name = replaced.document_name or replaced.document_id
+        text += f"; {replaced.how} by {name} [{replaced.document_id}] on {when}"
     return text

@@ -347,7 +347,8 @@ def timeline_page() -> str:
     """A community's documents in the order they took effect, each with what it replaced and what replaced it."""
     knowledge = services().knowledge
     knowledge.runtime.ensure_schema()
-    return render_template("pages/timeline.html", entries=timeline(knowledge.list_documents(_community(), caller=caller())))
+    documents = knowledge.list_documents(_community(), caller=caller())
+    return render_template("pages/timeline.html", entries=timeline(documents))
 
 
 @pages.post("/documents/upload")
