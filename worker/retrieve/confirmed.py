@@ -42,6 +42,7 @@ import numpy as np
 
 from ..models import ChunkResult, ConfirmedMatch, Status
 from ..store.confirmations import StoredConfirmation
+from .answer_type import AMOUNT_OF_MONEY
 from .status import Verdict
 
 # A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
@@ -90,6 +91,8 @@ _ASKING: tuple[tuple[str, re.Pattern[str]], ...] = (
 def asking(question: str) -> str | None:
     """The kind of answer a question asks for, when its wording says (None: it does not say)."""
     text = question.lower()
+    if AMOUNT_OF_MONEY.asked.search(text):
+        return "money"
     for name, pattern in _ASKING:
         if pattern.search(text):
             return name
