@@ -21,6 +21,15 @@ from ..models import (
     RetrievalResponse,
     TextFormat,
 )
+from ..service.confirmations import (
+    Confirmation,
+    ConfirmationDeleted,
+    ConfirmationList,
+    ConfirmRequest,
+    FeedbackRequest,
+    Recorded,
+)
+from .confirmations import openapi_paths as confirmation_paths
 from .dify import DIFY_ROUTE, DifyError, DifyRequest, DifyResponse
 
 REF = "#/components/schemas/{model}"
@@ -71,6 +80,12 @@ def openapi_document() -> dict[str, Any]:
             (DifyRequest, "validation"),
             (DifyResponse, "serialization"),
             (DifyError, "serialization"),
+            (ConfirmRequest, "validation"),
+            (Confirmation, "serialization"),
+            (ConfirmationList, "serialization"),
+            (ConfirmationDeleted, "serialization"),
+            (FeedbackRequest, "validation"),
+            (Recorded, "serialization"),
         ],
         ref_template=REF,
     )
@@ -240,6 +255,7 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            **confirmation_paths(ok, error),
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Process up"}}}},
             "/readyz": {
                 "get": {

@@ -89,6 +89,16 @@ class Confirmation(BaseModel):
         )
 
 
+class ConfirmationList(BaseModel):
+    community: str | None
+    confirmations: list[Confirmation]
+
+
+class ConfirmationDeleted(BaseModel):
+    deleted: int
+    community: str
+
+
 class Recorded(BaseModel):
     id: int
     request_id: str
