@@ -193,12 +193,17 @@ where community = %(community)s and metadata ->> 'amended_by' = %(document_id)s
 -- name: recent_questions
 -- The keeper's page: the latest questions of one community (a row logged before communities
 -- belongs to default, as its documents do), optionally of one status (the ones the documents do
--- not answer are the no_results and low_confidence ones).
+-- not answer are the no_results and low_confidence ones) or only those the chat voted unhelpful,
+-- with the chat's helpful and unhelpful votes on each (answer_feedback, by request id).
 select created_at, query, status, best_score, result_count, both_legs_count, vector_only_count,
-       fts_only_count, (timings_ms ->> 'total')::float as total_ms
-from query_log
+       fts_only_count, (timings_ms ->> 'total')::float as total_ms,
+       (select count(*) filter (where f.helpful) from answer_feedback f where f.request_id = q.request_id),
+       (select count(*) filter (where not f.helpful) from answer_feedback f where f.request_id = q.request_id)
+from query_log q
 where (community = %(community)s or (community is null and %(community)s::text = 'default'))
   and (%(status)s::text is null or status = %(status)s)
+  and (not %(unhelpful)s or exists (select 1 from answer_feedback f
+                                    where f.request_id = q.request_id and not f.helpful))
 order by created_at desc
 limit %(limit)s
 

@@ -6,6 +6,7 @@ agents' token may vote but not confirm."""
 from __future__ import annotations
 
 import json
+import re
 
 import psycopg
 import pytest
@@ -171,6 +172,19 @@ def test_votes_from_the_chat_are_recorded_and_counted_and_bad_ones_named(keeper)
     assert 'arc_feedback_total{verdict="unhelpful"} 1.0' in metrics
     # a vote is never a confirmation
     assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []
+
+    # Questions asked shows the votes, and lists only the answers voted unhelpful when asked to
+    client.post("/webhook/arc-retrieval", headers={**ASK, "X-Request-ID": "liked-1"}, json={"query": "Solar panels?"})
+    client.post(route, headers=ASK, json={"request_id": "liked-1", "helpful": True})
+    page = client.get("/login").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    assert client.post("/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf}).status_code == 302
+    unhelpful = client.get("/questions?votes=unhelpful").get_data(as_text=True)
+    assert "Can I build a shed?" in unhelpful and "Solar panels?" not in unhelpful
+    assert "<td>0 / 1</td>" in unhelpful
+    everything = client.get("/questions").get_data(as_text=True)
+    assert "Solar panels?" in everything and "<td>1 / 0</td>" in everything
+    client.get("/logout")
 
 
 def test_the_command_line_replays_exports_and_imports_the_keeper_s_questions(keeper, monkeypatch, tmp_path):
