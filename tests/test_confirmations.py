@@ -226,3 +226,27 @@ def test_the_command_line_replays_exports_and_imports_the_keeper_s_questions(kee
     }
     for c in after.values():
         client.delete(f"{ROUTE}/{c['id']}", headers=ADMIN)
+
+
+def test_the_keeper_confirms_from_an_answer_on_the_pages_and_sees_the_list(keeper):
+    client, db = keeper
+    page = client.get("/login").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    assert client.post("/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf}).status_code == 302
+    asked = client.get("/ask?query=How+tall+can+my+backyard+fence+be").get_data(as_text=True)
+    assert "this passage answers it" in asked and "not in the documents" in asked
+    fence = chunk_with(db, FENCE_HEIGHT)
+    assert f'name="chunk_id" value="{fence}"' in asked
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', asked).group(1)  # a sign-in starts a new one
+    done = client.post(
+        "/confirmations",
+        data={"csrf_token": csrf, "query": "How tall can my backyard fence be", "chunk_id": str(fence)},
+    )
+    assert done.status_code == 302 and "/confirmations" in done.headers["Location"]
+    listed = client.get("/confirmations").get_data(as_text=True)
+    assert "How tall can my backyard fence be" in listed and "confirmed" in listed
+    made = client.get(ROUTE, headers=ADMIN).get_json()["confirmations"]
+    assert [(c["query"], c["chunk_id"]) for c in made] == [("How tall can my backyard fence be", fence)]
+    assert client.post(f"/confirmations/{made[0]['id']}/delete", data={"csrf_token": csrf}).status_code == 302
+    assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []
+    client.get("/logout")

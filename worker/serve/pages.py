@@ -35,7 +35,7 @@ from ..errors import DatabaseUnavailable, InvalidInput
 from ..models import DEFAULT_COMMUNITY, DOCUMENT_ID_PATTERN, DocumentSummary, RetrievalRequest, RetrievalResponse
 from ..service.admission import Overloaded
 from ..store import knowledge_base, sqlfiles
-from . import keeper_sessions
+from . import confirmation_pages, keeper_sessions
 from .documents_api import DOCUMENTS_ROUTE
 from .security import CLOSED, authenticate
 from .services import services
@@ -43,6 +43,7 @@ from .upload_jobs import UploadJobs
 from .webhooks import saved_upload
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/assets")
+confirmation_pages.add_routes(pages)  # the keeper's confirmed answers (confirmation_pages.py)
 
 PAGE_SIZE = 50
 PUBLIC_ENDPOINTS = {"pages.login", "pages.static"}

@@ -1,0 +1,58 @@
+"""The keeper's confirmations on the pages: confirm from an answer on Retrieval testing ("this
+passage answers it", "not in the documents"), and the list of a community's confirmations with
+their state, a stale one beside today's best passage, each removable. The routes join the pages'
+blueprint (its sign-in and form checks) through :func:`add_routes`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, redirect, render_template, request, url_for
+from werkzeug.exceptions import BadRequest
+
+from ..errors import ArcError
+from .confirmations import confirmation_service
+from .services import services
+
+
+def _community() -> str:
+    return services().knowledge.community((request.values.get("community") or "").strip() or None)
+
+
+def confirmations_page() -> str:
+    community = _community()
+    found = confirmation_service().list(community)
+    return render_template(
+        "pages/confirmations.html", confirmations=found, community=community, message=request.args.get("message")
+    )
+
+
+def confirm() -> Any:
+    from ..service.confirmations import ConfirmRequest
+
+    community = _community()
+    chunk = request.form.get("chunk_id") or None
+    try:
+        made = confirmation_service().confirm(
+            ConfirmRequest(
+                query=request.form.get("query", ""),
+                chunk_id=int(chunk) if chunk else None,
+                answer=None if chunk else "none",
+            ),
+            community,
+        )
+    except (ValueError, ArcError) as exc:
+        raise BadRequest(f"not confirmed: {str(exc).splitlines()[0]}") from None
+    services().metrics.confirmations.labels(made.answer).inc()
+    return redirect(url_for("pages.confirmations", community=community, message=f"Confirmed #{made.id}"))
+
+
+def delete(confirmation_id: int) -> Any:
+    community = confirmation_service().delete(confirmation_id, None)
+    return redirect(url_for("pages.confirmations", community=community, message=f"Removed #{confirmation_id}"))
+
+
+def add_routes(pages: Blueprint) -> None:
+    pages.add_url_rule("/confirmations", "confirmations", confirmations_page, methods=["GET"])
+    pages.add_url_rule("/confirmations", "confirm", confirm, methods=["POST"])
+    pages.add_url_rule("/confirmations/<int:confirmation_id>/delete", "delete_confirmation", delete, methods=["POST"])
