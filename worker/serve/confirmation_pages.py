@@ -5,6 +5,7 @@ blueprint (its sign-in and form checks) through :func:`add_routes`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, redirect, render_template, request, url_for
@@ -14,9 +15,12 @@ from ..errors import ArcError
 from .confirmations import confirmation_service
 from .services import services
 
+# The pages' own reading of ?community= (kept in flask.g for their links), given by add_routes.
+_page_community: Callable[[], str] = lambda: services().knowledge.community(None)  # noqa: E731
+
 
 def _community() -> str:
-    return services().knowledge.community((request.values.get("community") or "").strip() or None)
+    return _page_community()
 
 
 def confirmations_page() -> str:
@@ -52,7 +56,9 @@ def delete(confirmation_id: int) -> Any:
     return redirect(url_for("pages.confirmations", community=community, message=f"Removed #{confirmation_id}"))
 
 
-def add_routes(pages: Blueprint) -> None:
+def add_routes(pages: Blueprint, community: Callable[[], str]) -> None:
+    global _page_community
+    _page_community = community
     pages.add_url_rule("/confirmations", "confirmations", confirmations_page, methods=["GET"])
     pages.add_url_rule("/confirmations", "confirm", confirm, methods=["POST"])
     pages.add_url_rule("/confirmations/<int:confirmation_id>/delete", "delete_confirmation", delete, methods=["POST"])

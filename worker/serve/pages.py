@@ -43,7 +43,6 @@ from .upload_jobs import UploadJobs
 from .webhooks import saved_upload
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/assets")
-confirmation_pages.add_routes(pages)  # the keeper's confirmed answers (confirmation_pages.py)
 
 PAGE_SIZE = 50
 PUBLIC_ENDPOINTS = {"pages.login", "pages.static"}
@@ -512,3 +511,6 @@ def questions() -> str:
     return render_template(
         "pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES, unhelpful=unhelpful
     )
+
+
+confirmation_pages.add_routes(pages, _community)  # the keeper's confirmed answers (confirmation_pages.py)
