@@ -202,12 +202,17 @@ where community = %(community)s and metadata ->> 'amended_by' = %(document_id)s
 -- name: recent_questions
 -- The keeper's page: the latest questions of one community (a row logged before communities
 -- belongs to default, as its documents do), optionally of one status (the ones the documents do
--- not answer are the no_results and low_confidence ones).
+-- not answer are the no_results and low_confidence ones) or only those the chat voted unhelpful,
+-- with the chat's helpful and unhelpful votes on each (answer_feedback, by request id).
 select created_at, query, status, best_score, result_count, both_legs_count, vector_only_count,
-       fts_only_count, (timings_ms ->> 'total')::float as total_ms
-from query_log
+       fts_only_count, (timings_ms ->> 'total')::float as total_ms,
+       (select count(*) filter (where f.helpful) from answer_feedback f where f.request_id = q.request_id),
+       (select count(*) filter (where not f.helpful) from answer_feedback f where f.request_id = q.request_id)
+from query_log q
 where (community = %(community)s or (community is null and %(community)s::text = 'default'))
   and (%(status)s::text is null or status = %(status)s)
+  and (not %(unhelpful)s or exists (select 1 from answer_feedback f
+                                    where f.request_id = q.request_id and not f.helpful))
 order by created_at desc
 limit %(limit)s
 
@@ -386,3 +391,50 @@ where community = %(community)s and chunk_index = 0
        or exists (select 1 from jsonb_array_elements(coalesce(metadata -> 'amends', '[]')) a
                    where a ->> 'document_id' = any (%(ids)s::text[])))
 
+
+-- name: confirmations
+-- A community's confirmations with their state today (sql/functions/arc_confirmations.sql).
+select * from arc_confirmations(%(community)s)
+
+-- name: confirmation_chunk
+-- The chunk a keeper confirms, within the community (another community's id is none).
+select id, document_id, chunk_index, section_path, md5(content), content
+from knowledge_chunks where community = %(community)s and id = %(chunk_id)s
+
+-- name: upsert_confirmation
+insert into answer_confirmations (community, query, answer, document_id, chunk_index, section_path,
+                                  content_md5, embedding, embedding_model)
+values (%(community)s, %(query)s, %(answer)s, %(document_id)s, %(chunk_index)s, %(section_path)s,
+        %(content_md5)s, %(embedding)s, %(embedding_model)s)
+on conflict (community, lower(query)) do update
+set query = excluded.query, answer = excluded.answer, document_id = excluded.document_id,
+    chunk_index = excluded.chunk_index, section_path = excluded.section_path,
+    content_md5 = excluded.content_md5, embedding = excluded.embedding,
+    embedding_model = excluded.embedding_model, created_at = now()
+returning id
+
+-- name: delete_confirmation
+delete from answer_confirmations where id = %(id)s and (%(community)s::text is null or community = %(community)s)
+returning community
+
+-- name: confirmation_community
+select community from answer_confirmations where id = %(id)s
+
+-- name: logged_request
+-- The community of an answer the worker logged under this request id (none: not one of ours).
+select community from query_log where request_id = %(request_id)s order by id desc limit 1
+
+-- name: insert_feedback
+insert into answer_feedback (request_id, community, helpful, source)
+values (%(request_id)s, %(community)s, %(helpful)s, %(source)s)
+returning id, created_at
+
+-- name: community_chunk_texts
+select id, document_id, content from knowledge_chunks where community = %(community)s order by document_id, chunk_index
+
+-- name: confirmation_stamp
+-- What a process's copy of a community's confirmations is kept for: the community's knowledge-base
+-- version and the state of its confirmations (a write, a delete or a re-confirmation moves it).
+select knowledge_base_version(%(community)s::text)::text || ':' || count(*) || ':' || coalesce(max(id), 0)
+       || ':' || coalesce(max(extract(epoch from created_at)), 0)
+from answer_confirmations where community = %(community)s

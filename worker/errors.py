@@ -105,3 +105,14 @@ class WriteForbidden(ArcError):
 
     status = 403
     code = "forbidden"
+
+
+class NotFound(ArcError):
+    """Something the request names by id that does not exist (or is another community's)."""
+
+    status = 404
+    code = "not_found"
+
+    def __init__(self, message: str, field: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field

@@ -23,7 +23,16 @@ from typing import Any, Literal, TypeVar
 from ..config import Settings
 from ..errors import ArcError
 from ..service.caller import READ_ONLY, Caller
-from .security import CLOSED, FailedAuthGuard, RateLimiter, authenticate, bearer, bearer_or_header, client_key
+from .security import (
+    CLOSED,
+    FailedAuthGuard,
+    RateLimiter,
+    authenticate,
+    bearer,
+    bearer_or_header,
+    client_key,
+    token_matches,
+)
 
 Token = Literal["api", "admin", "ops", "keeper", "open"]
 Credential = Literal["header", "bearer", "either"]
@@ -47,7 +56,10 @@ class Access:
     scoped: bool = False
     write: bool = False
     credential: Credential = "header"
+    agents_forbidden: bool = False  # the agents' token gets 403 saying so (a keeper's door it must not use)
 
+
+AGENTS_FORBIDDEN = "the agents' token may not use this door: use the keeper's (ingest) token"
 
 OPEN = Access("open")
 KEEPER = Access("keeper")
@@ -73,7 +85,7 @@ class Refused(ArcError):
         super().__init__(message)
         self.status = status
         self.code = code
-        self.reason = reason  # missing, wrong, closed, read_only, backoff, rate, sign_in
+        self.reason = reason  # missing, wrong, closed, read_only, backoff, rate, sign_in, agents
         self.retry_after = max(1, math.ceil(wait)) if wait else None
 
 
@@ -140,6 +152,8 @@ class Gate:
                 "backoff",
                 verdict.retry_after,
             )
+        if not verdict.ok and access.agents_forbidden and token_matches(self.tokens.get("api"), presented):
+            raise Refused(403, "forbidden", AGENTS_FORBIDDEN, "agents")
         if not verdict.ok:
             raise Refused(401, "unauthorized", "unauthorized", verdict.reason or "missing")
         if not verdict.write and access.write:

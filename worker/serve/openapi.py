@@ -26,6 +26,15 @@ from ..models import (
     RetrievalResponse,
     TextFormat,
 )
+from ..service.confirmations import (
+    Confirmation,
+    ConfirmationDeleted,
+    ConfirmationList,
+    ConfirmRequest,
+    FeedbackRequest,
+    Recorded,
+)
+from .confirmations import CONFIRM_ROUTE, FEEDBACK_ROUTE
 from .dify import DIFY_ROUTE, DifyError, DifyRequest, DifyResponse
 from .documents_api import DOCUMENTS_ROUTE
 from .routes import HEALTH_ROUTE, METRICS_ROUTE, OPENAPI_ROUTE, READY_ROUTE
@@ -77,7 +86,8 @@ class Operation:
     request: type[BaseModel] | None = None
     form: bool = False  # also takes a form upload (multipart/form-data)
     response: type[BaseModel] | None = None
-    answered: str = ""  # the 200's description
+    answered: str = ""  # the success's description
+    ok: str = "200"  # the success's status (201: something was made)
     media_type: str = "application/json"
     errors: dict[str, str] = field(default_factory=dict)
     error_model: type[BaseModel] = ErrorResponse
@@ -85,6 +95,11 @@ class Operation:
 
 
 TOKEN_REFUSED = {"401": "Missing or wrong token", "429": "Rate limited; see Retry-After"}
+KEEPER_REFUSED = {
+    **TOKEN_REFUSED,
+    "403": "The agents' token or a read-only community token; or another community",
+    "503": "Database unavailable; see Retry-After",
+}
 DOCUMENT_ID = {
     "name": "document_id",
     "in": "path",
@@ -197,6 +212,52 @@ OPERATIONS: tuple[Operation, ...] = (
             "503": "Database unavailable, or the providers are full; see Retry-After",
         },
     ),
+    Operation(
+        CONFIRM_ROUTE,
+        "post",
+        "confirmAnswer",
+        "Confirm the passage that answers a question, or that the documents do not (keeper's token)",
+        request=ConfirmRequest,
+        response=Confirmation,
+        answered="The confirmation",
+        ok="201",
+        errors={**KEEPER_REFUSED, "404": "No such chunk in the community", "422": "A field is invalid"},
+    ),
+    Operation(
+        CONFIRM_ROUTE,
+        "get",
+        "listConfirmations",
+        "A community's confirmations with their state (keeper's token)",
+        response=ConfirmationList,
+        answered="The confirmations",
+        errors=KEEPER_REFUSED,
+    ),
+    Operation(
+        CONFIRM_ROUTE + "/{confirmation_id}",
+        "delete",
+        "deleteConfirmation",
+        "Remove a confirmation (keeper's token)",
+        response=ConfirmationDeleted,
+        answered="Deleted",
+        errors={**KEEPER_REFUSED, "404": "No such confirmation"},
+        parameters=({"name": "confirmation_id", "in": "path", "required": True, "schema": {"type": "integer"}},),
+    ),
+    Operation(
+        FEEDBACK_ROUTE,
+        "post",
+        "answerFeedback",
+        "A vote from the chat on an answer, by its X-Request-ID (agents' token)",
+        request=FeedbackRequest,
+        response=Recorded,
+        answered="The vote",
+        ok="201",
+        errors={
+            **TOKEN_REFUSED,
+            "404": "No answer logged under request_id",
+            "422": "A field is invalid",
+            "503": "Database unavailable; see Retry-After",
+        },
+    ),
     Operation(HEALTH_ROUTE, "get", "healthz", answered="Process up", media_type=""),
     Operation(READY_ROUTE, "get", "readyz", answered="Ready", media_type="", errors={"503": "Database unreachable"}),
     Operation(
@@ -220,7 +281,7 @@ def _responses(operation: Operation) -> dict[str, Any]:
     if operation.media_type:
         schema = _ref(operation.response) if operation.response is not None else _plain(operation.media_type)
         answer["content"] = {operation.media_type: {"schema": schema}}
-    responses = {"200": answer}
+    responses = {operation.ok: answer}
     for status, description in operation.errors.items():
         responses[status] = {"description": description}
         if operation.media_type:  # the probes' refusals carry no schema of their own

@@ -44,7 +44,7 @@ from ..models import (
 from ..service.admission import Overloaded
 from ..service.history import histories, timeline
 from ..store import knowledge_base, sqlfiles
-from . import keeper_sessions
+from . import confirmation_pages, keeper_sessions
 from .gate import KEEPER, OPEN, Refused, keeper
 from .guards import CALLER, caller, declare
 from .security import CLOSED, authenticate
@@ -586,12 +586,19 @@ def questions() -> str:
     status = request.args.get("status") or None
     if status is not None and status not in STATUSES:
         abort(400, f"status: one of {', '.join(STATUSES)}")
+    unhelpful = request.args.get("votes") == "unhelpful"  # the answers the chat voted unhelpful
     runtime = services().runtime
     runtime.ensure_schema()
     community = _community()
     with runtime.db.connect() as conn:
         recent = conn.execute(
-            sqlfiles.query("recent_questions"), {"status": status, "limit": 100, "community": community}
+            sqlfiles.query("recent_questions"),
+            {"status": status, "limit": 100, "community": community, "unhelpful": unhelpful},
         ).fetchall()
         mix = conn.execute(sqlfiles.query("status_mix"), {"community": community}).fetchall()
-    return render_template("pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES)
+    return render_template(
+        "pages/questions.html", recent=recent, mix=mix, status=status, statuses=STATUSES, unhelpful=unhelpful
+    )
+
+
+confirmation_pages.add_routes(pages, _community)  # the keeper's confirmed answers (confirmation_pages.py)

@@ -1,0 +1,315 @@
+"""Confirmed answers at question time: a question like one the keeper confirmed gets the
+confirmed answer (its passage as ``[SOURCE 1]`` and ``success``, or ``no_results`` for a
+confirmed "the documents do not address it").
+
+What counts as "like" is measured on each knowledge base, and a confirmation must never take a
+question it does not answer, so a question takes confirmation *c* only when all of these hold:
+
+1. *c* is the confirmed question nearest to it (cosine of the question embeddings), by at least
+   :data:`MARGIN` over the nearest confirmation with another answer;
+2. the similarity reaches the knowledge base's own scale (:class:`LikeScale`), measured on the
+   similarities between *different* questions there: each confirmed question's nearest one with
+   another answer, and the homeowner questions any association gets (``worker/assets``) against
+   each other. ``near`` (their median) is enough when retrieval agrees strongly (the confirmed
+   passage among the question's first :data:`NEAR_RANK` candidates); otherwise it takes
+   ``like`` (their upper quartile) and the passage among the first :data:`AGREE_RANK`;
+3. both ask for the same kind of answer when both name one (:func:`asking`): "how tall can my
+   fence be" wants a size, "what fence materials are allowed" a kind;
+4. a "none" takes a question's whole answer away: it needs ``like`` + :data:`NONE_EXTRA`.
+
+Measured on hoa-dev (docs/confirmations.md): about 0.69 of rewordings take their original's
+confirmation, and 4 of 346 questions asked took one that does not hold their answer.
+
+Confirmations live in memory per community, loaded with their state today
+(``sql/functions/arc_confirmations.sql``) and kept for the stamp they were read at (the
+community's knowledge-base version and its confirmations' state, one short row): a community
+with confirmations reads its stamp at every question, so a changed document or confirmation,
+in any process, is seen at the next question and a stale confirmation is never served. A
+community without confirmations costs no database call: it is looked at again after
+:attr:`Confirmations.refresh_seconds` (this process's own writes at once).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from importlib import resources
+
+import numpy as np
+
+from ..models import ChunkResult, ConfirmedMatch, Status
+from ..store.confirmations import StoredConfirmation
+from .answer_type import AMOUNT_OF_MONEY
+from .status import Verdict
+
+# A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
+MARGIN = 0.04
+# The confirmed passage must be among the question's own first AGREE_RANK candidates, or its
+# first NEAR_RANK for a question only ``near`` (not ``like``) the confirmed one.
+AGREE_RANK = 10
+NEAR_RANK = 2
+# The scale's quantiles of the different questions' nearest similarities, and its bounds.
+NEAR_QUANTILE = 0.5
+LIKE_QUANTILE = 0.75
+SCALE_FLOOR = 0.35
+SCALE_CEILING = 0.85
+# A "none" takes a question's whole answer away: it needs this much more than ``like``.
+NONE_EXTRA = 0.1
+CONFIRMED_MESSAGE = "The keeper confirmed that this passage answers this question ([SOURCE 1])."
+NONE_MESSAGE = "The keeper of the documents confirmed that they do not address this question; say so rather than guess."
+
+_ASKING: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("money", re.compile(r"\bhow much\b.*\b(fee|dues|fine|cost|pay|charge|assessment|deposit)s?\b|\bcost\b|\bprice\b")),
+    (
+        "time",
+        re.compile(
+            r"\bhow (long|soon|often|far in advance|many (days|weeks|months|years|hours))\b"
+            r"|\bwhen\b|\bdeadline\b|\bwhat time\b|\bhours\b"
+        ),
+    ),
+    (
+        "size",
+        re.compile(
+            r"\bhow (tall|high|big|large|wide|deep|far|close)\b|\bheight\b|\bsize\b|\bsquare f|\bfeet\b|\bsetback\b"
+        ),
+    ),
+    ("count", re.compile(r"\bhow many\b|\bnumber of\b|\bmaximum number\b")),
+    ("who", re.compile(r"\bwho\b|\bwhose\b|\bwhich (person|committee|board|officer)\b")),
+    (
+        "kind",
+        re.compile(
+            r"\bwhat\b(?:\s+\w+){0,2}?\s+(kind|type|sort|colou?r|material|style)s?\b"
+            r"|\bwhich (colou?r|material|type|kind)s?\b|\bmaterials\b"
+        ),
+    ),
+)
+
+
+def asking(question: str) -> str | None:
+    """The kind of answer a question asks for, when its wording says (None: it does not say)."""
+    text = question.lower()
+    if AMOUNT_OF_MONEY.asked.search(text):
+        return "money"
+    for name, pattern in _ASKING:
+        if pattern.search(text):
+            return name
+    return None
+
+
+def homeowner_questions() -> list[str]:
+    """Questions any association gets (``worker/assets/homeowner_questions.txt``): different
+    questions from a community's confirmed ones, as a rule, for :func:`like_cut`."""
+    text = resources.files("worker").joinpath("assets/homeowner_questions.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@dataclass(frozen=True)
+class LikeScale:
+    """How similar a question must be to a confirmed one: ``near`` with strong retrieval
+    agreement, ``like`` with some."""
+
+    near: float = SCALE_CEILING
+    like: float = SCALE_CEILING
+
+    @classmethod
+    def of(cls, different: Sequence[float]) -> LikeScale:
+        """From the similarities between different questions of the knowledge base."""
+        if not len(different):
+            return cls()
+        values = np.asarray(different, dtype=np.float64)
+
+        def bounded(q: float) -> float:
+            return float(min(max(np.quantile(values, q), SCALE_FLOOR), SCALE_CEILING))
+
+        return cls(near=bounded(NEAR_QUANTILE), like=bounded(LIKE_QUANTILE))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A valid confirmation, as the matcher reads it."""
+
+    id: int
+    query: str
+    answer: str  # "passage" or "none"
+    chunk_id: int | None
+    asks: str | None
+
+
+@dataclass(frozen=True)
+class Known:
+    """One community's confirmations at one stamp (knowledge-base version and confirmations)."""
+
+    stamp: str
+    loaded_at: float
+    entries: tuple[Entry, ...] = ()
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    scale: LikeScale = LikeScale()
+    stored: tuple[StoredConfirmation, ...] = ()
+
+    @cached_property
+    def answers(self) -> np.ndarray:
+        """Each entry's answer as one number (its chunk's id; 0 for "none"), to compare at once."""
+        return np.fromiter((e.chunk_id or 0 for e in self.entries), dtype=np.int64, count=len(self.entries))
+
+
+@dataclass(frozen=True)
+class Match:
+    """A question that takes a confirmation."""
+
+    id: int
+    query: str
+    similarity: float
+    answer: str
+    chunk_id: int | None
+
+    def public(self) -> ConfirmedMatch:
+        return ConfirmedMatch(id=self.id, query=self.query, similarity=round(self.similarity, 4))
+
+    def opening(self) -> tuple[Status, str]:
+        """The status the confirmation sets before the context is built (``no_results``: empty)."""
+        return ("no_results", NONE_MESSAGE) if self.answer == "none" else ("success", CONFIRMED_MESSAGE)
+
+    def verdict(self) -> Verdict:
+        return Verdict(*self.opening())
+
+    def first(self, candidates: list[ChunkResult]) -> list[ChunkResult]:
+        """The candidates with the confirmed passage first, scored just above the best (the context
+        orders its sources by score, and a minimum the request sets keeps it)."""
+        if self.chunk_id is None:
+            return candidates
+        found = next((c for c in candidates if c.id == self.chunk_id), None)
+        if found is None:
+            return candidates
+        best = max((c.final_score for c in candidates), default=0.0)
+        found.final_score = max(found.final_score, math.nextafter(best, math.inf))
+        return [found, *(c for c in candidates if c.id != self.chunk_id)]
+
+
+Loader = Callable[[str], list[StoredConfirmation]]
+Stamps = Callable[[str], str]
+Embed = Callable[[list[str]], np.ndarray]
+
+
+class Confirmations:
+    """Every community's confirmations this process has read, each at its stamp."""
+
+    def __init__(
+        self,
+        *,
+        load: Loader | None,
+        stamp: Stamps,
+        model: str,
+        reference: Callable[[], np.ndarray] | None = None,
+        refresh_seconds: float = 2.0,
+    ):
+        self._load = load
+        self._stamp = stamp
+        self.model = model
+        self._reference = reference
+        self._reference_nearest: list[float] | None = None
+        self.refresh_seconds = refresh_seconds
+        self._known: dict[str, Known] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self._load is not None
+
+    def forget(self, community: str | None = None) -> None:
+        """After this process wrote a confirmation (None: every community, a documents change)."""
+        with self._lock:
+            if community is None:
+                self._known.clear()
+            else:
+                self._known.pop(community, None)
+
+    def known(self, community: str) -> Known:
+        """The community's confirmations as they stand, read again when its documents changed or
+        another process may have written (``refresh_seconds``)."""
+        now = time.monotonic()
+        with self._lock:
+            held = self._known.get(community)
+        if held is not None and now - held.loaded_at < self.refresh_seconds and not held.entries:
+            return held  # none here: no database call on the answer's path
+        stamp = self._stamp(community)
+        if held is not None and held.stamp == stamp:
+            held = replace(held, loaded_at=now)
+            with self._lock:
+                self._known[community] = held
+            return held
+        fresh = self._read(community, stamp, now)
+        with self._lock:
+            self._known[community] = fresh
+        return fresh
+
+    def _read(self, community: str, stamp: str, now: float) -> Known:
+        stored = tuple(self._load(community)) if self._load is not None else ()
+        usable = [s for s in stored if s.state == "confirmed" and s.embedding_model == self.model and s.embedding.size]
+        if not usable:
+            return Known(stamp, now, stored=stored)
+        matrix = np.stack([_unit(s.embedding) for s in usable])
+        entries = tuple(Entry(s.id, s.query, s.answer, s.chunk_id, asking(s.query)) for s in usable)
+        return Known(stamp, now, entries, matrix, LikeScale.of(self._different(entries, matrix)), stored)
+
+    def _different(self, entries: tuple[Entry, ...], matrix: np.ndarray) -> list[float]:
+        """Similarities between different questions: each confirmed question's nearest confirmed
+        one with another answer, and each homeowner question's nearest other homeowner question."""
+        answers = [(e.answer, e.chunk_id) for e in entries]
+        sims = matrix @ matrix.T
+        out = [
+            float(max(others))
+            for i in range(len(entries))
+            if (others := [sims[i, j] for j in range(len(entries)) if answers[j] != answers[i]])
+        ]
+        return out + self._homeowner_nearest()
+
+    def _homeowner_nearest(self) -> list[float]:
+        if self._reference_nearest is None:
+            nearest: list[float] = []
+            if self._reference is not None:
+                vectors = np.stack([_unit(v) for v in self._reference()])
+                sims = vectors @ vectors.T
+                np.fill_diagonal(sims, -1.0)
+                nearest = [float(x) for x in sims.max(axis=1)]
+            self._reference_nearest = nearest
+        return self._reference_nearest
+
+    def match(
+        self, community: str, question: str, embedding: np.ndarray | None, candidates: Sequence[ChunkResult]
+    ) -> Match | None:
+        """The confirmation ``question`` takes, if any (module docstring)."""
+        if self._load is None or embedding is None:
+            return None
+        known = self.known(community)
+        if not known.entries:
+            return None
+        sims = known.matrix @ _unit(embedding)
+        best = int(np.argmax(sims))
+        entry, similarity = known.entries[best], float(sims[best])
+        others = sims[known.answers != known.answers[best]]
+        rival = float(others.max()) if others.size else -1.0
+        if similarity - rival < MARGIN:
+            return None
+        asks = asking(question)
+        if asks is not None and entry.asks is not None and asks != entry.asks:
+            return None
+        scale = known.scale
+        if entry.answer == "none":
+            if similarity < scale.like + NONE_EXTRA:
+                return None
+        else:
+            rank = next((i for i, c in enumerate(candidates[:AGREE_RANK]) if c.id == entry.chunk_id), None)
+            if rank is None or similarity < (scale.near if rank < NEAR_RANK else scale.like):
+                return None
+        return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
