@@ -294,3 +294,40 @@ select arc_store_language_scale(%(community)s::text, %(embedding_model)s::text, 
                                 %(kb_version)s::bigint, %(floor)s::double precision,
                                 %(match)s::double precision, %(near_miss)s::double precision,
                                 %(language_drop)s::double precision, %(pairs)s::integer)
+
+-- name: confirmations
+-- A community's confirmations with their state today (sql/functions/arc_confirmations.sql).
+select * from arc_confirmations(%(community)s)
+
+-- name: confirmation_chunk
+-- The chunk a keeper confirms, within the community (another community's id is none).
+select id, document_id, chunk_index, section_path, md5(content), content
+from knowledge_chunks where community = %(community)s and id = %(chunk_id)s
+
+-- name: upsert_confirmation
+insert into answer_confirmations (community, query, answer, document_id, chunk_index, section_path,
+                                  content_md5, embedding, embedding_model)
+values (%(community)s, %(query)s, %(answer)s, %(document_id)s, %(chunk_index)s, %(section_path)s,
+        %(content_md5)s, %(embedding)s, %(embedding_model)s)
+on conflict (community, lower(query)) do update
+set query = excluded.query, answer = excluded.answer, document_id = excluded.document_id,
+    chunk_index = excluded.chunk_index, section_path = excluded.section_path,
+    content_md5 = excluded.content_md5, embedding = excluded.embedding,
+    embedding_model = excluded.embedding_model, created_at = now()
+returning id
+
+-- name: delete_confirmation
+delete from answer_confirmations where id = %(id)s and (%(community)s::text is null or community = %(community)s)
+returning community
+
+-- name: confirmation_community
+select community from answer_confirmations where id = %(id)s
+
+-- name: logged_request
+-- The community of an answer the worker logged under this request id (none: not one of ours).
+select community from query_log where request_id = %(request_id)s order by id desc limit 1
+
+-- name: insert_feedback
+insert into answer_feedback (request_id, community, helpful, source)
+values (%(request_id)s, %(community)s, %(helpful)s, %(source)s)
+returning id, created_at

@@ -91,3 +91,14 @@ class CommunityForbidden(ArcError):
     status = 403
     code = "forbidden"
     field = "community"
+
+
+class NotFound(ArcError):
+    """Something the request names by id that does not exist (or is another community's)."""
+
+    status = 404
+    code = "not_found"
+
+    def __init__(self, message: str, field: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field

@@ -180,6 +180,14 @@ class ChunkResult(BaseModel):
     source: int | None = Field(None, description="Its [SOURCE n] number in the context, if included.")
 
 
+class ConfirmedMatch(BaseModel):
+    """A confirmed question this one was found like: its id, its wording and the similarity."""
+
+    id: int
+    query: str
+    similarity: float
+
+
 class RetrievalResponse(BaseModel):
     status: Status
     message: str | None = None
@@ -197,6 +205,9 @@ class RetrievalResponse(BaseModel):
         "match, near_miss) and the knowledge-base version they were measured at.",
     )
     reranked: bool
+    confirmed: ConfirmedMatch | None = Field(
+        None, description="The keeper's confirmation this question took (docs/confirmations.md), if any."
+    )
     warnings: list[str]
     usage: dict[str, int] = Field(default_factory=dict)
     timings_ms: dict[str, float]

@@ -37,6 +37,7 @@ from . import status as status_stage
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .calibration import Calibrations
+from .confirmed import Confirmations
 from .executor import BoundedExecutor
 from .naming import named_documents
 from .preprocess import preprocess
@@ -113,6 +114,7 @@ class Retriever:
         calibrate: bool = False,
         calibration_questions: int = confidence_stage.CALIBRATION_QUESTIONS,
         near_miss_reach: float = confidence_stage.NEAR_MISS_REACH,
+        confirmations: Confirmations | None = None,
     ):
         self.embedder = embedder
         self.backend = backend
@@ -128,6 +130,8 @@ class Retriever:
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self.cuts = cuts
+        # The keeper's confirmed answers (confirmed.py); none loaded: a matcher that never matches.
+        self.confirmations = confirmations or Confirmations(load=None, version=backend.version, model=embedder.model)
         # One calibration per community: each has its own documents, statistics and so its own
         # score scale (a community of short rule lists scores higher than one of declarations).
         # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever
@@ -242,6 +246,10 @@ class Retriever:
                 warnings.append("reranker off (no LLM configured): scores are first-stage relevance")
 
         candidates = bring_amendments(candidates, request.top_k)
+        # A question like one the keeper confirmed: its passage first, its status decided below.
+        confirmed = self.confirmations.match(community, processed.normalized, embedding, candidates) if known else None
+        if confirmed is not None:
+            candidates = confirmed.first(candidates)
         best = candidates[0].final_score if candidates else None
         # The status carries without the reranker: it reads the first-stage relevance on its
         # calibrated scale, whether or not an LLM reordered the list.
@@ -277,17 +285,23 @@ class Retriever:
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, request.min_relevance)
             opening = status_stage.first(confidence, service=service_status, reading=reading)
+            if confirmed is not None:
+                opening = confirmed.opening()
             if opening[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
                 built = self._assemble(qualifying, request)
             lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
-            verdict = status_stage.settle(
-                opening,
-                context_chunks=len(built.chunks),
-                minimum=request.min_relevance,
-                best=best,
-                lacking=lacking,
+            verdict = (
+                confirmed.verdict()
+                if confirmed
+                else status_stage.settle(
+                    opening,
+                    context_chunks=len(built.chunks),
+                    minimum=request.min_relevance,
+                    best=best,
+                    lacking=lacking,
+                )
             )
             status, message = verdict.status, verdict.message
             warnings.extend(verdict.warnings)
@@ -320,10 +334,11 @@ class Retriever:
                 **confidence.public(),
                 **reading.public(),
                 "rerank": _best_rerank(candidates) if reranked else None,
-                "decided_on": "rerank" if service is not None else "relevance",
+                "decided_on": "confirmed" if confirmed else "rerank" if service is not None else "relevance",
                 **(service.public(confidence) if service is not None else {"first_stage": None}),
             },
             reranked=reranked,
+            confirmed=confirmed.public() if confirmed else None,
             warnings=warnings,
             usage=usage,
             timings_ms=timings,
@@ -471,6 +486,7 @@ class Retriever:
         answer from the old documents, and the status's scale belongs to the old knowledge base,
         so the changed communities are measured again and stored before it returns."""
         self.search_cache.clear()
+        self.confirmations.forget()
         try:
             self.calibrator.refresh()
         except Exception as exc:  # stored is stored: the next reader measures what is missing

@@ -15,6 +15,7 @@ from ..models import RetrievalResponse
 from ..runtime import Runtime, open_runtime
 from ..service.knowledge import KnowledgeService, Retriever
 from . import guards, pages
+from .confirmations import CONFIRM_ROUTE, FEEDBACK_ROUTE, confirmations
 from .dify import dify
 from .documents_api import DOCUMENTS_ROUTE, documents
 from .hosts import HostPolicy, TrustedProxies
@@ -53,7 +54,14 @@ def create_app(
         metrics=metrics,
         limiter=RateLimiter(settings.limits.rate_limit),
         auth_guard=FailedAuthGuard(auth.auth_failures_per_minute),
-        tokens={RETRIEVAL_ROUTE: auth.api_token, INGEST_ROUTE: admin, DOCUMENTS_ROUTE: admin, **ops_tokens},
+        tokens={
+            RETRIEVAL_ROUTE: auth.api_token,
+            INGEST_ROUTE: admin,
+            DOCUMENTS_ROUTE: admin,
+            CONFIRM_ROUTE: admin,
+            FEEDBACK_ROUTE: auth.api_token,
+            **ops_tokens,
+        },
     )
     arc.metrics.watch(
         lambda: cache_families(runtime.embedder.hits, runtime.embedder.misses, retriever.search_cache.hits)
@@ -70,7 +78,7 @@ def create_app(
     app.wsgi_app = TrustedProxies(app.wsgi_app, settings.serving.trusted_proxies)  # type: ignore[method-assign]
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
-    for blueprint in (webhooks, documents, ops, dify):
+    for blueprint in (webhooks, documents, ops, dify, confirmations):
         app.register_blueprint(blueprint)
     register_error_handlers(app)
     pages.init_app(app)

@@ -14,23 +14,24 @@ from typing import Any
 from flask import Response, current_app, g, request
 
 from .community_scope import ALLOWED
+from .confirmations import CONFIRM_ROUTE, FEEDBACK_ROUTE
 from .documents_api import DOCUMENTS_ROUTE
 from .hosts import BROWSER_HEADERS, CONTENT_SECURITY_POLICY, HEALTH_PATHS, HostPolicy
 from .responses import error, refused
-from .security import CLOSED, authenticate, client_key
+from .security import CLOSED, authenticate, client_key, token_matches
 from .services import services
 from .webhooks import INGEST_ROUTE, RETRIEVAL_ROUTE
 
 # The routes that check every community they touch (community_scope.checked): the only ones a
 # token limited to communities opens; the operator's /metrics and /openapi.json stay closed to it.
-COMMUNITY_ROUTES = (RETRIEVAL_ROUTE, INGEST_ROUTE, DOCUMENTS_ROUTE)
+COMMUNITY_ROUTES = (RETRIEVAL_ROUTE, INGEST_ROUTE, DOCUMENTS_ROUTE, CONFIRM_ROUTE, FEEDBACK_ROUTE)
 HOSTS = "arc.hosts"  # the app's HostPolicy, in app.extensions
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def _writes(route: str, method: str) -> bool:
     """Whether a request on a community route ingests or deletes."""
-    return route == INGEST_ROUTE or (route == DOCUMENTS_ROUTE and method not in SAFE_METHODS)
+    return route in (INGEST_ROUTE, CONFIRM_ROUTE) or (route == DOCUMENTS_ROUTE and method not in SAFE_METHODS)
 
 
 def _misdirected() -> Any:
@@ -91,6 +92,8 @@ def before_request() -> Any:
         return refused(
             "too many failed authentication attempts; retry after the Retry-After delay", verdict.retry_after
         )
+    if not verdict.ok and route == CONFIRM_ROUTE and token_matches(auth.api_token, presented):
+        return error(403, "forbidden", "the agents' token may not confirm answers: use the keeper's (ingest) token")
     if not verdict.ok:
         return error(401, "unauthorized", "unauthorized")
     if not verdict.write and _writes(route, request.method):

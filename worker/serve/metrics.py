@@ -49,6 +49,18 @@ class Metrics:
         self.embedding_fallbacks = Counter(
             "arc_embedding_fallbacks", "Answers served full-text only", registry=self.registry
         )
+        self.confirmations = Counter(
+            "arc_confirmations",
+            "Answers the keeper confirmed, by answer (passage or none)",
+            ["answer"],
+            registry=self.registry,
+        )
+        self.feedback = Counter(
+            "arc_feedback",
+            "Votes from the chat on answers, by verdict (helpful or unhelpful)",
+            ["verdict"],
+            registry=self.registry,
+        )
 
     def watch(self, collector: Callable[[], Iterator]) -> None:
         """Register a callable that yields metric families on each scrape (caches, pool)."""

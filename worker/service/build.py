@@ -9,11 +9,13 @@ from ..ingest.bounds import ReadLimits
 from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
 from ..retrieve.confidence import StatusCuts
+from ..retrieve.confirmed import Confirmations, homeowner_questions
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
 from ..retrieve.rerank import LLMReranker, Reranker
 from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
 from ..retrieve.search import PostgresBackend, SearchBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime
+from ..store.confirmations import ConfirmationStore
 from ..store.replicas import ReadReplicas
 
 
@@ -61,6 +63,18 @@ def build_retriever(runtime: Runtime) -> Retriever:
         policy=ContextPolicy(**settings.context.model_dump()),
         embedding_timeout=settings.embedding.embedding_timeout,
         search_cache=SearchCache(ttl_seconds=settings.search.search_cache_seconds),
+        confirmations=build_confirmations(runtime, backend),
+    )
+
+
+def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmations:
+    """The keeper's confirmed answers, read from the primary (none through Supabase's RPC route yet)."""
+    embedder = runtime.embedder
+    return Confirmations(
+        load=None if runtime.settings.database.supabase_url else ConfirmationStore(runtime.db).list,
+        version=backend.version,
+        model=embedder.model,
+        reference=lambda: embedder.embed_queries(homeowner_questions()),
     )
 
 

@@ -1,0 +1,170 @@
+"""Confirmed answers over real HTTP (Flask), real Postgres and the real local model: the keeper
+confirms, a later question like it gets the confirmed passage as [SOURCE 1], a different question
+on the same subject does not, and the agents' token may vote but not confirm."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.conftest import make_settings
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.runtime import Runtime
+from worker.serve.app import create_app
+from worker.store.database import Database
+
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
+ASK_TOKEN = "ask-token-0123456789abcdefgh"
+WRITER_TOKEN = "writer-token-0123456789abcdef"
+READER_TOKEN = "reader-token-0123456789abcdef"
+ADMIN = {"X-ARC-Token": ADMIN_TOKEN}
+ASK = {"X-ARC-Token": ASK_TOKEN}
+ROUTE = "/webhook/arc-confirm"
+FENCE_HEIGHT = "Rear Yard and side yard fences may not exceed 6 feet in height"
+
+
+@pytest.fixture(scope="module")
+def keeper(make_database, embedder, tmp_path_factory):
+    url = make_database("confirm")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    settings = make_settings(
+        tmp_path_factory.mktemp("confirm"),
+        url,
+        api_token=ASK_TOKEN,
+        ingest_token=ADMIN_TOKEN,
+        community_tokens=f"write@default:{WRITER_TOKEN}; default:{READER_TOKEN}",
+    )
+    app = create_app(runtime=Runtime(settings, db, embedder))
+    yield app.test_client(), db
+    db.close()
+
+
+def chunk_with(db: Database, text: str) -> int:
+    with psycopg.connect(db.url) as conn:
+        return conn.execute(
+            "select id from knowledge_chunks where content like %s order by id limit 1", (f"%{text}%",)
+        ).fetchone()[0]
+
+
+def ask(client, query: str) -> dict:
+    response = client.post("/webhook/arc-retrieval", headers=ASK, json={"query": query})
+    assert response.status_code == 200
+    return response.get_json()
+
+
+def source_1(answer: dict) -> dict | None:
+    return next((c for c in answer["chunks"] if c["source"] == 1), None)
+
+
+def test_the_keeper_confirms_lists_and_deletes_and_the_agents_token_may_not(keeper):
+    client, db = keeper
+    fence = chunk_with(db, FENCE_HEIGHT)
+    made = client.post(ROUTE, headers=ADMIN, json={"query": "How tall can my backyard fence be?", "chunk_id": fence})
+    assert made.status_code == 201, made.get_json()
+    body = made.get_json()
+    assert body["state"] == "confirmed" and body["chunk_id"] == fence and body["answer"] == "passage"
+    assert isinstance(body["id"], int) and body["community"] == "default"
+
+    none = client.post(ROUTE, headers=ADMIN, json={"query": "Can I keep chickens?", "answer": "none"})
+    assert none.status_code == 201 and none.get_json()["answer"] == "none" and none.get_json()["chunk_id"] is None
+
+    listed = client.get(ROUTE + "?community=default", headers=ADMIN).get_json()["confirmations"]
+    assert {c["id"] for c in listed} >= {body["id"], none.get_json()["id"]}
+
+    # the agents' token and a read-only community token: 403; a write@ community token confirms
+    assert client.post(ROUTE, headers=ASK, json={"query": "x", "answer": "none"}).status_code == 403
+    assert client.get(ROUTE, headers=ASK).status_code == 403
+    reader = {"X-ARC-Token": READER_TOKEN}
+    assert client.post(ROUTE, headers=reader, json={"query": "x", "answer": "none"}).status_code == 403
+    assert client.delete(f"{ROUTE}/{body['id']}", headers=reader).status_code == 403
+    writer = {"X-ARC-Token": WRITER_TOKEN}
+    by_writer = client.post(ROUTE, headers=writer, json={"query": "Is a pool allowed?", "answer": "none"})
+    assert by_writer.status_code == 201
+    assert client.post(ROUTE, json={"query": "x", "answer": "none"}).status_code == 401
+
+    # bad input names its field
+    for bad, field in (
+        ({"query": "x"}, "body"),
+        ({"query": "x", "chunk_id": fence, "answer": "none"}, "body"),
+        ({"query": "", "answer": "none"}, "query"),
+        ({"query": "x", "chunk_id": "seven"}, "chunk_id"),
+        ({"query": "x", "answer": "maybe"}, "answer"),
+    ):
+        refused = client.post(ROUTE, headers=ADMIN, json=bad)
+        assert refused.status_code == 422 and refused.get_json()["field"] == field, (bad, refused.get_json())
+    unknown = client.post(ROUTE, headers=ADMIN, json={"query": "x", "chunk_id": 10_000_000})
+    assert unknown.status_code == 422 and unknown.get_json()["field"] == "chunk_id"
+
+    assert client.delete(f"{ROUTE}/{by_writer.get_json()['id']}", headers=writer).status_code == 200
+    assert client.delete(f"{ROUTE}/{none.get_json()['id']}", headers=ADMIN).status_code == 200
+    gone = client.delete(f"{ROUTE}/{none.get_json()['id']}", headers=ADMIN)
+    assert gone.status_code == 404 and gone.get_json()["field"] == "id"
+    client.delete(f"{ROUTE}/{body['id']}", headers=ADMIN)
+
+
+def test_a_rewording_gets_the_confirmed_passage_and_a_different_question_does_not(keeper):
+    client, db = keeper
+    fence = chunk_with(db, FENCE_HEIGHT)
+    original = "What's the max fence height allowed in my backyard??"
+    made = client.post(ROUTE, headers=ADMIN, json={"query": original, "chunk_id": fence}).get_json()
+    try:
+        answer = ask(client, "how high am I allowed to build a fence behind my house")
+        assert answer["confirmed"] is not None, answer["confidence"]
+        assert answer["confirmed"]["id"] == made["id"] and answer["confirmed"]["query"] == original
+        assert 0 < answer["confirmed"]["similarity"] <= 1
+        assert answer["status"] == "success" and answer["confidence"]["decided_on"] == "confirmed"
+        assert source_1(answer)["id"] == fence and answer["context"].startswith("[SOURCE 1]")
+        assert FENCE_HEIGHT in answer["context"].split("[SOURCE 2]")[0]
+        assert answer["sources"] > 1  # the rest of the context is retrieval's, as without a confirmation
+
+        # same subject, another question: no confirmation taken
+        other = ask(client, "what fence materials are allowed?")
+        assert other["confirmed"] is None and other["confidence"]["decided_on"] == "relevance"
+        unrelated = ask(client, "Can I paint my front door red?")
+        assert unrelated["confirmed"] is None
+    finally:
+        client.delete(f"{ROUTE}/{made['id']}", headers=ADMIN)
+    after = ask(client, "how high am I allowed to build a fence behind my house")
+    assert after["confirmed"] is None
+
+
+def test_a_question_like_a_confirmed_none_gets_no_results_with_the_keeper_s_word(keeper):
+    client, _ = keeper
+    made = client.post(
+        ROUTE, headers=ADMIN, json={"query": "Are chickens allowed in backyards?", "answer": "none"}
+    ).get_json()
+    try:
+        answer = ask(client, "Are chickens allowed in backyards?")
+        assert answer["status"] == "no_results" and answer["confirmed"]["id"] == made["id"]
+        assert "keeper" in answer["message"] and answer["context"] == ""
+        assert answer["confidence"]["decided_on"] == "confirmed"
+    finally:
+        client.delete(f"{ROUTE}/{made['id']}", headers=ADMIN)
+
+
+def test_votes_from_the_chat_are_recorded_and_counted_and_bad_ones_named(keeper):
+    client, _ = keeper
+    asked = client.post(
+        "/webhook/arc-retrieval", headers={**ASK, "X-Request-ID": "vote-me-1"}, json={"query": "Can I build a shed?"}
+    )
+    assert asked.status_code == 200
+    route = "/webhook/arc-feedback"
+    voted = client.post(route, headers=ASK, json={"request_id": "vote-me-1", "helpful": False, "source": 1})
+    assert voted.status_code == 201, voted.get_json()
+    assert voted.get_json()["helpful"] is False and voted.get_json()["community"] == "default"
+    unknown = client.post(route, headers=ASK, json={"request_id": "never-asked", "helpful": True})
+    assert unknown.status_code == 404 and unknown.get_json()["field"] == "request_id"
+    for bad, field in (
+        ({"request_id": "vote-me-1"}, "helpful"),
+        ({"request_id": "vote-me-1", "helpful": True, "source": 0}, "source"),
+        ({"request_id": "", "helpful": True}, "request_id"),
+    ):
+        refused = client.post(route, headers=ASK, json=bad)
+        assert refused.status_code == 422 and refused.get_json()["field"] == field
+    assert client.post(route, json={"request_id": "vote-me-1", "helpful": True}).status_code == 401
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'arc_feedback_total{verdict="unhelpful"} 1.0' in metrics
+    # a vote is never a confirmation
+    assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []

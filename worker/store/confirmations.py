@@ -1,0 +1,153 @@
+"""The keeper's confirmed answers and the chat's votes (``sql/050_confirmations.sql``), read and
+written with psycopg. What a confirmation is and how a question is matched to one:
+``worker/retrieve/confirmed.py``; this module only moves rows in and out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import numpy as np
+
+from . import sqlfiles
+from .database import Database
+
+Answer = Literal["passage", "none"]
+State = Literal["confirmed", "stale"]
+
+
+@dataclass(frozen=True)
+class StoredConfirmation:
+    """One confirmation as it stands today: ``chunk_id`` is the chunk that holds its confirmed text
+    now (None for a "none" answer or a stale one), ``reason`` why a stale one is stale."""
+
+    id: int
+    community: str
+    query: str
+    answer: Answer
+    document_id: str | None
+    section_path: str | None
+    embedding: np.ndarray
+    embedding_model: str
+    created_at: datetime
+    chunk_id: int | None
+    state: State
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class ConfirmedChunk:
+    """The chunk a keeper names, as stored today."""
+
+    id: int
+    document_id: str
+    chunk_index: int
+    section_path: str
+    content_md5: str
+    content: str
+
+
+@dataclass(frozen=True)
+class NewConfirmation:
+    community: str
+    query: str
+    answer: Answer
+    embedding: np.ndarray
+    embedding_model: str
+    chunk: ConfirmedChunk | None = None
+
+
+@dataclass(frozen=True)
+class Vote:
+    request_id: str
+    community: str | None
+    helpful: bool
+    source: int | None
+
+
+class ConfirmationStore:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def list(self, community: str) -> list[StoredConfirmation]:
+        with self.db.connection() as conn:
+            rows = conn.execute(sqlfiles.query("confirmations"), {"community": community}).fetchall()
+        return [
+            StoredConfirmation(
+                id=row[0],
+                community=community,
+                query=row[1],
+                answer=row[2],
+                document_id=row[3],
+                section_path=row[4],
+                embedding=np.asarray(row[5], dtype=np.float32),
+                embedding_model=row[6],
+                created_at=row[7],
+                chunk_id=row[8],
+                state=row[9],
+                reason=row[10],
+            )
+            for row in rows
+        ]
+
+    def chunk(self, community: str, chunk_id: int) -> ConfirmedChunk | None:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                sqlfiles.query("confirmation_chunk"), {"community": community, "chunk_id": chunk_id}
+            ).fetchone()
+        return ConfirmedChunk(*row) if row else None
+
+    def add(self, new: NewConfirmation) -> int:
+        """Store it (a question confirmed before in this community gets the new answer); its id."""
+        chunk = new.chunk
+        with self.db.connection() as conn:
+            row = conn.execute(
+                sqlfiles.query("upsert_confirmation"),
+                {
+                    "community": new.community,
+                    "query": new.query,
+                    "answer": new.answer,
+                    "document_id": chunk.document_id if chunk else None,
+                    "chunk_index": chunk.chunk_index if chunk else None,
+                    "section_path": chunk.section_path if chunk else None,
+                    "content_md5": chunk.content_md5 if chunk else None,
+                    "embedding": [float(x) for x in new.embedding],
+                    "embedding_model": new.embedding_model,
+                },
+            ).fetchone()
+        assert row is not None  # insert ... returning always returns the row
+        return int(row[0])
+
+    def delete(self, confirmation_id: int, community: str | None) -> str | None:
+        """Remove one (within ``community`` when named); the community it was of, None if none."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                sqlfiles.query("delete_confirmation"), {"id": confirmation_id, "community": community}
+            ).fetchone()
+        return row[0] if row else None
+
+    def community_of(self, confirmation_id: int) -> str | None:
+        with self.db.connection() as conn:
+            row = conn.execute(sqlfiles.query("confirmation_community"), {"id": confirmation_id}).fetchone()
+        return row[0] if row else None
+
+    def logged_request(self, request_id: str) -> tuple[bool, str | None]:
+        """Whether the query log holds an answer under ``request_id``, and its community."""
+        with self.db.connection() as conn:
+            row = conn.execute(sqlfiles.query("logged_request"), {"request_id": request_id}).fetchone()
+        return (row is not None, row[0] if row else None)
+
+    def vote(self, vote: Vote) -> int:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                sqlfiles.query("insert_feedback"),
+                {
+                    "request_id": vote.request_id,
+                    "community": vote.community,
+                    "helpful": vote.helpful,
+                    "source": vote.source,
+                },
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
