@@ -43,7 +43,7 @@ from worker.config import Settings  # noqa: E402
 from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
 from worker.evaluation.answer_harness import VectorCache, each_community  # noqa: E402
 from worker.evaluation.confirmation_harness import measure_community  # noqa: E402
-from worker.evaluation.rewordings import load_with_rewordings, read_of_fields  # noqa: E402
+from worker.evaluation.rewordings import has_rewordings, load_with_rewordings  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "confirmations"
 DEFAULT_REWORDINGS = HERE / "hoa-dev-rewordings.jsonl"
@@ -83,17 +83,19 @@ def report(data: dict, command: str) -> str:
         "(all). *before*: the same rewordings with no confirmation.",
         "",
         "| community | rewordings (answerable / negative) | originals confirmed | SOURCE 1 before | SOURCE 1 | "
-        "status right before | status right | decided on a confirmation | goals met |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "status right before | status right | decided on a confirmation | goals met | "
+        "the originals asked again: SOURCE 1, status right |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in communities:
         r = c["rewordings"]
-        b, a = r["before"], r["after"]
+        b, a, o = r["before"], r["after"], r["originals_after"]
         met = (a["evidence_in_source1"] or 0) >= GOAL_REWORDINGS and (a["status_right"] or 0) >= GOAL_REWORDINGS
         lines.append(
             f"| {c['community']} | {a['questions']} ({a['answerable']} / {a['negatives']}) | "
             f"{r['confirmed_originals']} | {_c(b['evidence_in_source1'])} | {_c(a['evidence_in_source1'])} | "
-            f"{_c(b['status_right'])} | {_c(a['status_right'])} | {_c(a['decided_on_confirmed'])} | {_goal(met)} |"
+            f"{_c(b['status_right'])} | {_c(a['status_right'])} | {_c(a['decided_on_confirmed'])} | {_goal(met)} | "
+            f"{_c(o['evidence_in_source1'])}, {_c(o['status_right'])} |"
         )
     lines += [
         "",
@@ -145,11 +147,13 @@ def report(data: dict, command: str) -> str:
         "",
         "An answerable rewording whose evidence is not in SOURCE 1 or whose status is not `success`, a negative "
         "one answered `success`. *cosine*: the rewording against its original (the embedding model's); "
+        "*rank*: the original's rank among the confirmed questions by cosine to the rewording (1: the nearest); "
         "*matched*: the confirmation the answer names (its query and similarity) when it names one; "
         "*evidence at*: the SOURCE holding the evidence.",
         "",
-        "| community | id | of | kind | status | decided on | cosine | matched | evidence at | rewording | original |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| community | id | of | kind | status | decided on | cosine | rank | matched | evidence at | rewording | "
+        "original |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in communities:
         for q in c["rewordings"]["questions"]:
@@ -160,7 +164,7 @@ def report(data: dict, command: str) -> str:
             lines.append(
                 f"| {c['community']} | {q['id']} | {q['of']} | {q['kind']} | {q['status']} | "
                 f"{q['decided_on'] or '-'} | "
-                f"{q['cosine_to_original']:.3f} | {matched} | {_c(q['evidence_source'])} | "
+                f"{q['cosine_to_original']:.3f} | {q['original_rank']} | {matched} | {_c(q['evidence_source'])} | "
                 f"{q['question'].replace('|', '/')} | {q['original'].replace('|', '/')} |"
             )
     for part, title in (("others", "(c)"), ("half", "(d)")):
@@ -216,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=SEED, help="the seed of (d)'s split")
     args = parser.parse_args(argv)
 
-    own = bool(read_of_fields(args.dataset / "questions.jsonl"))
+    own = has_rewordings(args.dataset)
     if args.rewordings == "none":
         rewordings_file = None
     elif args.rewordings:

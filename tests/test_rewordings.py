@@ -199,5 +199,5 @@ def test_the_keeper_finds_the_evidence_chunk_through_the_documents_api(tmp_path,
         answer = ask(client, settings, found.originals[0])
         assert answer.evidence_source == 1 and answer.outcome.in_source1
         agents = Keeper(client, {settings.auth.auth_header: "a" * 32})
-        with pytest.raises(RuntimeError, match="list documents: 40[13]"):
+        with pytest.raises(RuntimeError, match=r"list documents: 40[13]"):
             agents.chunks()

@@ -194,9 +194,14 @@ def _changes(before: dict[str, Answer], after: list[Answer]) -> list[dict]:
     return changed
 
 
-def _cosine(embedder: CachedEmbedder, a: str, b: str) -> float:
-    va, vb = embedder.embed_query(a), embedder.embed_query(b)
-    return round(float(np.dot(va, vb) / (np.linalg.norm(va) * np.linalg.norm(vb))), 4)
+def _nearness(embedder: CachedEmbedder, question: str, original: str, confirmed: list[str]) -> tuple[float, int]:
+    """The cosine of ``question`` to its ``original``, and the original's rank (from 1) among
+    the ``confirmed`` questions by cosine to ``question``."""
+    vectors = np.stack([embedder.embed_query(t) for t in (question, original, *confirmed)])
+    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosines = vectors[2:] @ vectors[0]
+    own = float(vectors[1] @ vectors[0])
+    return round(own, 4), 1 + int(np.sum(cosines > own + 1e-6))
 
 
 def measure_community(
@@ -238,15 +243,18 @@ def measure_community(
 
     of = {r.question.id: r.of for r in rewordings}
     rewording_rows = []
+    confirmed_texts = [by_id[i].question for i in confirmed.made]
     for a in after_rewordings:
         original = by_id[of[a.question.id]]
+        cosine, rank = _nearness(embedder, a.question.question, original.question, confirmed_texts)
         rewording_rows.append(
             {
                 **a.row(),
                 "of": original.id,
                 "question": a.question.question,
                 "original": original.question,
-                "cosine_to_original": _cosine(embedder, a.question.question, original.question),
+                "cosine_to_original": cosine,
+                "original_rank": rank,
                 "original_confirmation": confirmed.made.get(original.id, {}).get("id"),
                 "before": before[a.question.id].row(),
             }
@@ -265,6 +273,7 @@ def measure_community(
             "before": _summary([before[r.question.id] for r in rewordings]),
             "after": _summary(after_rewordings),
             "originals_after": _summary(originals_confirmed),
+            "originals_after_questions": [a.row() for a in originals_confirmed],
             "questions": rewording_rows,
         },
         "others": {

@@ -63,6 +63,11 @@ def _rows(path: Path) -> list[tuple[str, dict]]:
         return [(f"{Path(path).name}:{n}", json.loads(line)) for n, line in enumerate(fh, start=1) if line.strip()]
 
 
+def has_rewordings(folder: Path) -> bool:
+    """Whether an answer dataset's ``questions.jsonl`` carries rewordings of its own (``of``)."""
+    return any(row.get("of") for _, row in _rows(Path(folder) / QUESTIONS_FILE))
+
+
 def load_with_rewordings(folder: Path, rewordings_file: Path | None = None) -> tuple[AnswerDataset, RewordingSet]:
     """An answer dataset split into originals and rewordings (its lines with ``of``), with the
     rewordings of ``rewordings_file`` added; the dataset holds both. Raise ValueError naming
