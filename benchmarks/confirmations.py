@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> None:
         "seed": args.seed,
         "communities": communities,
     }
-    command = "python benchmarks/confirmations.py " + " ".join(_shown(Path(a)) if "/" in a else a for a in sys.argv[1:])
+    command = ".venv/bin/python benchmarks/confirmations.py " + " ".join(
+        _shown(Path(a)) if "/" in a else a for a in sys.argv[1:]
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
     (args.out / "results.md").write_text(report(data, command))
