@@ -331,3 +331,6 @@ select community from query_log where request_id = %(request_id)s order by id de
 insert into answer_feedback (request_id, community, helpful, source)
 values (%(request_id)s, %(community)s, %(helpful)s, %(source)s)
 returning id, created_at
+
+-- name: community_chunk_texts
+select id, document_id, content from knowledge_chunks where community = %(community)s order by document_id, chunk_index

@@ -4,6 +4,8 @@ on the same subject does not, and the agents' token may vote but not confirm."""
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 
@@ -168,3 +170,44 @@ def test_votes_from_the_chat_are_recorded_and_counted_and_bad_ones_named(keeper)
     assert 'arc_feedback_total{verdict="unhelpful"} 1.0' in metrics
     # a vote is never a confirmation
     assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []
+
+
+def test_the_command_line_replays_exports_and_imports_the_keeper_s_questions(keeper, monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from worker.cli import main
+
+    client, db = keeper
+    monkeypatch.setenv("DATABASE_URL", db.url)
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    fence = chunk_with(db, FENCE_HEIGHT)
+    client.post(
+        ROUTE, headers=ADMIN, json={"query": "What's the max fence height allowed in my backyard??", "chunk_id": fence}
+    )
+    client.post(ROUTE, headers=ADMIN, json={"query": "Can I keep chickens?", "answer": "none"})
+
+    runner = CliRunner()
+    replayed = runner.invoke(main, ["eval", "--confirmed", "--community", "default"])
+    assert replayed.exit_code == 0, replayed.output
+    assert "2 confirmed questions asked as if unconfirmed" in replayed.output
+    assert "| evidence | SOURCE 1 | status right |" in replayed.output
+
+    exported = runner.invoke(main, ["confirmations", "export", "--community", "default"])
+    assert exported.exit_code == 0, exported.output
+    rows = [json.loads(line) for line in exported.output.splitlines() if line.startswith("{")]
+    assert {r["kind"] for r in rows} == {"answerable", "unanswerable"}
+    passage = next(r for r in rows if r["kind"] == "answerable")
+    assert passage["gold_document"] == "design-guidelines-2024" and passage["evidence"]
+
+    before = {c["query"]: c for c in client.get(ROUTE, headers=ADMIN).get_json()["confirmations"]}
+    for c in before.values():
+        client.delete(f"{ROUTE}/{c['id']}", headers=ADMIN)
+    (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    imported = runner.invoke(main, ["confirmations", "import", str(tmp_path / "questions.jsonl")])
+    assert imported.exit_code == 0 and "confirmed 2 of 2" in imported.output, imported.output
+    after = {c["query"]: c for c in client.get(ROUTE, headers=ADMIN).get_json()["confirmations"]}
+    assert {q: (c["answer"], c["chunk_id"]) for q, c in after.items()} == {
+        q: (c["answer"], c["chunk_id"]) for q, c in before.items()
+    }
+    for c in after.values():
+        client.delete(f"{ROUTE}/{c['id']}", headers=ADMIN)

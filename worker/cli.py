@@ -398,7 +398,7 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
 
 
 @main.command("eval")
-@click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--qrels",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -410,10 +410,25 @@ def ask(query: str, rerank: bool | None, community: str | None) -> None:
     show_default=True,
     help="Comma-separated: bm25s, dense, vector, fts, hybrid-weighted, hybrid-rrf, default.",
 )
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--rerank", is_flag=True, help="Rerank with the configured reranker (LLM or rerank service).")
 @click.option("--limit", type=int, help="Only the first N judged queries (quick runs).")
-def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, rerank: bool, limit: int | None) -> None:
+@click.option(
+    "--confirmed",
+    is_flag=True,
+    help="Replay the keeper's confirmed questions of --community as if unconfirmed (docs/confirmations.md).",
+)
+@click.option("--community", metavar="NAME", default=None, help="With --confirmed: the community whose questions.")
+def eval_command(
+    dataset_dir: Path | None,
+    qrels: Path | None,
+    modes: str,
+    out: Path | None,
+    rerank: bool,
+    limit: int | None,
+    confirmed: bool,
+    community: str | None,
+) -> None:
     """Measure retrieval quality; writes results.json, results.md, chart.png.
 
     DATASET_DIR is a BEIR-layout folder (ranking metrics per mode) or an answer dataset: a
@@ -426,6 +441,11 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
     from .evaluation.harness import ALL_MODES, evaluate, write_report
     from .service.build import build_reranker
 
+    if confirmed:
+        _eval_confirmed(community)
+        return
+    if dataset_dir is None or out is None:
+        raise click.UsageError("give DATASET_DIR and --out (or --confirmed --community NAME)")
     command = "arc-retrieval eval " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "arc-retrieval eval"
     if is_answer_dataset(dataset_dir):
         _eval_answers(dataset_dir, out, command)
@@ -459,6 +479,89 @@ def eval_command(dataset_dir: Path, qrels: Path | None, modes: str, out: Path, r
         results, out, title=f"{dataset.name}: {len(dataset.queries)} queries, {embedder.model}", command=command
     )
     click.echo((out / "results.md").read_text())
+
+
+# -- the keeper's confirmed answers (docs/confirmations.md) ---------------------------------------
+
+
+def _confirmation_service(runtime):
+    from .service.confirmations import ConfirmationService
+
+    return ConfirmationService(_knowledge(runtime))
+
+
+def _eval_confirmed(community: str | None) -> None:
+    """The regression set from the keeper's own questions, through the current configuration."""
+    from .service.confirmations import replay
+
+    runtime = _runtime(_settings())
+    try:
+        report = replay(_confirmation_service(runtime), community)
+    except ArcError as exc:
+        raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
+    finally:
+        runtime.close()
+    passages = sum(1 for r in report.asked if r.answer == "passage")
+    click.echo(
+        f"{report.community}: {len(report.asked)} confirmed questions asked as if unconfirmed "
+        f"({passages} answered by a passage, {len(report.asked) - passages} not in the documents; "
+        f"{report.stale} stale left out)"
+    )
+    click.echo("| evidence | SOURCE 1 | status right |\n|---|---|---|")
+    click.echo(f"| {report.share('evidence')} | {report.share('source_1')} | {report.share('status_right')} |")
+    for r in report.asked:
+        if not r.status_right or r.source_1 is False:
+            click.echo(f"  #{r.id} {r.status}, SOURCE 1 {'yes' if r.source_1 else 'no'}: {r.query}")
+
+
+@main.group()
+def confirmations() -> None:
+    """The keeper's confirmed answers, as the answer dataset's questions.jsonl."""
+
+
+@confirmations.command("export")
+@click.option("--community", metavar="NAME", default=None, help="The community (needed once there are several).")
+def confirmations_export(community: str | None) -> None:
+    """Print a community's valid confirmations as questions.jsonl lines."""
+    from .service.confirmations import export_rows
+
+    runtime = _runtime(_settings())
+    try:
+        for row in export_rows(_confirmation_service(runtime), community):
+            click.echo(json.dumps(row, ensure_ascii=False))
+    except ArcError as exc:
+        raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
+    finally:
+        runtime.close()
+
+
+@confirmations.command("import")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--community", metavar="NAME", default=None, help="Confirm them all in this community (default: each row's)."
+)
+def confirmations_import(questions: Path, community: str | None) -> None:
+    """Confirm the questions of a questions.jsonl: an answerable one by the chunk holding its
+    evidence, an unanswerable or off-topic one as not in the documents."""
+    from .evaluation.answers import normalise_for_match
+    from .service.confirmations import DatasetRow, import_rows
+
+    try:
+        rows = [DatasetRow.model_validate_json(line) for line in questions.read_text().splitlines() if line.strip()]
+    except ValueError as exc:
+        raise click.ClickException(f"{questions}: {str(exc).splitlines()[0]}") from None
+    if community is None:
+        rows = [r for r in rows if r.community]
+    runtime = _runtime(_settings())
+    try:
+        done, notes = import_rows(_confirmation_service(runtime), rows, community, normalise_for_match)
+    except ArcError as exc:
+        raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
+    finally:
+        runtime.close()
+    for note in notes:
+        click.echo(note, err=True)
+    click.echo(f"confirmed {done} of {len(rows)} questions")
 
 
 def _eval_answers(dataset_dir: Path, out: Path, command: str) -> None:

@@ -71,7 +71,7 @@ def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmatio
     """The keeper's confirmed answers, read from the primary (none through Supabase's RPC route yet)."""
     embedder = runtime.embedder
     return Confirmations(
-        load=None if runtime.settings.database.supabase_url else ConfirmationStore(runtime.db).list,
+        load=None if runtime.settings.database.supabase_url else ConfirmationStore(runtime.db).read,
         version=backend.version,
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),

@@ -5,6 +5,7 @@ and text, so that it follows the passage through a re-ingest and turns stale whe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -22,12 +23,12 @@ class ConfirmRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    community: str | None = Field(None, max_length=200)
+    community: str | None = Field(default=None, max_length=200)
     query: str = Field(min_length=1, max_length=2000)
     chunk_id: int | None = Field(
-        None, ge=1, description="The id of the chunk that answers it (an answer's chunks[].id)."
+        default=None, ge=1, description="The id of the chunk that answers it (an answer's chunks[].id)."
     )
-    answer: Literal["none"] | None = Field(None, description='"none": the documents do not address it.')
+    answer: Literal["none"] | None = Field(default=None, description='"none": the documents do not address it.')
 
     @model_validator(mode="after")
     def one_answer(self) -> ConfirmRequest:
@@ -45,7 +46,7 @@ class FeedbackRequest(BaseModel):
 
     request_id: str = Field(min_length=1, max_length=100)
     helpful: bool
-    source: int | None = Field(None, ge=1, le=1000, description="The [SOURCE n] the vote is about, if one.")
+    source: int | None = Field(default=None, ge=1, le=1000, description="The [SOURCE n] the vote is about, if one.")
 
 
 class Candidate(BaseModel):
@@ -62,12 +63,12 @@ class Confirmation(BaseModel):
     query: str
     answer: Literal["passage", "none"]
     chunk_id: int | None = Field(
-        None, description="The chunk holding the confirmed passage today (null: none or stale)."
+        default=None, description="The chunk holding the confirmed passage today (null: none or stale)."
     )
     document_id: str | None = None
     section_path: str | None = None
     state: Literal["confirmed", "stale"]
-    reason: str | None = Field(None, description="Why a stale confirmation is stale.")
+    reason: str | None = Field(default=None, description="Why a stale confirmation is stale.")
     created_at: datetime
     candidate: Candidate | None = None
 
@@ -130,7 +131,7 @@ class ConfirmationService:
         name = self.knowledge.community(community)
         return [
             Confirmation.of(s, self._candidate(s) if candidates and s.state == "stale" else None)
-            for s in self.store.list(name)
+            for s in self.store.read(name)
         ]
 
     def delete(self, confirmation_id: int, allowed: tuple[str, ...] | None) -> str:
@@ -163,3 +164,143 @@ class ConfirmationService:
             return None
         best = answer.chunks[0]
         return Candidate(chunk_id=best.id, document_id=best.document_id, section_path=best.section_path)
+
+
+# -- the keeper's questions as a regression set and as a dataset file ------------------------
+
+EVIDENCE_CHARS = 160  # an exported passage's evidence phrase: its opening words, up to this length
+
+
+class Replayed(BaseModel):
+    """One confirmed question asked again as if unconfirmed."""
+
+    id: int
+    query: str
+    answer: Literal["passage", "none"]
+    status: str
+    evidence: bool | None = Field(default=None, description="The confirmed passage is in the context (passages only).")
+    source_1: bool | None = Field(default=None, description="The confirmed passage is [SOURCE 1] (passages only).")
+    status_right: bool
+
+
+class ReplayReport(BaseModel):
+    community: str
+    asked: list[Replayed]
+    stale: int
+
+    def share(self, name: str) -> float | None:
+        values = [getattr(r, name) for r in self.asked if getattr(r, name) is not None]
+        return round(sum(values) / len(values), 3) if values else None
+
+
+def replay(service: ConfirmationService, community: str | None) -> ReplayReport:
+    """Every valid confirmation of ``community`` asked through the current configuration with the
+    confirmations set aside: what the settings, model and reranker find on their own."""
+    from ..retrieve.confirmed import Confirmations
+
+    name = service.knowledge.community(community)
+    stored = service.store.read(name)
+    retriever = service.knowledge.retriever
+    kept = retriever.confirmations
+    retriever.confirmations = Confirmations(load=None, version=retriever.backend.version, model=kept.model)
+    asked: list[Replayed] = []
+    try:
+        for s in stored:
+            if s.state != "confirmed":
+                continue
+            answer = service.knowledge.ask(RetrievalRequest(query=s.query, community=name), record=False)
+            if s.answer == "none":
+                asked.append(
+                    Replayed(
+                        id=s.id,
+                        query=s.query,
+                        answer="none",
+                        status=answer.status,
+                        status_right=answer.status != "success",
+                    )
+                )
+                continue
+            sources = {c.id: c.source for c in answer.chunks if c.source is not None}
+            asked.append(
+                Replayed(
+                    id=s.id,
+                    query=s.query,
+                    answer="passage",
+                    status=answer.status,
+                    evidence=s.chunk_id in sources,
+                    source_1=sources.get(s.chunk_id or -1) == 1,
+                    status_right=answer.status == "success",
+                )
+            )
+    finally:
+        retriever.confirmations = kept
+    return ReplayReport(community=name, asked=asked, stale=sum(1 for s in stored if s.state == "stale"))
+
+
+def export_rows(service: ConfirmationService, community: str | None) -> list[dict[str, object]]:
+    """The community's valid confirmations as the answer dataset's questions.jsonl rows."""
+    name = service.knowledge.community(community)
+    rows: list[dict[str, object]] = []
+    for s in service.store.read(name):
+        if s.state != "confirmed":
+            continue
+        row: dict[str, object] = {"id": f"confirmed-{s.id}", "community": name, "question": s.query}
+        if s.answer == "none":
+            row["kind"] = "unanswerable"
+        else:
+            chunk = service.store.chunk(name, s.chunk_id or -1)
+            if chunk is None:
+                continue
+            row.update(kind="answerable", gold_document=chunk.document_id, evidence=[_opening(chunk.content)])
+        row["notes"] = "[confirmed] by the keeper"
+        rows.append(row)
+    return rows
+
+
+class DatasetRow(BaseModel):
+    """A question of the answer dataset's questions.jsonl, as far as a confirmation reads it."""
+
+    id: str
+    question: str
+    kind: str
+    community: str | None = None
+    gold_document: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+
+
+def import_rows(
+    service: ConfirmationService, rows: list[DatasetRow], community: str | None, normalise: Callable[[str], str]
+) -> tuple[int, list[str]]:
+    """Confirm each row: an answerable one by the chunk of its community (of its gold document,
+    when named) holding one of its evidence phrases (both ``normalise``-d), another kind as
+    "none". Returns how many were confirmed and a note for each that was not."""
+    done, notes = 0, []
+    for row in rows:
+        named = community or row.community or None
+        query = row.question
+        if row.kind == "answerable":
+            phrases = [normalise(e) for e in row.evidence]
+            chunk_id = next(
+                (
+                    chunk_id
+                    for chunk_id, document_id, content in service.store.chunks(service.knowledge.community(named))
+                    if (row.gold_document in (None, document_id)) and any(p in normalise(content) for p in phrases)
+                ),
+                None,
+            )
+            if chunk_id is None:
+                notes.append(f"{row.id}: no chunk holds its evidence; not confirmed")
+                continue
+            request = ConfirmRequest(query=query, chunk_id=chunk_id)
+        else:
+            request = ConfirmRequest(query=query, answer="none")
+        service.confirm(request, named)
+        done += 1
+    return done, notes
+
+
+def _opening(content: str) -> str:
+    text = " ".join(content.split())
+    if len(text) <= EVIDENCE_CHARS:
+        return text
+    return text[:EVIDENCE_CHARS].rsplit(" ", 1)[0]

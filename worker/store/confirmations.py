@@ -70,7 +70,7 @@ class ConfirmationStore:
     def __init__(self, db: Database):
         self.db = db
 
-    def list(self, community: str) -> list[StoredConfirmation]:
+    def read(self, community: str) -> list[StoredConfirmation]:
         with self.db.connection() as conn:
             rows = conn.execute(sqlfiles.query("confirmations"), {"community": community}).fetchall()
         return [
@@ -97,6 +97,11 @@ class ConfirmationStore:
                 sqlfiles.query("confirmation_chunk"), {"community": community, "chunk_id": chunk_id}
             ).fetchone()
         return ConfirmedChunk(*row) if row else None
+
+    def chunks(self, community: str) -> list[tuple[int, str, str]]:
+        """Every chunk of a community: id, document, text (an import looks its evidence up)."""
+        with self.db.connection() as conn:
+            return [tuple(r) for r in conn.execute(sqlfiles.query("community_chunk_texts"), {"community": community})]
 
     def add(self, new: NewConfirmation) -> int:
         """Store it (a question confirmed before in this community gets the new answer); its id."""
