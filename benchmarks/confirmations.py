@@ -51,6 +51,7 @@ SEED = 57
 GOAL_REWORDINGS = 0.95  # SOURCE 1 and status right on the rewordings
 TOLERANCE = 0.01  # evidence and SOURCE 1 of the other questions
 GOAL_HALF = 0.78  # status right on the held-out half
+QUALITY_TIMEOUT_MS = 120_000
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -234,7 +235,12 @@ def main(argv: list[str] | None = None) -> None:
     from worker.store.embedded import exit_on_signals
 
     exit_on_signals()
-    settings = Settings.from_env().replace(api_token=secrets.token_urlsafe(24), ingest_token=secrets.token_urlsafe(24))
+    settings = Settings.from_env().replace(
+        api_token=secrets.token_urlsafe(24),
+        ingest_token=secrets.token_urlsafe(24),
+        # a shared, loaded machine must not fail a calibration's search on the serving timeout
+        statement_timeout_ms=QUALITY_TIMEOUT_MS,
+    )
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
     data_dir = settings.database.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
