@@ -65,6 +65,13 @@ def _goal(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
+def _matched(confirmed: dict | None) -> str:
+    """The confirmation an answer took: its query and similarity."""
+    if not confirmed:
+        return "-"
+    return f"{confirmed.get('query', '')[:60]!r} ({_c(confirmed.get('similarity'))})".replace("|", "/")
+
+
 def report(data: dict, command: str) -> str:
     communities = data["communities"]
     lines = [
@@ -161,7 +168,7 @@ def report(data: dict, command: str) -> str:
             if q["status_right"] and q["evidence_in_source1"] is not False:
                 continue
             m = q["confirmed"]
-            matched = "-" if not m else f"{m.get('query', '')[:60]!r} ({_c(m.get('similarity'))})".replace("|", "/")
+            matched = _matched(m)
             lines.append(
                 f"| {c['community']} | {q['id']} | {q['of']} | {q['kind']} | {q['status']} | "
                 f"{q['decided_on'] or '-'} | "
@@ -174,8 +181,8 @@ def report(data: dict, command: str) -> str:
             f"## Questions that changed in {title}",
             "",
             "| community | id | kind | status before | status | evidence before | evidence | SOURCE 1 before | "
-            "SOURCE 1 | decided on | question |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "SOURCE 1 | decided on | matched | question |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for c in communities:
             for ch in c[part]["changed"]:
@@ -184,7 +191,8 @@ def report(data: dict, command: str) -> str:
                     f"| {c['community']} | {ch['id']} | {a['kind']} | {b['status']} | {a['status']} | "
                     f"{_c(b['evidence_in_context'])} | {_c(a['evidence_in_context'])} | "
                     f"{_c(b['evidence_in_source1'])} | "
-                    f"{_c(a['evidence_in_source1'])} | {a['decided_on'] or '-'} | {ch['question'].replace('|', '/')} |"
+                    f"{_c(a['evidence_in_source1'])} | {a['decided_on'] or '-'} | "
+                    f"{_matched(a['confirmed'])} | {ch['question'].replace('|', '/')} |"
                 )
     unconfirmable = [(c["community"], q) for c in communities for q in c["rewordings"]["unconfirmable"]]
     lines += [
