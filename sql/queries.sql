@@ -334,3 +334,10 @@ returning id, created_at
 
 -- name: community_chunk_texts
 select id, document_id, content from knowledge_chunks where community = %(community)s order by document_id, chunk_index
+
+-- name: confirmation_stamp
+-- What a process's copy of a community's confirmations is kept for: the community's knowledge-base
+-- version and the state of its confirmations (a write, a delete or a re-confirmation moves it).
+select knowledge_base_version(%(community)s::text)::text || ':' || count(*) || ':' || coalesce(max(id), 0)
+       || ':' || coalesce(max(extract(epoch from created_at)), 0)
+from answer_confirmations where community = %(community)s

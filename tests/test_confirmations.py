@@ -1,6 +1,7 @@
-"""Confirmed answers over real HTTP (Flask), real Postgres and the real local model: the keeper
-confirms, a later question like it gets the confirmed passage as [SOURCE 1], a different question
-on the same subject does not, and the agents' token may vote but not confirm."""
+"""Confirmed answers over real HTTP (Flask), real Postgres and the real local model (the calls the
+README's "Confirmed answers" shows): the keeper confirms, a later question like it gets the
+confirmed passage as [SOURCE 1], a different question on the same subject does not, and the
+agents' token may vote but not confirm."""
 
 from __future__ import annotations
 

@@ -21,11 +21,12 @@ Measured on hoa-dev (docs/confirmations.md): about 0.69 of rewordings take their
 confirmation, and 4 of 346 questions asked took one that does not hold their answer.
 
 Confirmations live in memory per community, loaded with their state today
-(``sql/functions/arc_confirmations.sql``) and kept for the knowledge base's version they were
-read at: a changed document is seen by every process at its next question, and a stale
-confirmation is never served. Confirmations written by another process are read again after
-:attr:`Confirmations.refresh_seconds`; this process's own writes are seen at once. A community
-without confirmations costs no database call between two reads.
+(``sql/functions/arc_confirmations.sql``) and kept for the stamp they were read at (the
+community's knowledge-base version and its confirmations' state, one short row): a community
+with confirmations reads its stamp at every question, so a changed document or confirmation,
+in any process, is seen at the next question and a stale confirmation is never served. A
+community without confirmations costs no database call: it is looked at again after
+:attr:`Confirmations.refresh_seconds` (this process's own writes at once).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from importlib import resources
 
 import numpy as np
@@ -140,14 +142,19 @@ class Entry:
 
 @dataclass(frozen=True)
 class Known:
-    """One community's confirmations at one knowledge-base version."""
+    """One community's confirmations at one stamp (knowledge-base version and confirmations)."""
 
-    version: int
+    stamp: str
     loaded_at: float
     entries: tuple[Entry, ...] = ()
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     scale: LikeScale = LikeScale()
     stored: tuple[StoredConfirmation, ...] = ()
+
+    @cached_property
+    def answers(self) -> np.ndarray:
+        """Each entry's answer as one number (its chunk's id; 0 for "none"), to compare at once."""
+        return np.fromiter((e.chunk_id or 0 for e in self.entries), dtype=np.int64, count=len(self.entries))
 
 
 @dataclass(frozen=True)
@@ -184,24 +191,24 @@ class Match:
 
 
 Loader = Callable[[str], list[StoredConfirmation]]
-Versions = Callable[[str], int]
+Stamps = Callable[[str], str]
 Embed = Callable[[list[str]], np.ndarray]
 
 
 class Confirmations:
-    """Every community's confirmations this process has read, each at its version."""
+    """Every community's confirmations this process has read, each at its stamp."""
 
     def __init__(
         self,
         *,
         load: Loader | None,
-        version: Versions,
+        stamp: Stamps,
         model: str,
         reference: Callable[[], np.ndarray] | None = None,
         refresh_seconds: float = 2.0,
     ):
         self._load = load
-        self._version = version
+        self._stamp = stamp
         self.model = model
         self._reference = reference
         self._reference_nearest: list[float] | None = None
@@ -229,22 +236,25 @@ class Confirmations:
             held = self._known.get(community)
         if held is not None and now - held.loaded_at < self.refresh_seconds and not held.entries:
             return held  # none here: no database call on the answer's path
-        version = self._version(community)
-        if held is not None and held.version == version and now - held.loaded_at < self.refresh_seconds:
+        stamp = self._stamp(community)
+        if held is not None and held.stamp == stamp:
+            held = replace(held, loaded_at=now)
+            with self._lock:
+                self._known[community] = held
             return held
-        fresh = self._read(community, version, now)
+        fresh = self._read(community, stamp, now)
         with self._lock:
             self._known[community] = fresh
         return fresh
 
-    def _read(self, community: str, version: int, now: float) -> Known:
+    def _read(self, community: str, stamp: str, now: float) -> Known:
         stored = tuple(self._load(community)) if self._load is not None else ()
         usable = [s for s in stored if s.state == "confirmed" and s.embedding_model == self.model and s.embedding.size]
         if not usable:
-            return Known(version, now, stored=stored)
+            return Known(stamp, now, stored=stored)
         matrix = np.stack([_unit(s.embedding) for s in usable])
         entries = tuple(Entry(s.id, s.query, s.answer, s.chunk_id, asking(s.query)) for s in usable)
-        return Known(version, now, entries, matrix, LikeScale.of(self._different(entries, matrix)), stored)
+        return Known(stamp, now, entries, matrix, LikeScale.of(self._different(entries, matrix)), stored)
 
     def _different(self, entries: tuple[Entry, ...], matrix: np.ndarray) -> list[float]:
         """Similarities between different questions: each confirmed question's nearest confirmed
@@ -281,14 +291,8 @@ class Confirmations:
         sims = known.matrix @ _unit(embedding)
         best = int(np.argmax(sims))
         entry, similarity = known.entries[best], float(sims[best])
-        rival = max(
-            (
-                float(sims[j])
-                for j, e in enumerate(known.entries)
-                if (e.answer, e.chunk_id) != (entry.answer, entry.chunk_id)
-            ),
-            default=-1.0,
-        )
+        others = sims[known.answers != known.answers[best]]
+        rival = float(others.max()) if others.size else -1.0
         if similarity - rival < MARGIN:
             return None
         asks = asking(question)

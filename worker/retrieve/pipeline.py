@@ -131,7 +131,7 @@ class Retriever:
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self.cuts = cuts
         # The keeper's confirmed answers (confirmed.py); none loaded: a matcher that never matches.
-        self.confirmations = confirmations or Confirmations(load=None, version=backend.version, model=embedder.model)
+        self.confirmations = confirmations or Confirmations(load=None, stamp=str, model=embedder.model)
         # One calibration per community: each has its own documents, statistics and so its own
         # score scale (a community of short rule lists scores higher than one of declarations).
         # Off unless asked: the server asks (ARC_STATUS_CALIBRATION, serve/app.py); a retriever

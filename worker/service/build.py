@@ -63,16 +63,17 @@ def build_retriever(runtime: Runtime) -> Retriever:
         policy=ContextPolicy(**settings.context.model_dump()),
         embedding_timeout=settings.embedding.embedding_timeout,
         search_cache=SearchCache(ttl_seconds=settings.search.search_cache_seconds),
-        confirmations=build_confirmations(runtime, backend),
+        confirmations=build_confirmations(runtime),
     )
 
 
-def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmations:
+def build_confirmations(runtime: Runtime) -> Confirmations:
     """The keeper's confirmed answers, read from the primary (none through Supabase's RPC route yet)."""
     embedder = runtime.embedder
+    store = ConfirmationStore(runtime.db)
     return Confirmations(
-        load=None if runtime.settings.database.supabase_url else ConfirmationStore(runtime.db).read,
-        version=backend.version,
+        load=None if runtime.settings.database.supabase_url else store.read,
+        stamp=store.stamp,
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),
     )

@@ -202,7 +202,7 @@ def replay(service: ConfirmationService, community: str | None) -> ReplayReport:
     stored = service.store.read(name)
     retriever = service.knowledge.retriever
     kept = retriever.confirmations
-    retriever.confirmations = Confirmations(load=None, version=retriever.backend.version, model=kept.model)
+    retriever.confirmations = Confirmations(load=None, stamp=str, model=kept.model)
     asked: list[Replayed] = []
     try:
         for s in stored:

@@ -91,6 +91,13 @@ class ConfirmationStore:
             for row in rows
         ]
 
+    def stamp(self, community: str) -> str:
+        """The community's knowledge-base version and confirmations' state, as one value: equal
+        stamps, the same confirmations with the same validity."""
+        with self.db.connection() as conn:
+            row = conn.execute(sqlfiles.query("confirmation_stamp"), {"community": community}).fetchone()
+        return str(row[0]) if row else ""
+
     def chunk(self, community: str, chunk_id: int) -> ConfirmedChunk | None:
         with self.db.connection() as conn:
             row = conn.execute(
