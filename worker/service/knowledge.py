@@ -28,6 +28,7 @@ from ..ingest.ingestor import (
     ingest_sample_corpus,
 )
 from ..models import DocumentChunk, DocumentFields, DocumentSummary, RetrievalRequest, RetrievalResponse
+from ..retrieve.options import AnswerOptions
 from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
 from ..store import communities, knowledge_base, sqlfiles
@@ -113,7 +114,7 @@ class KnowledgeService:
         for a keeper's or developer's test question, which is not a resident's)."""
         self.runtime.ensure_schema()
         with self.admission.slot():
-            answer = self.retriever.answer(request, request_id=request_id)
+            answer = self.retriever.ask(AnswerOptions.of(request), request_id=request_id)
         if record:
             record_answer(answer, self.runtime.db, self.query_log)
             self.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
