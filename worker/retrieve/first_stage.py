@@ -11,6 +11,7 @@ asks in batches, without steer or request weights, uncached.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -227,7 +228,8 @@ class FirstStage:
             try:
                 return future.result(timeout=max(self.embedding_timeout - FULL_TEXT_HEAD_START, 0)), None
             except FutureTimeout:
-                full_text_only = self._search_pool.submit(self._search, params)
+                # in this question's context, so its database calls are counted with the question's
+                full_text_only = self._search_pool.submit(contextvars.copy_context().run, self._search, params)
                 return future.result(timeout=max(deadline - time.monotonic(), 0)), full_text_only
         except FutureTimeout:
             future.cancel()  # still queued: never sent

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..embeddings import CachedEmbedder
 from ..models import DEFAULT_COMMUNITY, ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Status
+from ..store import calls
 from ..tokens import TokenCounter, default_counter
 from . import answer_type, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
@@ -154,14 +155,15 @@ class Retriever:
 
     def ask(self, options: AnswerOptions, request_id: str | None = None) -> RetrievalResponse:
         timer = Timer()
-        searched = self.first_stage.run(
-            options, timer, Boosts(steer=self.policy.steer_boost, name=self.policy.name_boost)
-        )
-        ranked = self._rerank(searched, options, timer)
-        candidates = bring_amendments(ranked.candidates, options.max_chunks)
-        standing = self._status(searched, candidates, ranked.reranked)
-        settled = self._context(searched, candidates, standing, options, timer)
-        return self._response(options, request_id, timer, searched, ranked, candidates, standing, settled)
+        with calls.counted() as tally:
+            searched = self.first_stage.run(
+                options, timer, Boosts(steer=self.policy.steer_boost, name=self.policy.name_boost)
+            )
+            ranked = self._rerank(searched, options, timer)
+            candidates = bring_amendments(ranked.candidates, options.max_chunks)
+            standing = self._status(searched, candidates, ranked.reranked)
+            settled = self._context(searched, candidates, standing, options, timer)
+        return self._response(options, request_id, timer, tally, searched, ranked, candidates, standing, settled)
 
     # -- stages --------------------------------------------------------------------------------
 
@@ -258,6 +260,7 @@ class Retriever:
         options: AnswerOptions,
         request_id: str | None,
         timer: Timer,
+        tally: calls.Tally,
         searched: Searched,
         ranked: Reranked,
         candidates: list[ChunkResult],
@@ -267,7 +270,8 @@ class Retriever:
         best = candidates[0].final_score if candidates else None
         processed = searched.processed
         service = standing.service
-        timings = dict(timer.timings, total=timer.total())
+        # Round trips to the database, beside the stages' milliseconds: across a network each costs one.
+        timings = dict(timer.timings, total=timer.total(), database_calls=tally.calls)
         return RetrievalResponse(
             status=settled.status,
             message=settled.message,
@@ -305,6 +309,7 @@ class Retriever:
                 "candidate_documents": [c.document_id for c in candidates],
                 "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
                 "search_cache_hits": self.search_cache.hits,
+                "database_calls": tally.calls,
             }
             if options.debug
             else None,
