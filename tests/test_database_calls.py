@@ -59,3 +59,20 @@ def test_a_plain_question_through_supabase_rpc(sample_runtime, postgrest):
 def test_the_webhook_says_its_count(client):
     answer = client.post("/webhook/arc-retrieval", json={"query": QUESTION}).get_json()
     assert answer["timings_ms"]["database_calls"] >= 1
+
+
+def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_runtime):
+    from worker.service.knowledge import KnowledgeService
+    from worker.runtime import Runtime
+
+    knowledge = KnowledgeService(Runtime(sample_runtime.settings, sample_runtime.db, sample_runtime.embedder))
+    questions = [f"{QUESTION} ({i})" for i in range(5)]
+    try:
+        for question in questions:
+            answer = knowledge.ask(RetrievalRequest(query=question))
+            assert "database_calls" in answer.timings_ms
+    finally:
+        knowledge.close()  # a clean stop writes every queued row before it returns
+    with sample_runtime.db.connect() as conn:
+        logged = conn.execute("select query from query_log where query = any(%s)", (questions,)).fetchall()
+    assert sorted(q for (q,) in logged) == sorted(questions)

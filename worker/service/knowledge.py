@@ -241,6 +241,8 @@ class KnowledgeService:
         self.retriever.prepare_calibrations()
 
     def close(self) -> None:
-        """Stop the retriever's background work; the runtime is its owner's to close."""
+        """Write the queued query-log rows and stop the retriever's background work; the runtime
+        is its owner's to close."""
+        self.query_log.close()
         if self._retriever is not None:
             self._retriever.close()
