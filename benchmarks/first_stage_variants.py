@@ -35,7 +35,7 @@ from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
 from worker.evaluation import answer_harness  # noqa: E402
 from worker.evaluation.answers import Question, evidence_found, load_answer_dataset  # noqa: E402
 from worker.models import ChunkResult  # noqa: E402
-from worker.retrieve import pipeline  # noqa: E402
+from worker.retrieve import first_stage  # noqa: E402
 from worker.retrieve.preprocess import preprocess  # noqa: E402
 from worker.retrieve.scoring import first_stage_order  # noqa: E402
 
@@ -53,7 +53,7 @@ def capture(dataset: Path) -> list[Captured]:
     cache = answer_harness.VectorCache.of_passages(data_dir, embedder)
     captured: list[Captured] = []
     asking: dict[str, Question | None] = {"question": None}
-    original = pipeline.first_stage_order
+    original = first_stage.first_stage_order
 
     def recording(candidates: list[ChunkResult], **kwargs) -> list[ChunkResult]:
         question = asking["question"]
@@ -61,7 +61,7 @@ def capture(dataset: Path) -> list[Captured]:
             captured.append((question, [c.model_copy() for c in candidates], dict(kwargs)))
         return original(candidates, **kwargs)
 
-    with mock.patch.object(pipeline, "first_stage_order", recording):
+    with mock.patch.object(first_stage, "first_stage_order", recording):
         for loaded in answer_harness.each_community(
             loaded_dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data_dir
         ):
@@ -186,7 +186,7 @@ def asking_part(question: str) -> str | None:
 
 
 def focus(args: argparse.Namespace) -> int:
-    original = pipeline.Retriever._embed_before
+    original = first_stage.FirstStage._embed_before
 
     def blended(self, text: str, deadline: float) -> np.ndarray:
         vector = original(self, text, deadline)
@@ -198,7 +198,7 @@ def focus(args: argparse.Namespace) -> int:
 
     settings = Settings()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
-    with mock.patch.object(pipeline.Retriever, "_embed_before", blended):
+    with mock.patch.object(first_stage.FirstStage, "_embed_before", blended):
         results = answer_harness.evaluate_answers(
             load_answer_dataset(args.dataset),
             settings=settings,

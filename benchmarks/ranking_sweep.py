@@ -2,7 +2,7 @@
 
 Runs every question of each dataset once through the real pipeline (``default`` configuration),
 keeps each question's candidate list as the SQL returned it, then re-orders those lists with
-:func:`worker.retrieve.pipeline.first_stage_order` under each setting of ``RANK_RELEVANCE_SHARE`` and with
+:func:`worker.retrieve.first_stage.first_stage_order` under each setting of ``RANK_RELEVANCE_SHARE`` and with
 the authority multipliers on or off. Reported per setting: nDCG@10 on BEIR sets; on an answer
 set (hoa-dev layout) the share of answerable questions whose first chunk holds an evidence phrase
 (close to "evidence in SOURCE 1", which also merges neighbouring chunks), the lowest answerable
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from worker.retrieve import pipeline, scoring
+from worker.retrieve import first_stage, scoring
 from worker.retrieve.authority import Adjustments
 from worker.config import Settings
 from worker.embeddings import CachedEmbedder, build_embedder
@@ -45,7 +45,7 @@ class Captured:
 def capture(run) -> list[Captured]:
     """Run ``run()`` with the first stage recording each candidate list before ordering it."""
     captured: list[Captured] = []
-    original = pipeline.first_stage_order
+    original = first_stage.first_stage_order
     current = {"key": ""}
 
     def recording(candidates, **kwargs):
@@ -58,7 +58,7 @@ def capture(run) -> list[Captured]:
         current["key"] = question
         return ask(client, settings, question)
 
-    with mock.patch.object(pipeline, "first_stage_order", recording), \
+    with mock.patch.object(first_stage, "first_stage_order", recording), \
             mock.patch.object(answer_harness, "_ask_worker", asking):
         run(current)
     return captured
@@ -66,7 +66,7 @@ def capture(run) -> list[Captured]:
 
 def reorder(item: Captured, share: float, authority: Adjustments) -> list[ChunkResult]:
     with mock.patch.object(scoring, "RANK_RELEVANCE_SHARE", share):
-        return pipeline.first_stage_order([c.model_copy() for c in item.candidates], have_embedding=True,
+        return first_stage.first_stage_order([c.model_copy() for c in item.candidates], have_embedding=True,
                                           steer=item.steer, steer_boost=1.1, authority=authority)
 
 

@@ -661,3 +661,20 @@ def answers_from_the_worker(response: requests.Response) -> bool:
         return response.status_code == 200 and "status" in response.json()
     except ValueError:
         return False
+
+
+def logged(database_url: str, sql: str, params: tuple, timeout: float = 10.0) -> list:
+    """The query log's rows for ``sql``, waiting for them: a worker writes its log off the answer's
+    path (in the background, batched), so a row lands shortly after its answer."""
+    import psycopg
+
+    def rows() -> list:
+        with psycopg.connect(database_url) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    deadline = time.monotonic() + timeout
+    found = rows()
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = rows()
+    return found

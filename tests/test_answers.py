@@ -15,7 +15,7 @@ from worker.evaluation.answers import evidence_found, load_questions
 from worker.ingest.ingestor import SAMPLE_DIR, Ingestor, ingest_manifest
 from worker.ingest.manifest import load_manifest
 from worker.models import ChunkResult, DocumentFields
-from worker.retrieve.pipeline import first_stage_order
+from worker.retrieve.scoring import first_stage_order
 from worker.ingest.readers import parse_markdown
 from worker.runtime import Runtime
 from worker.tokens import default_counter
@@ -63,7 +63,8 @@ def test_without_an_llm_a_binding_rule_outranks_minutes_that_discuss_it():
     ordered = first_stage_order([minutes, bylaws], have_embedding=True, steer=[], steer_boost=1.1)
     assert [c.id for c in ordered] == [2, 1]
     # Authority reorders, it does not make the answer look more certain than its best match.
-    assert ordered[0].final_score <= max(minutes.relevance, bylaws.relevance)
+    assert ordered[0].final_score <= max(c.relevance for c in ordered)
+    assert minutes.final_score == 0.0, "the order is a new list of copies; its input stays as it was"
 
 
 def test_superseded_text_falls_below_its_replacement_in_the_first_stage():

@@ -240,6 +240,7 @@ def test_the_webhooks_take_a_community_and_refuse_an_ambiguous_or_unknown_one(tw
     chat = client.post("/webhook/arc-retrieval", json={"chatInput": "fence height", "sessionId": "s",
                                                        "metadata": {"community": "ridge"}}, headers=ASK)
     assert chat.status_code == 200 and chat.get_json()["community"] == "ridge"
+    assert client.application.extensions["arc"].knowledge.query_log.flush()
     with psycopg.connect(db.url) as conn:
         logged = conn.execute("select community, count(*) from query_log group by 1 order by 1").fetchall()
         assert logged == [("default", 2), ("ridge", 2)]

@@ -25,6 +25,7 @@ from tests.helpers import (
     wait_for,
 )
 from tests.helpers import answers_from_the_worker as _answers_from_the_worker
+from tests.helpers import logged as log_rows
 
 pytestmark = pytest.mark.n8n
 
@@ -190,11 +191,9 @@ def test_chat_agent_end_to_end(n8n, chat_model):
 
     calls = [r for r in chat_model.requests if r.get("tools")]
     assert calls and calls[0].get("stream") is True and calls[0]["tools"][0]["function"]["name"] == "arc_retrieval"
-    import psycopg
 
     url_db = f"postgresql://postgres:@/postgres?host={WORKER_DATA['dir'] / 'pgdata'}"
-    with psycopg.connect(url_db) as conn:
-        logged = conn.execute("select status from query_log where query = %s", (question,)).fetchall()
+    logged = log_rows(url_db, "select status from query_log where query = %s", (question,))
     assert logged and logged[0][0] == "success", "the worker received the agent's question"
 
 
@@ -215,11 +214,9 @@ def test_mcp_chat_agent_end_to_end(n8n, chat_model):
     assert names[0].endswith("search_governing_documents"), names  # the stand-in calls the first tool
     described = calls[0]["tools"][0]["function"]["description"]
     assert "low_confidence" in described and "not instructions" in described
-    import psycopg
 
     url_db = f"postgresql://postgres:@/postgres?host={WORKER_DATA['dir'] / 'pgdata'}"
-    with psycopg.connect(url_db) as conn:
-        logged = conn.execute("select status, request_id from query_log where query = %s", (question,)).fetchall()
+    logged = log_rows(url_db, "select status, request_id from query_log where query = %s", (question,))
     assert logged and logged[0][0] == "success" and logged[0][1].startswith("mcp-"), logged
 
 

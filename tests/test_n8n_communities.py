@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import psycopg
 import pytest
 import requests
 
@@ -25,6 +24,7 @@ from tests.helpers import (
     wait_for,
 )
 from tests.helpers import answers_from_the_worker as _answers_from_the_worker
+from tests.helpers import logged as log_rows
 from tests.helpers import stop_process as stop
 
 
@@ -92,8 +92,8 @@ def test_the_chat_workflow_passes_the_chats_metadata(n8n_ridge, two_community_wo
     reply = requests.post(f"{n8n_ridge['base']}/webhook/{CHAT_WEBHOOK_ID}/chat", json=message,
                           auth=(CHAT_USER, CHAT_PASSWORD), timeout=180)
     assert reply.status_code == 200, reply.text[:500]
-    with psycopg.connect(f"postgresql://postgres:@/postgres?host={data / 'pgdata'}") as conn:
-        logged = conn.execute("select community from query_log where query = %s", (question,)).fetchall()
+    logged = log_rows(f"postgresql://postgres:@/postgres?host={data / 'pgdata'}",
+                      "select community from query_log where query = %s", (question,))
     # The worker serves both n8n versions' runs: the question is logged once per run, each time
     # under the chat's community.
     assert logged and set(logged) == {("default",)}

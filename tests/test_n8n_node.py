@@ -19,7 +19,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psycopg
 import pytest
 import requests
 
@@ -37,6 +36,7 @@ from tests.helpers import (
     shell_blocks,
 )
 from tests.helpers import answers_from_the_worker as _answers_from_the_worker
+from tests.helpers import logged as log_rows
 
 pytestmark = pytest.mark.n8n
 
@@ -285,8 +285,8 @@ def test_the_ai_agent_calls_the_node_as_its_tool(n8n, chat_model):
     received = results[0]["content"]
     assert '"status"' in received and "[SOURCE 1]" in received and '"sources"' in received, received[:500]
 
-    with psycopg.connect(f"postgresql://postgres:@/postgres?host={WORKER_DATA['dir'] / 'pgdata'}") as conn:
-        logged = conn.execute("select status from query_log where query = %s", (question,)).fetchall()
+    logged = log_rows(f"postgresql://postgres:@/postgres?host={WORKER_DATA['dir'] / 'pgdata'}",
+                      "select status from query_log where query = %s", (question,))
     assert logged and logged[-1][0] == "success", "the worker received the agent's question"
 
 

@@ -93,6 +93,7 @@ def test_every_door_asks_through_the_one_service(sample_runtime, spied, tmp_path
     assert spied == [("door-webhook", True, status), ("door-dify", True, status), (mcp_id, True, status),
                      (None, False, status), (None, False, status)]
     # one row per resident's question, none for the keeper's or the developer's test
+    assert knowledge.query_log.flush()
     assert _query_log(sample_runtime.db.url)[before:] == [("door-webhook", status), ("door-dify", status),
                                                           (mcp_id, status)]
     metrics = client.get("/metrics").get_data(as_text=True)

@@ -9,8 +9,7 @@
 --                  included), capped at 1, so it is comparable across queries.
 -- Fused by FULL OUTER JOIN:
 --   'weighted' : weighted mean of each leg's score min-max normalised over the candidate list
---                (a leg that missed the chunk counts 0). Measured better than absolute scores
---                and than RRF on SciFact (benchmarks/retrieval/);
+--                (a leg that missed the chunk counts 0);
 --   'rrf'      : sum of weight / (rrf_k + rank) over the legs a chunk appears in.
 -- Without an embedding (the embedder failed) only the full-text leg runs and fts_weight is 1.
 -- expansion_text: extra words for the full-text leg only (synonyms), weighted expansion_weight.
@@ -35,11 +34,9 @@
 -- no chunk left can reach the match_count-th score: each has an upper bound, what was read of
 -- it plus, for every word it was not read in, the last weight read there (0 when the word's
 -- list is complete and was read whole). On a governing-documents corpus every list is complete,
--- the bounds are the scores, and the leg scores match_count chunks. At 100k chunks and more it
--- seldom stops early: among 1M distractors 400 scored came within 0.009 nDCG@10 of exact BM25
--- and 1,000 within 0.002 (benchmarks/scale/quality/), but each chunk scored costs 3-12 us, and
--- 1,000 took the full-text leg alone to 17 ms p50 at 100k chunks. Raise fts_rescore for recall
--- on large corpora that can afford it.
+-- the bounds are the scores, and the leg scores match_count chunks. On large corpora it seldom
+-- stops early, so fts_rescore trades recall against time (docs/performance.md); raise it for
+-- recall on large corpora that can afford it.
 -- The function sets its own hnsw.ef_search and, on pgvector >= 0.8, iterative index scans, so a
 -- filtered vector leg still fills match_count rows.
 -- Earlier signatures (0.1.0; before the postings, with the rare-word selection's two parameters;
@@ -86,9 +83,8 @@ set statement_timeout = '5s'
 -- Every read below goes through an index (HNSW, the postings' impact order, primary keys); the
 -- cost model, which does not see that the wide columns are TOASTed, would sometimes scan instead.
 set enable_seqscan = off
--- Its two statements keep one plan each for the session: left to choose, Postgres planned them
--- afresh on every call (custom plans), about 1 ms of a 10 ms search at 100k chunks, and the
--- generic plans are no slower (benchmarks/scale/).
+-- Its two statements keep one plan each for the session: left to choose, Postgres plans them
+-- afresh on every call (custom plans), which costs more than the generic plans save.
 set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
@@ -167,11 +163,10 @@ begin
   -- community as a literal, because only then can the planner see that the partial index holds
   -- the rows asked for (a generic plan cannot), and with sorting off, without which a filtered
   -- search would rather read all the community's rows of that type through the btree and sort
-  -- them. At 100 communities of 10k chunks the vector leg is p95 7.5 ms at recall@40 0.996 this
-  -- way, and 94 ms at 0.955 through the global index (benchmarks/scale/communities/). That
+  -- them; through the global index, filtering on the community, it is slower and misses more. That
   -- statement is the community's vector leg function (033), whose plan is kept for the session;
   -- without it (an index made by hand) the same statement is planned here on every call. The
-  -- rest of the function runs as before, with the global index when the community has none of
+  -- rest of the function is the same either way, with the global index when the community has none of
   -- its own.
   if query_embedding is not null then
     leg_name := arc_community_vector_leg_name(scope);
@@ -221,7 +216,7 @@ begin
            coalesce(sum(l.kept) over (order by l.kept, t.lexeme rows between unbounded preceding and 1 preceding),
                     0) as before
     -- one index lookup per word (limit 1 keeps the planner from turning it into a join, for
-    -- which the generic plan read all of bm25_terms: 8 ms at 10k chunks)
+    -- which the generic plan reads all of bm25_terms)
     from terms t cross join lateral (
       select b.kept, b.floor from bm25_terms b where b.community = scope and b.lexeme = t.lexeme limit 1
     ) l
@@ -268,8 +263,7 @@ begin
     ) p
   ), bounded as (
     -- Scored in the order of what was read of them (partial scores), which finds the best
-    -- chunks sooner than their bounds do when not all can be scored: nDCG@10 among 1M
-    -- distractors 0.830 against 0.821 for bound order with 400 scored (benchmarks/scale/quality/).
+    -- chunks sooner than their bounds do when not all can be scored.
     select r.chunk_id, sum(r.w * r.weight) as partial, sum(r.w * r.weight - r.ceiling) as above
     from reads r
     group by r.chunk_id
@@ -307,8 +301,8 @@ begin
       select s into kth_score from unnest(scored) s order by s desc offset match_count - 1 limit 1;
     end if;
     next_at := next_at + rescore_step;
-    -- a leg that did not stop after its first match_count seldom stops later (100k chunks: 350
-    -- of 400 scored on average): one read for the rest, not more statements (0.2 ms at 100k)
+    -- a leg that did not stop after its first match_count seldom stops later: one read for the
+    -- rest, not more statements
     rescore_step := rescore;
   end loop;
   -- what the pruning saved (set client_min_messages = debug to see it)
@@ -324,8 +318,8 @@ begin
       from knowledge_chunks c
       where query_embedding is not null
         and own_ids is null  -- the community has no index of its own (033)
-        -- an expression, not the bare column: at 1M chunks the planner otherwise reads every
-        -- chunk of the type through the btree and sorts them (90-200 ms) instead of filtering
+        -- an expression, not the bare column: on large corpora the planner otherwise reads every
+        -- chunk of the type through the btree and sorts them instead of filtering
         -- during the HNSW scan (iterative scans keep filling the list)
         and (document_types is null or (c.document_type || '') = any (document_types))
         -- the community inside the HNSW scan too (an expression for the same reason)

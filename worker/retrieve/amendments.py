@@ -17,6 +17,5 @@ def bring_amendments(ranked: list[ChunkResult], window: int) -> list[ChunkResult
         if amending is None or amending < position:
             continue
         best = out.pop(amending)
-        best.final_score = max(best.final_score, chunk.final_score)
-        out.insert(position, best)
+        out.insert(position, best.model_copy(update={"final_score": max(best.final_score, chunk.final_score)}))
     return out

@@ -34,20 +34,18 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from ..models import ChunkResult
 from ..store import language_scales as language_store
 from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
 from . import confidence as confidence_stage
 from . import language, language_scale, service_scale
-from .preprocess import preprocess
+from .first_stage import FirstStage
 from .rerank_services import ServiceReranker, ServiceScale
-from .search import SearchBackend, SearchParams
+from .search import SearchBackend
 from .service_scale import Asked
-from .vocabulary import compound_candidates, compound_expansions, expand
 
 log = logging.getLogger("arc.calibration")
 
@@ -61,8 +59,6 @@ TOO_SMALL_WARNING = (
     "uncalibrated: the knowledge base is too small to calibrate the status (fewer than 5 "
     "sentences to ask back); the status uses the fixed cuts on the best relevance"
 )
-
-Order = Callable[[list[ChunkResult]], list[ChunkResult]]
 
 # A rerank service's scale that could not be measured (the service failed meanwhile) is tried again
 # this long after, in the background; meanwhile its status reads the fixed RERANK_* cuts.
@@ -124,12 +120,11 @@ class Calibrations:
         *,
         embedder,
         backend: SearchBackend,
-        order: Order,
+        first_stage: FirstStage,
         store: CalibrationStore | None = None,
         enabled: bool = True,
         questions: int = confidence_stage.CALIBRATION_QUESTIONS,
         reach: float = confidence_stage.NEAR_MISS_REACH,
-        fusion: str = "weighted",
         lease_seconds: float = CLAIM_LEASE_SECONDS,
         wait_seconds: float = WAIT_FOR_OTHERS_SECONDS,
         reranker: object = None,
@@ -140,7 +135,8 @@ class Calibrations:
         self.service = reranker if isinstance(reranker, ServiceReranker) and reranker.calibrated else None
         self.service_retry_seconds = service_retry_seconds
         self.backend = backend
-        self.order = order
+        # The path a question takes to its candidates: the calibration asks the way a question is asked.
+        self.first_stage = first_stage
         self.store = store if store is not None else store_of(backend)
         # The scales of questions in other languages, stored beside the calibrations (language_scale.py)
         self.language_store = language_store.beside(self.store)
@@ -149,7 +145,6 @@ class Calibrations:
         self.enabled = enabled
         self.questions = questions
         self.reach = reach
-        self.fusion = fusion
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
         # The last calibration this process read or measured per community (None: too small).
@@ -430,28 +425,12 @@ class Calibrations:
         if asked is not None:
             kept = []
             asked.append(kept)
-        processed = [preprocess(t) for t in texts]
-        vectors = self.embedder.embed_queries([p.normalized for p in processed])
-        # One lookup of every text's compound words, not one round trip per text.
-        compounds = [compound_candidates(p.normalized) for p in processed]
-        words = sorted({w for c in compounds for w in c.lookups()})
-        frequency = self.backend.word_frequencies(words, community)
         best = []
-        for text, p, vector, candidates in zip(texts, processed, vectors, compounds, strict=True):
+        searched = self.first_stage.many(texts, community, language_code)
+        for text in texts:
             if self._stopping.is_set():
                 raise CalibrationStopped
-            expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
-            weights = language.FOREIGN_WEIGHTS if language_code not in (None, "en") else p.weights
-            params = SearchParams(
-                query_text=p.normalized,
-                embedding=vector,
-                expansion_text=" ".join(expansion) or None,
-                vector_weight=weights[0],
-                fts_weight=weights[1],
-                fusion=self.fusion,
-                community=community,
-            )
-            found = self.order(self.backend.search(params))
+            found = next(searched)
             if kept is not None:
                 kept.append(Asked(text, found))
             elsewhere = [c for c in found if not confidence_stage.quotes(c.content, text)]

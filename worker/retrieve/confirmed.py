@@ -186,8 +186,8 @@ class Match:
         if found is None:
             return candidates
         best = max((c.final_score for c in candidates), default=0.0)
-        found.final_score = max(found.final_score, math.nextafter(best, math.inf))
-        return [found, *(c for c in candidates if c.id != self.chunk_id)]
+        lifted = found.model_copy(update={"final_score": max(found.final_score, math.nextafter(best, math.inf))})
+        return [lifted, *(c for c in candidates if c.id != self.chunk_id)]
 
 
 Loader = Callable[[str], list[StoredConfirmation]]

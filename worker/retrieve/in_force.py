@@ -40,23 +40,27 @@ def replacing_ids(chunks: Iterable[ChunkResult]) -> list[str]:
     return sorted({r for c in chunks for r in (c.superseded_by, c.amended_by) if r})
 
 
-def mark_replacements(chunks: list[ChunkResult], dates: Mapping[str, DocumentDate], as_of: date | None) -> None:
-    """Each superseded or amended chunk names its replacement and the day it took effect; as of a
-    date, a replacement not yet in force then is only named (the chunk was the rule that day)."""
+def mark_replacements(
+    chunks: list[ChunkResult], dates: Mapping[str, DocumentDate], as_of: date | None
+) -> list[ChunkResult]:
+    """Copies of ``chunks``, each superseded or amended one naming its replacement and the day it
+    took effect; as of a date, a replacement not yet in force then is only named (the chunk was
+    the rule that day)."""
+    marked = []
     for chunk in chunks:
-        chunk.replaced = _replacement(chunk, dates)
-        if as_of is not None and chunk.replaced is not None:
-            chunk.superseded_by = None
-            chunk.amended_by = None
-            chunk.amended_by_name = None
+        replaced = _replacement(chunk, dates)
+        update: dict[str, object] = {"replaced": replaced}
+        if as_of is not None and replaced is not None:
+            update.update(superseded_by=None, amended_by=None, amended_by_name=None)
+        marked.append(chunk.model_copy(update=update))
+    return marked
 
 
 def neighbours_in_force(found: list[ChunkResult], as_of: date, dates: Mapping[str, DocumentDate]) -> list[ChunkResult]:
     """A chunk's neighbours (its own document, in force that day) without a section an amendment
     in effect by ``as_of`` had replaced; the rest marked as :func:`mark_replacements` marks."""
     kept = [n for n in found if not n.amended_by or not _in_effect(dates.get(n.amended_by), as_of)]
-    mark_replacements(kept, dates, as_of)
-    return kept
+    return mark_replacements(kept, dates, as_of)
 
 
 def _in_effect(document: DocumentDate | None, as_of: date) -> bool:

@@ -1,35 +1,26 @@
-"""Stage 6, the whole answer: preprocess -> embed -> search -> rerank -> assemble -> status.
+"""The whole answer: first stage -> rerank -> status -> context.
 
-:class:`Retriever` holds the long-lived stages and turns one :class:`RetrievalRequest` into one
-:class:`RetrievalResponse`, timing every stage. The webhook, the eval harness and the CLI all
-call :meth:`Retriever.answer`, so they measure the same code path. The status is decided by
-``status.settle`` on the community's stored calibration (``calibration.py``).
+:class:`Retriever` holds the long-lived stages and turns one question (:class:`AnswerOptions`,
+plain typed values a door builds from its request) into one :class:`RetrievalResponse`, timing
+every stage. The webhook, the eval harness and the CLI all come through :meth:`Retriever.ask`,
+so they measure the same code path. Each stage returns its own result; the response is built from
+them at the end. The first stage (``first_stage.py``) is the one the status calibration asks
+through; the status is decided by ``status.settle`` on the community's stored calibration
+(``calibration.py``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import date
 
 import numpy as np
 
 from ..embeddings import CachedEmbedder
-from ..models import (
-    DEFAULT_COMMUNITY,
-    ChunkResult,
-    QueryInfo,
-    RetrievalRequest,
-    RetrievalResponse,
-    Status,
-    Weights,
-)
-from ..store import communities
+from ..models import DEFAULT_COMMUNITY, ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Status
+from ..store import calls
 from ..tokens import TokenCounter, default_counter
 from . import answer_type, in_force, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
@@ -39,28 +30,15 @@ from . import status as status_stage
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .calibration import Calibrations
-from .confirmed import Confirmations
-from .executor import BoundedExecutor
-from .naming import named_documents
-from .preprocess import preprocess
+from .confirmed import Confirmations, Match
+from .first_stage import Boosts, FirstStage, Searched
+from .options import AnswerOptions
 from .rerank import Reranker
-from .scoring import boost, first_stage_order
-from .search import SearchBackend, SearchCache, SearchParams
-from .vocabulary import compound_candidates, compound_expansions, expand
+from .scoring import boost
+from .search import SearchBackend, SearchCache
+from .timing import Timer
 
 log = logging.getLogger("arc.pipeline")
-
-# The full-text leg (needed alone if the embedding fails) starts this long before the embedding's
-# deadline: a timed-out embedding then costs no extra search time, and one that arrives in time
-# (every healthy remote call) costs no wasted search. Starting it at 50 ms, as before, ran a
-# search for nothing on every uncached question to a remote provider, to save at most that
-# search's own 10-20 ms on a failure.
-FULL_TEXT_HEAD_START = 0.25
-# Provider calls per process: admission control (worker/serve/admission.py) lets 8 requests run, each
-# with one embedding call and at most one speculative search; the queue leaves room for calls
-# still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
-PROVIDER_WORKERS = 4
-PROVIDER_QUEUE = 8
 
 
 # The status acts on the best first-stage relevance, measured against the knowledge base's own
@@ -81,21 +59,36 @@ class ContextPolicy:
     sentence_share: float = 0.0  # its share of the blend (0: off; measured in docs/answers.md)
 
 
-class Timer:
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self._start = time.perf_counter()
+@dataclass(frozen=True)
+class Reranked:
+    """The rerank stage's order (the first stage's when nothing reordered it)."""
 
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[name] = round((time.perf_counter() - start) * 1000, 2)
+    candidates: list[ChunkResult]
+    reranked: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
-    def total(self) -> float:
-        return round((time.perf_counter() - self._start) * 1000, 2)
+
+@dataclass(frozen=True)
+class Standing:
+    """What the status is decided on: the confidence, and the rerank service's verdict when one
+    scored the candidates."""
+
+    confidence: confidence_stage.Confidence
+    service: rerank_services.Verdict | None
+    reading: language.Reading
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The context stage: the context, the status it settles, and the chunks listed."""
+
+    built: context_stage.Context
+    status: Status
+    message: str | None
+    shown: list[ChunkResult]
+    warnings: tuple[str, ...] = ()
 
 
 class Retriever:
@@ -129,8 +122,14 @@ class Retriever:
         self.counter = counter or default_counter()
         self.search_cache = search_cache if search_cache is not None else SearchCache()
         self.sentence_vectors = sentence_stage.SentenceVectors(embedder.embed)
-        self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
-        self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
+        self.first_stage = FirstStage(
+            embedder=embedder,
+            backend=backend,
+            search_cache=self.search_cache,
+            authority=self.authority,
+            default_fusion=default_fusion,
+            embedding_timeout=embedding_timeout,
+        )
         self.cuts = cuts
         # The keeper's confirmed answers (confirmed.py); none loaded: a matcher that never matches.
         self.confirmations = confirmations or Confirmations(load=None, stamp=str, model=embedder.model)
@@ -141,123 +140,83 @@ class Retriever:
         self.calibrator = Calibrations(
             embedder=embedder,
             backend=backend,
-            order=self._calibration_order,
+            first_stage=self.first_stage,
             enabled=calibrate,
             questions=calibration_questions,
             reach=near_miss_reach,
-            fusion=default_fusion,
             reranker=reranker,
         )
 
     def close(self) -> None:
         """Drop queued provider calls; a stopping worker has no request left to give them to."""
         self.calibrator.stop()
-        self._embed_pool.shutdown()
-        self._search_pool.shutdown()
+        self.first_stage.close()
         close = getattr(self.reranker, "close", None)
         if close is not None:
             close()
 
     def answer(self, request: RetrievalRequest, request_id: str | None = None) -> RetrievalResponse:
+        """:meth:`ask` for a validated request (the harness's and the tools' way in)."""
+        return self.ask(AnswerOptions.of(request), request_id)
+
+    def ask(self, options: AnswerOptions, request_id: str | None = None) -> RetrievalResponse:
         timer = Timer()
-        warnings: list[str] = []
-
-        with timer.stage("preprocess"):
-            # Before anything costs: a request without its community, or for an unknown one, is refused.
-            known = self.backend.communities()
-            community = communities.resolve(request.community, known)
-            processed = preprocess(request.query)
-            hard_filter: list[str] | None = list(request.document_types) if request.document_types else None
-            # Phrasing ("do the CC&Rs say") steers the ranking; only an explicit filter hides chunks.
-            steer = [] if hard_filter else processed.detected_document_types
-            # language.py: a question in another language leans on the vector leg, or is said unread
-            reading = language.read(processed.normalized, self.embedder.model)
-            warnings.extend(reading.warnings)
-            chosen = reading.weights(processed.weights)
-            weights = request.weights or Weights(vector=chosen[0], fts=chosen[1])
-            fusion = request.fusion or self.default_fusion
-
-            expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
-        params = SearchParams(
-            query_text=processed.normalized,
-            embedding=None,
-            expansion_text=" ".join(expansion) or None,
-            match_count=request.candidates,
-            vector_weight=weights.vector,
-            fts_weight=weights.fts,
-            fusion=fusion,
-            document_types=tuple(hard_filter) if hard_filter else None,
-            binding_only=request.binding_only,
-            include_superseded=request.include_superseded,
-            community=community,
-            as_of=request.as_of,
-        )
-        with timer.stage("embed"):
-            embedding, full_text_only = self._embed(processed.normalized, params, warnings)
-
-        with timer.stage("search"):
-            if not known:  # an empty knowledge base holds no community to search: nothing to find
-                candidates = []
-            elif embedding is not None:
-                params = replace(params, embedding=embedding)
-                candidates = self._search(params)
-            else:
-                candidates = full_text_only.result() if full_text_only is not None else self._search(params)
-            candidates = self._replacements(candidates, community, request.as_of)
-            named = named_documents(processed.normalized, {c.document_id: c.document_name for c in candidates})
-            candidates = first_stage_order(
-                candidates,
-                have_embedding=embedding is not None,
-                steer=steer,
-                steer_boost=self.policy.steer_boost,
-                authority=self.authority,
-                weights=request.weights,
-                named=named,
-                name_boost=self.policy.name_boost,
+        with calls.counted() as tally:
+            searched = self.first_stage.run(
+                options, timer, Boosts(steer=self.policy.steer_boost, name=self.policy.name_boost)
             )
+            ranked = self._rerank(searched, options, timer)
+            candidates = bring_amendments(ranked.candidates, options.max_chunks)
+            # A question like one the keeper confirmed: its passage first, its status decided by it.
+            confirmed = self._confirmed(searched, candidates)
+            if confirmed is not None:
+                candidates = confirmed.first(candidates)
+            standing = self._status(searched, candidates, ranked.reranked)
+            settled = self._context(searched, candidates, standing, options, timer, confirmed)
+            if options.as_of is not None:
+                settled = self._as_of(options.as_of, searched, candidates, settled)
+        return self._response(
+            options, request_id, timer, tally, searched, ranked, candidates, standing, settled, confirmed
+        )
 
-        use_llm = request.rerank if request.rerank is not None else self.reranker is not None
+    # -- stages --------------------------------------------------------------------------------
+
+    def _rerank(self, searched: Searched, options: AnswerOptions, timer: Timer) -> Reranked:
+        candidates = searched.candidates
+        use_llm = options.rerank if options.rerank is not None else self.reranker is not None
         by_sentence = self.policy.sentence_top > 1 and self.policy.sentence_share > 0
         llm_orders = use_llm and self.reranker is not None
-        if by_sentence and embedding is not None and candidates and not llm_orders:
+        if by_sentence and searched.embedding is not None and candidates and not llm_orders:
             with timer.stage("sentences"):
-                candidates = self._by_sentence(
-                    embedding,
-                    candidates,
-                    {
-                        c.id: boost(
-                            c,
-                            authority=self.authority,
-                            steer=steer,
-                            steer_boost=self.policy.steer_boost,
-                            named=named,
-                            name_boost=self.policy.name_boost,
-                        )
-                        for c in candidates
-                    },
-                )
+                candidates = self._by_sentence(searched.embedding, candidates, self._boosts(searched))
 
-        reranked = False
-        usage: dict[str, int] = {}
         with timer.stage("rerank"):
             if use_llm and self.reranker is None:
-                warnings.append("reranking requested but no LLM is configured; first-stage order kept")
-            elif use_llm and candidates and self.reranker is not None:  # (None: warned above)
-                outcome = self.reranker.rerank(processed.normalized, candidates, request.top_k)
-                candidates, reranked, usage = outcome.chunks, outcome.reranked, outcome.usage
-                warnings.extend(outcome.warnings)
-            elif self.reranker is None:
-                warnings.append("reranker off (no LLM configured): scores are first-stage relevance")
+                return Reranked(
+                    candidates, warnings=("reranking requested but no LLM is configured; first-stage order kept",)
+                )
+            if use_llm and candidates and self.reranker is not None:  # (None: warned above)
+                outcome = self.reranker.rerank(searched.processed.normalized, candidates, options.max_chunks)
+                return Reranked(outcome.chunks, outcome.reranked, outcome.usage, tuple(outcome.warnings))
+            if self.reranker is None:
+                return Reranked(
+                    candidates, warnings=("reranker off (no LLM configured): scores are first-stage relevance",)
+                )
+            return Reranked(candidates)
 
-        candidates = bring_amendments(candidates, request.top_k)
-        # A question like one the keeper confirmed: its passage first, its status decided below.
-        confirmed = self.confirmations.match(community, processed.normalized, embedding, candidates) if known else None
-        if confirmed is not None:
-            candidates = confirmed.first(candidates)
-        best = candidates[0].final_score if candidates else None
+    def _confirmed(self, searched: Searched, candidates: list[ChunkResult]) -> Match | None:
+        if not searched.any_community:
+            return None
+        return self.confirmations.match(
+            searched.community, searched.processed.normalized, searched.embedding, candidates
+        )
+
+    def _status(self, searched: Searched, candidates: list[ChunkResult], reranked: bool) -> Standing:
+        warnings: list[str] = []
+        reading = searched.reading
         # The status carries without the reranker: it reads the first-stage relevance on its
         # calibrated scale, whether or not an LLM reordered the list.
-        scale = self.calibrator.for_question(community) if known else None
+        scale = self.calibrator.for_question(searched.community) if searched.any_community else None
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
         # A rerank service's best score, when one scored the candidates, sets the first status, on
@@ -272,8 +231,8 @@ class Retriever:
         # Otherwise a question in another language the model reads is decided on its language's own
         # scale (language_scale.py); the service's scale was measured with the knowledge base's text.
         own = (
-            self.calibrator.for_language(community, reading, scale)
-            if embedding is not None and service is None
+            self.calibrator.for_language(searched.community, reading, scale)
+            if searched.embedding is not None and service is None
             else None
         )
         if own is not None:
@@ -285,194 +244,165 @@ class Retriever:
             self.cuts,
             self.thresholds,
         )
-        service_status = service.status if service is not None else None
+        return Standing(confidence, service, reading, tuple(warnings))
+
+    def _context(
+        self,
+        searched: Searched,
+        candidates: list[ChunkResult],
+        standing: Standing,
+        options: AnswerOptions,
+        timer: Timer,
+        confirmed: Match | None = None,
+    ) -> Settled:
+        best = candidates[0].final_score if candidates else None
+        service_status = standing.service.status if standing.service is not None else None
         with timer.stage("context"):
-            qualifying = minimum.qualifying(candidates, request.min_relevance)
-            opening = status_stage.first(confidence, service=service_status, reading=reading)
+            qualifying = minimum.qualifying(candidates, options.min_relevance)
+            opening = status_stage.first(standing.confidence, service=service_status, reading=standing.reading)
             if confirmed is not None:
                 opening = confirmed.opening()
             if opening[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(qualifying, request, community)
-            lacking = answer_type.missing(processed.normalized, built.text) if self.cuts.answer_types else None
+                built = self._assemble(qualifying, options, searched.community)
+            lacking = answer_type.missing(searched.processed.normalized, built.text) if self.cuts.answer_types else None
             verdict = (
                 confirmed.verdict()
-                if confirmed
+                if confirmed is not None
                 else status_stage.settle(
                     opening,
                     context_chunks=len(built.chunks),
-                    minimum=request.min_relevance,
+                    minimum=options.min_relevance,
                     best=best,
                     lacking=lacking,
                 )
             )
-            status, message = verdict.status, verdict.message
-            warnings.extend(verdict.warnings)
-            if request.as_of is not None:
-                status, message = self._as_of(request.as_of, community, candidates, built, (status, message), warnings)
-            in_context = built.source_of
             # The ranking, best first; neighbours pulled into the context follow it.
-            shown = minimum.listed(qualifying, built.chunks, request.top_k)
-            for chunk in shown:
-                chunk.source = in_context.get(chunk.id)
-        timings = dict(timer.timings, total=timer.total())
+            listed = minimum.listed(qualifying, built.chunks, options.max_chunks)
+            shown = [chunk.model_copy(update={"source": built.source_of.get(chunk.id)}) for chunk in listed]
+        return Settled(built, verdict.status, verdict.message, shown, tuple(verdict.warnings))
+
+    def _as_of(self, as_of: date, searched: Searched, candidates: list[ChunkResult], settled: Settled) -> Settled:
+        """An answer as of a date says when it used undated documents, and when nothing was in force yet."""
+        if not candidates:
+            nothing = in_force.nothing_in_force(as_of, self.backend.document_dates(searched.community))
+            if nothing is not None:
+                return replace(settled, status="no_results", message=nothing)
+        undated = in_force.undated_warning(as_of, settled.built.chunks)
+        return replace(settled, warnings=(*settled.warnings, undated)) if undated is not None else settled
+
+    def _response(
+        self,
+        options: AnswerOptions,
+        request_id: str | None,
+        timer: Timer,
+        tally: calls.Tally,
+        searched: Searched,
+        ranked: Reranked,
+        candidates: list[ChunkResult],
+        standing: Standing,
+        settled: Settled,
+        confirmed: Match | None,
+    ) -> RetrievalResponse:
+        best = candidates[0].final_score if candidates else None
+        processed = searched.processed
+        service = standing.service
+        # Round trips to the database, beside the stages' milliseconds: across a network each costs one.
+        timings = dict(timer.timings, total=timer.total(), database_calls=tally.calls)
         return RetrievalResponse(
-            status=status,
-            message=message,
+            status=settled.status,
+            message=settled.message,
             query=QueryInfo(
-                original=request.query,
+                original=options.query,
                 normalized=processed.normalized,
                 keywords=processed.keywords,
                 query_type=processed.query_type,
-                weights=weights,
-                fusion=fusion,
-                document_types=hard_filter,
-                filter_source="request" if hard_filter else "none",
-                steered_to=steer or None,
+                weights=searched.weights,
+                fusion=searched.fusion,
+                document_types=searched.hard_filter,
+                filter_source="request" if searched.hard_filter else "none",
+                steered_to=searched.steer or None,
             ),
-            chunks=shown,
-            context=built.text,
-            context_tokens=built.tokens,
-            sources=len(set(built.source_of.values())),
+            chunks=settled.shown,
+            context=settled.built.text,
+            context_tokens=settled.built.tokens,
+            sources=len(set(settled.built.source_of.values())),
             best_score=None if best is None else round(best, 4),
             confidence={
-                **confidence.public(),
-                **reading.public(),
-                "rerank": _best_rerank(candidates) if reranked else None,
+                **standing.confidence.public(),
+                **standing.reading.public(),
+                "rerank": _best_rerank(candidates) if ranked.reranked else None,
                 "decided_on": "confirmed" if confirmed else "rerank" if service is not None else "relevance",
-                **(service.public(confidence) if service is not None else {"first_stage": None}),
+                **(service.public(standing.confidence) if service is not None else {"first_stage": None}),
             },
-            reranked=reranked,
+            reranked=ranked.reranked,
             confirmed=confirmed.public() if confirmed else None,
-            warnings=warnings,
-            usage=usage,
+            warnings=[*searched.warnings, *ranked.warnings, *standing.warnings, *settled.warnings],
+            usage=ranked.usage,
             timings_ms=timings,
             request_id=request_id,
-            community=community,
+            community=searched.community,
             debug={
                 "candidates": len(candidates),
                 "candidate_documents": [c.document_id for c in candidates],
                 "embedding_cache": {"hits": self.embedder.hits, "misses": self.embedder.misses},
                 "search_cache_hits": self.search_cache.hits,
+                "database_calls": tally.calls,
             }
-            if request.debug
+            if options.debug
             else None,
         )
 
-    def _assemble(self, ranked: list[ChunkResult], request: RetrievalRequest, community: str) -> context_stage.Context:
+    def _assemble(self, ranked: list[ChunkResult], options: AnswerOptions, community: str) -> context_stage.Context:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
         # Each leg's best few are among the chunks that go in first.
-        explicit = request.min_relevance is not None
-        given = request.model_fields_set
+        explicit = options.min_relevance is not None
         # The design's context first (at most top_k chunks, the best few of them whatever their
         # score); a caller who sized it (token_budget or top_k) then gets the rest of the ranking
         # up to that size: top_k chunks in all, or with a budget alone as far as the budget goes.
-        if "top_k" in given:
-            fill = request.top_k
-        elif "token_budget" in given:
+        if options.top_k is not None:
+            fill = options.top_k
+        elif options.token_budget is not None:
             fill = len(ranked)
         else:
             fill = 0
-        max_chunks = request.top_k
+        max_chunks = options.max_chunks
         first = min(self.policy.min_context_chunks, max_chunks)
         if not explicit:
             ranked, first = context_stage.leg_tops_first(ranked, self.policy.leg_top, first)
-            if "top_k" not in given:  # a leg's best hit goes in beside the ranking's best, not instead
+            if options.top_k is None:  # a leg's best hit goes in beside the ranking's best, not instead
                 max_chunks = max(max_chunks, first)
         return context_stage.assemble(
             ranked,
             counter=self.counter,
-            token_budget=request.token_budget,
-            min_relevance=self.policy.min_relevance if request.min_relevance is None else request.min_relevance,
+            token_budget=options.budget,
+            min_relevance=self.policy.min_relevance if options.min_relevance is None else options.min_relevance,
             min_chunks=0 if explicit else first,
             floor=0.0,
             max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
-            neighbours=None if explicit else self._neighbours_for(request.as_of, community),
+            neighbours=None if explicit else self._neighbours_for(options.as_of, community),
             fill=fill,
-            fill_needs=request.min_relevance if explicit else 0.0,
-            citations=request.citations,
+            fill_needs=options.min_relevance if explicit else 0.0,
+            citations=options.citations,
         )
 
-    # -- stages --------------------------------------------------------------------------------
-
-    def _search(self, params: SearchParams) -> list[ChunkResult]:
-        if not self.search_cache.enabled:
-            return self.backend.search(params)
-        # Read before searching: a change that lands during the search leaves the entry stale.
-        version = self.backend.version(params.community)
-        found = self.search_cache.get(params, version)
-        if found is None:
-            found = self.backend.search(params, min_version=version)
-            self.search_cache.put(params, version, found)
-        return found
-
-    def _replacements(self, candidates: list[ChunkResult], community: str, as_of: date | None) -> list[ChunkResult]:
-        """Each superseded or amended candidate names what replaced it and when; as of a date, a
-        replacement that came later does not count yet (in_force.py). One read, only when needed."""
-        replacing = in_force.replacing_ids(candidates)
-        if replacing:
-            in_force.mark_replacements(candidates, self.backend.document_dates(community, replacing), as_of)
-        return candidates
-
-    def _as_of(
-        self,
-        as_of: date,
-        community: str,
-        candidates: list[ChunkResult],
-        built: context_stage.Context,
-        outcome: tuple[Status, str | None],
-        warnings: list[str],
-    ) -> tuple[Status, str | None]:
-        """An answer as of a date says when it used undated documents, and when nothing was in force yet."""
-        if not candidates:
-            nothing = in_force.nothing_in_force(as_of, self.backend.document_dates(community))
-            if nothing is not None:
-                return "no_results", nothing
-        undated = in_force.undated_warning(as_of, built.chunks)
-        if undated is not None:
-            warnings.append(undated)
-        return outcome
-
-    def _embed(self, text: str, params: SearchParams, warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:
-        """The query vector, or None (with a warning) when the provider fails or is too slow.
-
-        A provider still silent shortly before the deadline gets the full-text leg started beside
-        it, so a timeout costs no extra search time.
-        """
-        deadline = time.monotonic() + self.embedding_timeout
-        future = self._embed_pool.submit(self._embed_before, text, deadline)
-        full_text_only: Future | None = None
-        try:
-            try:
-                return future.result(timeout=max(self.embedding_timeout - FULL_TEXT_HEAD_START, 0)), None
-            except FutureTimeout:
-                full_text_only = self._search_pool.submit(self._search, params)
-                return future.result(timeout=max(deadline - time.monotonic(), 0)), full_text_only
-        except FutureTimeout:
-            future.cancel()  # still queued: never sent
-            reason = f"no embedding within {self.embedding_timeout:g} s"
-        except Exception as exc:  # any provider failure degrades to full-text, never an error
-            reason = f"embedding failed ({type(exc).__name__})"
-        log.warning("embedding failed; full-text only", extra={"reason": reason})
-        warnings.append(f"degraded: {reason}; results come from full-text search only")
-        return None, full_text_only
-
-    def _embed_before(self, text: str, deadline: float) -> np.ndarray:
-        """The provider call gets what is left of the request's budget, so it ends when the
-        request stops waiting for it, not a client timeout (and its retries) later."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the embedding budget ran out while the call was queued")
-        return self.embedder.embed_query(text, timeout=remaining)
-
-    def _compounds(self, question: str, community: str | None) -> list[str]:
-        """The community's own spelling of the question's compounds (vocabulary.py)."""
-        candidates = compound_candidates(question)
-        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
+    def _boosts(self, searched: Searched) -> dict[int, float]:
+        """Each candidate's source factor, as the first-stage order weighed it."""
+        return {
+            c.id: boost(
+                c,
+                authority=self.authority,
+                steer=searched.steer,
+                steer_boost=self.policy.steer_boost,
+                named=searched.named,
+                name_boost=self.policy.name_boost,
+            )
+            for c in searched.candidates
+        }
 
     def _by_sentence(
         self, embedding: np.ndarray, candidates: list[ChunkResult], boosts: dict[int, float]
@@ -501,16 +431,10 @@ class Retriever:
         return in_force_then
 
     def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
-        found = self.backend.neighbours(chunk.id, 1)
-        for n in found:
-            n.final_score = 0.0
-        return found
+        """The chunks around ``chunk``, unscored against the question (``final_score`` 0)."""
+        return [n.model_copy(update={"final_score": 0.0}) for n in self.backend.neighbours(chunk.id, 1)]
 
     # -- status calibration (calibration.py) --------------------------------------------------
-
-    def _calibration_order(self, found: list[ChunkResult]) -> list[ChunkResult]:
-        """A calibration question's candidates, scored as a question's are (without steer or request weights)."""
-        return first_stage_order(found, have_embedding=True, steer=[], steer_boost=1.0, authority=self.authority)
 
     @property
     def calibrate(self) -> bool:

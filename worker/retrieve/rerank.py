@@ -250,17 +250,23 @@ def order_scored(
     first-stage hit (among the first ``guard_top``, relevance at least ``guard_min``), so such a
     chunk keeps the better of the two scores, in the list, the context and the status alike."""
     guarded = {c.id for c in candidates[:guard_top] if c.relevance >= guard_min}
-    for chunk in candidates:
-        first_stage = chunk.final_score
+
+    def judged(chunk: ChunkResult) -> ChunkResult:
         score = scores.get(chunk.id)
         if score is None:
-            continue
-        chunk.rerank_score = score.value
-        chunk.rerank_reasoning = score.reasoning
-        chunk.adjusted_score = adjustments.apply(chunk, score.value)
-        chunk.final_score = chunk.adjusted_score
-        if chunk.id in guarded and first_stage > chunk.final_score:
-            chunk.final_score = first_stage
+            return chunk
+        adjusted = adjustments.apply(chunk, score.value)
+        final = chunk.final_score if chunk.id in guarded and chunk.final_score > adjusted else adjusted
+        return chunk.model_copy(
+            update={
+                "rerank_score": score.value,
+                "rerank_reasoning": score.reasoning,
+                "adjusted_score": adjusted,
+                "final_score": final,
+            }
+        )
+
     return sorted(
-        candidates, key=lambda c: (unscored_last and c.id not in scores, -c.final_score, -(c.rerank_score or 0.0))
+        (judged(c) for c in candidates),
+        key=lambda c: (unscored_last and c.id not in scores, -c.final_score, -(c.rerank_score or 0.0)),
     )

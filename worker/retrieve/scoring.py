@@ -33,8 +33,8 @@ def first_stage_order(
     named: Collection[str] = (),
     name_boost: float = 1.0,
 ) -> list[ChunkResult]:
-    """Give every candidate the ``final_score`` that orders the list, fills the context and sets
-    the status, and order the list by it.
+    """The candidates, each a copy with its ``relevance`` and the ``final_score`` that orders the
+    list, fills the context and sets the status, ordered by it.
 
     ``final_score`` = a quarter of the chunk's calibrated ``relevance`` + three quarters of its
     fused score x the source's authority factor x ``steer_boost`` (for a document type the question
@@ -50,15 +50,17 @@ def first_stage_order(
         c.id: boost(c, authority=authority, steer=steer, steer_boost=steer_boost, named=named, name_boost=name_boost)
         for c in candidates
     }
-    for chunk in candidates:
-        chunk.relevance = relevance(chunk, have_embedding, weights)
-    confidence = max(c.relevance for c in candidates)
+    scored = {c.id: relevance(c, have_embedding, weights) for c in candidates}
+    confidence = max(scored.values())
     top = max(c.fused_score * boosts[c.id] for c in candidates)
-    for chunk in candidates:
+
+    def final(chunk: ChunkResult) -> float:
         relative = confidence * chunk.fused_score * boosts[chunk.id] / top if top > 0 else 0.0
-        chunk.final_score = round(RANK_RELEVANCE_SHARE * chunk.relevance + (1 - RANK_RELEVANCE_SHARE) * relative, 6)
+        return round(RANK_RELEVANCE_SHARE * scored[chunk.id] + (1 - RANK_RELEVANCE_SHARE) * relative, 6)
+
+    ordered = [c.model_copy(update={"relevance": scored[c.id], "final_score": final(c)}) for c in candidates]
     # Ties keep the SQL order.
-    return sorted(candidates, key=lambda c: -c.final_score)
+    return sorted(ordered, key=lambda c: -c.final_score)
 
 
 def boost(

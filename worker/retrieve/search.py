@@ -238,14 +238,12 @@ class SupabaseBackend:
         return RpcCalibrations(self.client)
 
     def version(self, community: str | None = None) -> int:
-        from postgrest.exceptions import APIError
-
+        # the zero-argument function is the whole knowledge base's counter
+        args = {} if community is None else {"community": community}
         try:
-            # the zero-argument function is the whole knowledge base's counter
-            args = {} if community is None else {"community": community}
-            # a reply that is no number raises TypeError or ValueError, caught below
-            return int(self.client.rpc("knowledge_base_version", args).execute().data)  # type: ignore[arg-type]
-        except (APIError, TypeError, ValueError) as exc:
+            # a reply that is no number raises TypeError or ValueError
+            return int(rpc.call(self.client, "knowledge_base_version", args))
+        except (TypeError, ValueError) as exc:
             raise DatabaseUnavailable("supabase rpc knowledge_base_version failed") from exc
 
     def communities(self) -> list[str]:

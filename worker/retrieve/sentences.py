@@ -108,6 +108,5 @@ def reorder(
     order = sorted(
         head, key=lambda c: -((1 - share) * c.final_score + share * best.get(c.id, 0.0) * boosts.get(c.id, 1.0))
     )
-    for chunk, score in zip(order, scores, strict=True):
-        chunk.final_score = score
-    return order + ranked[top:]
+    moved = [chunk.model_copy(update={"final_score": score}) for chunk, score in zip(order, scores, strict=True)]
+    return moved + ranked[top:]

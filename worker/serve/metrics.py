@@ -69,7 +69,8 @@ class Metrics:
     def observe_answer(self, status: str, timings_ms: dict[str, float], warnings: list[str]) -> None:
         self.statuses.labels(status).inc()
         for stage, ms in timings_ms.items():
-            self.stages.labels(stage).observe(ms / 1000)
+            if stage != "database_calls":  # a count, not a stage's time
+                self.stages.labels(stage).observe(ms / 1000)
         if any(w.startswith("degraded:") for w in warnings):
             self.embedding_fallbacks.inc()
         if any(w.startswith("reranker skipped") for w in warnings):

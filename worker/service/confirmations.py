@@ -172,6 +172,8 @@ class ConfirmationService:
         """Record a vote on a logged answer of a community ``caller`` reaches (never a
         confirmation by itself)."""
         logged, community = self.store.logged_request(request.request_id)
+        if not logged and self.knowledge.query_log.flush():  # an answer given moments ago: its row is queued
+            logged, community = self.store.logged_request(request.request_id)
         if not logged or not _reaches(caller, community):
             raise NotFound("no answer was logged under this request id", "request_id")
         vote = Vote(request.request_id, community, request.helpful, request.source)

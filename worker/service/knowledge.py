@@ -33,6 +33,7 @@ from ..ingest.ingestor import (
     ingest_sample_corpus,
 )
 from ..models import DocumentChunk, DocumentFields, DocumentSummary, RetrievalRequest, RetrievalResponse
+from ..retrieve.options import AnswerOptions
 from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
 from ..store import communities, knowledge_base, sqlfiles
@@ -131,7 +132,7 @@ class KnowledgeService:
         request = request.model_copy(update={"community": caller.reach(request.community)})
         self.runtime.ensure_schema()
         with self.admission.slot():
-            answer = self.retriever.answer(request, request_id=request_id)
+            answer = self.retriever.ask(AnswerOptions.of(request), request_id=request_id)
         if record:
             record_answer(answer, self.runtime.db, self.query_log)
             self.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
@@ -275,7 +276,9 @@ class KnowledgeService:
         self.retriever.prepare_calibrations()
 
     def close(self) -> None:
-        """Stop the retriever's background work; the runtime is its owner's to close."""
+        """Write the queued query-log rows and stop the retriever's background work; the runtime
+        is its owner's to close."""
+        self.query_log.close()
         if self._retriever is not None:
             self._retriever.close()
 

@@ -20,6 +20,7 @@ from psycopg_pool import ConnectionPool
 
 from ..errors import DatabaseUnavailable, SchemaMismatch, WritesBusy
 from . import model_record, sqlfiles
+from .calls import CountingCursor
 
 log = logging.getLogger("arc.database")
 
@@ -52,6 +53,7 @@ class Database:
         return conn
 
     def _configure(self, conn: psycopg.Connection) -> None:
+        conn.cursor_factory = CountingCursor  # each statement counts as a database call (calls.py)
         conn.execute(f"set statement_timeout = {int(self.statement_timeout_ms)}")
         with contextlib.suppress(psycopg.ProgrammingError):  # no vector extension yet (before migrations)
             register_vector(conn)

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import DatabaseUnavailable
+from . import calls
 
 
 def call(client: Any, function: str, args: dict[str, Any]) -> Any:
     """``function(args)``'s reply, as PostgREST gives it (rows, or a scalar)."""
     from postgrest.exceptions import APIError
 
+    calls.one()
     try:
         return client.rpc(function, args).execute().data
     except APIError as exc:

@@ -1,0 +1,212 @@
+"""Latency per question with a network between the worker and the database.
+
+Starts a throwaway PostgreSQL 15 + pgvector cluster on a loopback port (Supabase's combination,
+scripts/install-postgres15.sh), loads the sample corpus, and puts a small TCP proxy in front of
+it that holds every packet from the worker for ``--delay-ms`` (one delay per round trip). Then,
+in one run, for the previous release (a checkout given with ``--prev``) and for this tree, each
+in its own process: every sample question asked once to warm the embedding cache, then asked
+``--rounds`` times through the knowledge service with the search cache off (so each answer
+searches), directly and through the proxy. Reports p50/p95 of the whole answer, the worker's own
+time (total less embedding and search) and the database calls where the answer counts them.
+
+    git worktree add --detach /tmp/prev 8afa120
+    .venv/bin/python benchmarks/round_trip.py --prev /tmp/prev --out benchmarks/round_trip
+
+Needs PostgreSQL 15 with pgvector 0.8.0 installed at /usr/lib/postgresql/15 (run as root, it
+starts the cluster as the ``postgres`` user).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+PG15_BIN = Path("/usr/lib/postgresql/15/bin")
+
+# Run in a child process with PYTHONPATH set to the code to measure.
+MEASURE = r"""
+import json, statistics, sys, time
+from worker.config import Settings
+from worker.models import RetrievalRequest
+from worker.runtime import open_runtime
+from worker.service.knowledge import KnowledgeService
+
+questions = json.loads(sys.argv[1]); rounds = int(sys.argv[2])
+runtime = open_runtime(Settings.from_env())
+knowledge = KnowledgeService(runtime)
+for q in questions:
+    knowledge.ask(RetrievalRequest(query=q))
+totals, own, calls, wall = [], [], [], []
+for _ in range(rounds):
+    for q in questions:
+        start = time.perf_counter()
+        answer = knowledge.ask(RetrievalRequest(query=q))
+        wall.append((time.perf_counter() - start) * 1000)
+        t = answer.timings_ms
+        totals.append(t["total"])
+        own.append(t["total"] - t.get("embed", 0.0) - t.get("search", 0.0))
+        if "database_calls" in t:
+            calls.append(t["database_calls"])
+knowledge.close()
+runtime.close()
+print(json.dumps({"wall": wall, "total": totals, "own": own, "calls": calls}))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="arc-round-trip-"))
+        self.port = free_port()
+        self.as_postgres: list[str] = []
+        sock = self.base / "sock"
+        sock.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(self.base, "postgres")
+            shutil.chown(sock, "postgres")
+            self.as_postgres = ["runuser", "-u", "postgres", "--"]
+        data = self.base / "data"
+        subprocess.run([*self.as_postgres, str(PG15_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U",
+                        "postgres", "--no-sync"], check=True, capture_output=True)
+        subprocess.run([*self.as_postgres, str(PG15_BIN / "pg_ctl"), "-D", str(data), "-l", str(self.base / "log"),
+                        "-w", "-o", f"-p {self.port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+                       check=True, capture_output=True)
+
+    def stop(self) -> None:
+        subprocess.run([*self.as_postgres, str(PG15_BIN / "pg_ctl"), "-D", str(self.base / "data"), "-m", "fast",
+                        "-w", "stop"], capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class DelayProxy:
+    """Forwards TCP to ``target``; what the client sends reaches the server ``delay`` seconds later
+    (in order), so every request-reply round trip costs the delay once."""
+
+    def __init__(self, target: int, delay: float):
+        self.target, self.delay, self.port = target, delay, free_port()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self.loop).result()
+
+    async def _serve(self) -> None:
+        await asyncio.start_server(self._client, "127.0.0.1", self.port)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def receive() -> None:
+            while data := await reader.read(65536):
+                queue.put_nowait((time.monotonic() + self.delay, data))
+            queue.put_nowait((0.0, b""))
+
+        async def send_delayed() -> None:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    up_writer.close()
+                    return
+                await asyncio.sleep(max(due - time.monotonic(), 0))
+                up_writer.write(data)
+                await up_writer.drain()
+
+        async def back() -> None:
+            while data := await up_reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+
+        await asyncio.gather(receive(), send_delayed(), back(), return_exceptions=True)
+
+
+def run_cli(code: Path, env: dict[str, str], *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "worker.cli", *args], cwd=code, env=env, check=True,
+                   capture_output=True)
+
+
+def measure(code: Path, url: str, data_dir: Path, questions: list[str], rounds: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(code), "DATABASE_URL": url, "ARC_DATA_DIR": str(data_dir),
+           "ARC_SEARCH_CACHE_SECONDS": "0", "ARC_LOG_LEVEL": "warning"}
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(questions), str(rounds)], cwd=code, env=env,
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)], 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prev", type=Path, required=True, help="a checkout of the previous release")
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "round_trip")
+    args = parser.parse_args()
+    questions = [json.loads(line)["question"]
+                 for line in (ROOT / "worker" / "sample_corpus" / "questions.jsonl").read_text().splitlines() if line]
+    cluster = Cluster()
+    try:
+        admin = f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("create database arc")
+        direct = f"postgresql://postgres@127.0.0.1:{cluster.port}/arc"
+        work = Path(tempfile.mkdtemp(prefix="arc-round-trip-data-"))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "DATABASE_URL": direct, "ARC_DATA_DIR": str(work)}
+        env.pop("OPENAI_API_KEY", None)
+        run_cli(ROOT, env, "ingest", "--sample")
+        proxy = DelayProxy(cluster.port, args.delay_ms / 1000)
+        proxied = f"postgresql://postgres@127.0.0.1:{proxy.port}/arc"
+        rows = []
+        for label, code in (("previous", args.prev.resolve()), ("this", ROOT)):
+            for network, url in (("loopback", direct), (f"+{args.delay_ms:g} ms per round trip", proxied)):
+                found = measure(code, url, work, questions, args.rounds)
+                rows.append((label, network, found))
+                print(label, network, pct(found["wall"], 0.5), file=sys.stderr)
+    finally:
+        cluster.stop()
+    lines = [
+        "# Round trips: latency per question with a network before the database",
+        "",
+        f"Command: `.venv/bin/python benchmarks/round_trip.py --prev {args.prev} --delay-ms {args.delay_ms:g} "
+        f"--rounds {args.rounds}`",
+        "",
+        f"PostgreSQL 15 + pgvector 0.8.0 on loopback, sample corpus, local model, search cache off (each answer "
+        f"searches), embeddings cached; {len(questions)} questions x {args.rounds} rounds, sequential. The proxy "
+        f"holds what the worker sends for {args.delay_ms:g} ms. Previous: `{args.prev}`.",
+        "",
+        "| code | network | p50 ms | p95 ms | worker's own p50 ms | database calls (median) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, network, found in rows:
+        calls = statistics.median(found["calls"]) if found["calls"] else "-"
+        lines.append(f"| {label} | {network} | {pct(found['wall'], 0.5)} | {pct(found['wall'], 0.95)} | "
+                     f"{pct(found['own'], 0.5)} | {calls} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
