@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.cli import main
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown

@@ -24,8 +24,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.models import RetrievalRequest
+from worker.service.caller import LOCAL
 from worker.runtime import Runtime
 from worker.service.knowledge import KnowledgeService
 from worker.store import backup
@@ -63,7 +64,7 @@ def _answers(url: str, embedder, tmp: Path, questions: list[str]) -> list[dict]:
     try:
         return [
             _rounded(
-                knowledge.ask(RetrievalRequest(query=q), record=False).model_dump(
+                knowledge.ask(RetrievalRequest(query=q), caller=LOCAL, record=False).model_dump(
                     exclude={"timings_ms", "request_id", "debug"}
                 )
             )
@@ -99,7 +100,7 @@ def _fingerprint(url: str) -> dict[str, int | str]:
 
 def test_a_restore_answers_the_sample_questions_as_the_original(database_factory, embedder, tmp_path):
     source, target = database_factory("bk_src"), database_factory("bk_dst")
-    _loaded(source, embedder, tmp_path, lambda k: k.ingest_sample())
+    _loaded(source, embedder, tmp_path, lambda k: k.ingest_sample(caller=LOCAL))
     questions = _questions(SAMPLE_QUESTIONS)
     before = _answers(source, embedder, tmp_path, questions)
     header = backup.write_backup(source, tmp_path / "kb.arcbackup")
@@ -119,14 +120,14 @@ def test_a_backup_of_the_embedded_database_restores_into_postgres_15(make_databa
     the archive pg_dump 18 writes, run as statements the older server knows."""
     import uuid
 
-    from tests.conftest import _database_url
+    from tests.helpers import database_url as _database_url
 
     source = make_database("bk_to15")
     name = f"bk15_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg15_server, autocommit=True) as conn:
         conn.execute(f'create database "{name}"')
     target = _database_url(pg15_server, name)
-    _loaded(source, embedder, tmp_path, lambda k: k.ingest_sample())
+    _loaded(source, embedder, tmp_path, lambda k: k.ingest_sample(caller=LOCAL))
     questions = _questions(SAMPLE_QUESTIONS)
     before = _answers(source, embedder, tmp_path, questions)
     backup.write_backup(source, tmp_path / "to15.arcbackup")
@@ -138,7 +139,7 @@ def test_a_backup_of_the_embedded_database_restores_into_postgres_15(make_databa
 @pytest.mark.skipif(not (HOA_DEV / "timbers" / "manifest.json").is_file(), reason=f"hoa-dev not found at {HOA_DEV}")
 def test_a_restore_answers_a_hoa_dev_community_as_the_original(make_database, embedder, tmp_path):
     source, target = make_database("bk_timbers"), make_database("bk_timbers_dst")
-    _loaded(source, embedder, tmp_path, lambda k: k.ingest_manifest(HOA_DEV / "timbers", community="timbers"))
+    _loaded(source, embedder, tmp_path, lambda k: k.ingest_manifest(HOA_DEV / "timbers", community="timbers", caller=LOCAL))
     questions = _questions(HOA_DEV / "questions.jsonl", "timbers")
     before = _answers(source, embedder, tmp_path, questions)
     backup.write_backup(source, tmp_path / "timbers.arcbackup")
@@ -158,7 +159,7 @@ def sample_backup(make_database, embedder, tmp_path_factory) -> tuple[str, Path]
     """A database holding the sample corpus and a backup of it."""
     tmp = tmp_path_factory.mktemp("backup")
     url = make_database("bk_sample")
-    _loaded(url, embedder, tmp, lambda k: k.ingest_sample())
+    _loaded(url, embedder, tmp, lambda k: k.ingest_sample(caller=LOCAL))
     path = tmp / "sample.arcbackup"
     backup.write_backup(url, path)
     return url, path
@@ -238,11 +239,11 @@ def test_questions_are_answered_while_a_backup_runs(sample_backup, embedder, tmp
 
     slowest, answered = 0.0, 0
     try:
-        knowledge.ask(RetrievalRequest(query=questions[0]), record=False)  # warm: model and pool
+        knowledge.ask(RetrievalRequest(query=questions[0]), caller=LOCAL, record=False)  # warm: model and pool
         threading.Thread(target=backups, daemon=True).start()
         while not done.is_set() or answered < 10:
             started = time.monotonic()
-            answer = knowledge.ask(RetrievalRequest(query=questions[answered % len(questions)]))  # logged: a write
+            answer = knowledge.ask(RetrievalRequest(query=questions[answered % len(questions)]), caller=LOCAL)  # logged: a write
             slowest = max(slowest, time.monotonic() - started)
             assert answer.status in ("success", "low_confidence", "no_results")
             answered += 1
@@ -261,20 +262,20 @@ def test_a_serving_worker_answers_from_the_restored_knowledge_base(sample_backup
     answers come from the restored chunks (new tables, new functions, versions moved on)."""
     source, path = sample_backup
     target = make_database("bk_serving")
-    _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample())
+    _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample(caller=LOCAL))
     question = _questions(SAMPLE_QUESTIONS)[0]
     db = Database(target)
     knowledge = KnowledgeService(Runtime(make_settings(tmp_path, target), db, embedder))
     try:
-        first = knowledge.ask(RetrievalRequest(query=question), record=False)
+        first = knowledge.ask(RetrievalRequest(query=question), caller=LOCAL, record=False)
         with psycopg.connect(target, autocommit=True) as conn:  # the restore must replace this
             conn.execute("update knowledge_chunks set content = content || ' (edited)' where id = %s",
                          (first.chunks[0].id,))
-        edited = knowledge.ask(RetrievalRequest(query=question), record=False)
+        edited = knowledge.ask(RetrievalRequest(query=question), caller=LOCAL, record=False)
         assert any(c.content.endswith("(edited)") for c in edited.chunks)
         done = _cli(["restore", str(path), "--replace"], target)
         assert done.returncode == 0, done.stderr
-        after = knowledge.ask(RetrievalRequest(query=question), record=False)
+        after = knowledge.ask(RetrievalRequest(query=question), caller=LOCAL, record=False)
     finally:
         knowledge.close()
         db.close()

@@ -11,7 +11,7 @@ import re
 import psycopg
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
 from worker.serve.app import create_app

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.store.database import Database

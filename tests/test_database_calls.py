@@ -62,6 +62,7 @@ def test_the_webhook_says_its_count(client):
 
 
 def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_runtime):
+    from worker.service.caller import LOCAL
     from worker.service.knowledge import KnowledgeService
     from worker.runtime import Runtime
 
@@ -69,7 +70,7 @@ def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_
     questions = [f"{QUESTION} ({i})" for i in range(5)]
     try:
         for question in questions:
-            answer = knowledge.ask(RetrievalRequest(query=question))
+            answer = knowledge.ask(RetrievalRequest(query=question), caller=LOCAL)
             assert "database_calls" in answer.timings_ms
     finally:
         knowledge.close()  # a clean stop writes every queued row before it returns

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.serve.mcp_server import MCP_PATH, McpFace, http_app

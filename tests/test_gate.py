@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from flask import Blueprint, jsonify
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.errors import CommunityForbidden, WriteForbidden
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.ingest.readers import parse_formatted

@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.conftest import make_settings
+from tests.helpers import make_settings
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 

@@ -278,6 +278,9 @@ class _Failing:
     def answer(self, request, request_id=None):
         raise self.exc
 
+    def ask(self, options, request_id=None):
+        raise self.exc
+
 
 @pytest.mark.parametrize("exc,expected", [
     (RuntimeError("password=hunter2 at /srv/secret.py line 3"), "the worker failed to answer; the error was logged"),

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PG15_BIN, PG15_VECTOR, make_settings
+from tests.helpers import PG15_BIN, PG15_VECTOR, make_settings
 from worker.errors import DataDirectoryVersion
 from worker.models import RetrievalRequest
 from worker.runtime import Runtime
+from worker.service.caller import LOCAL
 from worker.service.knowledge import KnowledgeService
 from worker.store.database import Database
 from worker.store.embedded import UPGRADE_READY, EmbeddedPostgres, finish_interrupted_upgrade
@@ -96,11 +97,11 @@ def _sample_answers(url: str, embedder, tmp: Path, *, load: bool = False) -> lis
     try:
         if load:
             db.migrate(embedder.dim)
-            knowledge.ingest_sample()
+            knowledge.ingest_sample(caller=LOCAL)
             knowledge.prepare_calibrations()
         questions = [json.loads(line)["question"] for line in SAMPLE_QUESTIONS.read_text().splitlines() if line]
         return [
-            knowledge.ask(RetrievalRequest(query=q), record=False).model_dump(
+            knowledge.ask(RetrievalRequest(query=q), caller=LOCAL, record=False).model_dump(
                 include={"status", "chunks", "context", "community"}
             )
             for q in questions
