@@ -49,7 +49,8 @@ def read_compact(context: str) -> dict[int, Facts]:
                 section = part
         if section and section.startswith("…" + SECTION_SEPARATOR):
             assert above, f"{line!r} continues no section"
-            section = SECTION_SEPARATOR.join([*above.split(SECTION_SEPARATOR)[:-1], *section.split(SECTION_SEPARATOR)[1:]])
+            parent = above.split(SECTION_SEPARATOR)[:-1]
+            section = SECTION_SEPARATOR.join([*parent, *section.split(SECTION_SEPARATOR)[1:]])
         above = section
         found[int(label[1])] = Facts(document[0], document[1], document[2], section, pages, amended)
     return found
