@@ -47,7 +47,8 @@ def format_source(
     whose document line and section path this block's header need not repeat."""
     if citations == "full":
         return f"[SOURCE {n}]\n{_full_header(chunk, last_page)}\n{chunk.content}"
-    header = f"[SOURCE {n}] {_source_line(chunk, last_page, previous)}"
+    line = _source_line(chunk, last_page, previous)
+    header = f"[SOURCE {n}] {line}" if line else f"[SOURCE {n}]"
     if previous is None or _document_key(previous) != _document_key(chunk):
         header = f"{DOCUMENT_LABEL} {_document_line(chunk)}\n{header}"
     return f"{header}\n{chunk.content}"
@@ -59,7 +60,7 @@ def _header(chunk: ChunkResult, citations: Citations) -> str:
     only the first passage of a document's run carries it."""
     if citations == "full":
         return f"[SOURCE 99]\n{_full_header(chunk)}\n"
-    return f"[SOURCE 99] {_source_line(chunk)}\n"
+    return f"[SOURCE 99] {_source_line(chunk)}\n"  # a space more than a block without facts
 
 
 def _document_key(chunk: ChunkResult) -> tuple[str, str]:
@@ -79,7 +80,7 @@ def _source_line(chunk: ChunkResult, last_page: int | None = None, previous: Chu
     """The passage's own facts after ``[SOURCE n]``, ``|`` between them: section, page or page
     range, and what amended its section. The labels of the full header are left out: the order and
     the words (``p.``, ``amended by``) say what each part is. Where the SOURCE above is of the same
-    document, the parts of its section path this one shares are written ``…`` (:func:`_section`)."""
+    document, the part of the section path that repeats its parent is written ``…`` (:func:`_section`)."""
     parts = []
     if chunk.section_path:
         same_document = previous is not None and _document_key(previous) == _document_key(chunk)
