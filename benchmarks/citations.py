@@ -27,7 +27,7 @@ from worker.tokens import default_counter
 FORMATS = ("full", "compact")
 BUDGETS = (None, 1000, 2000)  # None: the default request
 _FULL_HEADER = re.compile(r"^\[SOURCE \d+\]\n(?:.*\n)*?Content:\n")
-_COMPACT_HEADER = re.compile(r"^\[SOURCE \d+\][^\n]*\n")
+_COMPACT_HEADER = re.compile(r"^(?:\[DOCUMENT\][^\n]*\n)?\[SOURCE \d+\][^\n]*\n")
 
 
 def header_tokens(block: str, citations: str, counter) -> int:
@@ -39,6 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--before", type=Path, help="an earlier run's results.json: its compact rows are shown as 'compact before'"
+    )
     args = parser.parse_args()
     settings = Settings.from_env()
     embedder = CachedEmbedder(build_embedder(settings), maxsize=100_000)
@@ -74,8 +77,9 @@ def main() -> None:
                         stats["answerable"] += 1
                         stats["found"] += evidence_found(question.evidence, body["context"])
                     if citations == "compact" and budget is None and not example and len(blocks) > 2:
-                        example = "\n".join(b.split("\n", 1)[0] for b in blocks)
-    write(args.out, rows, example, command="python " + " ".join(sys.argv))
+                        example = "".join(_COMPACT_HEADER.match(b).group(0) for b in blocks)  # type: ignore[union-attr]
+    before = json.loads(args.before.read_text())["results"] if args.before else {}
+    write(args.out, rows, example, command="python " + " ".join(sys.argv), before=before)
 
 
 def summary(stats: dict) -> dict:
@@ -88,7 +92,7 @@ def summary(stats: dict) -> dict:
     }
 
 
-def write(out: Path, rows: dict[str, dict[str, dict]], example: str, *, command: str) -> None:
+def write(out: Path, rows: dict[str, dict[str, dict]], example: str, *, command: str, before: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     pooled: dict[str, dict] = {}
     for by_key in rows.values():
@@ -100,6 +104,10 @@ def write(out: Path, rows: dict[str, dict[str, dict]], example: str, *, command:
         **{c: {k: summary(s) for k, s in by.items()} for c, by in rows.items()},
         "all": {k: summary(s) for k, s in pooled.items()},
     }
+    for community, by_key in before.items():  # an earlier run's compact rows, for comparison
+        for key, s in by_key.items():
+            if key.startswith("compact @") and community in table:
+                table[community][key.replace("compact", "compact before", 1)] = s
     (out / "results.json").write_text(json.dumps({"command": command, "results": table, "raw": rows}, indent=2))
     lines = [
         "# Citation headers: compact against full",
@@ -107,8 +115,11 @@ def write(out: Path, rows: dict[str, dict[str, dict]], example: str, *, command:
         f"Command: `{command}`",
         "",
         "Every question through the real webhook with `\"citations\": \"full\"` (labelled lines) and "
-        "`\"compact\"` (one line), at the default request and at a `token_budget`. Tokens: cl100k. "
-        "A header is the `[SOURCE n]` line and, for `full`, the labelled lines through `Content:`.",
+        "`\"compact\"` (a `[DOCUMENT]` line once for a run of one document's passages, then one line a "
+        "passage), at the default request and at a `token_budget`. Tokens: cl100k. A header is the "
+        "`[SOURCE n]` line with the `[DOCUMENT]` line above it if any, and, for `full`, the labelled lines "
+        "through `Content:`. `compact before`: the one-line compact header of the run given as `--before` "
+        "(document, section, page and binding on every `[SOURCE n]` line).",
         "",
         "| community | request | tokens per header | headers per answer | tokens per answer | headers' share "
         "| evidence in context |",

@@ -118,7 +118,8 @@ def _answer_from(tool_output: str) -> str:
         # "status: ..." and "message: ..." lines, then the [SOURCE n] context.
         text = "\n".join(str(block.get("text", "")) for block in data if isinstance(block, dict))
         status = re.search(r"^status: (\w+)", text, re.MULTILINE)
-        data = {"status": status.group(1) if status else "unknown", "context": text[text.find("[SOURCE 1]"):]}
+        context = re.search(r"^\[(?:DOCUMENT|SOURCE 1)\]", text, re.MULTILINE)  # the context's first line
+        data = {"status": status.group(1) if status else "unknown", "context": text[context.start() if context else 0:]}
     if isinstance(data, list) and data:
         data = data[0]
     if not isinstance(data, dict):

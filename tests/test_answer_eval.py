@@ -28,6 +28,11 @@ def test_sources_split_on_their_headers():
     assert split_sources("") == [] and split_sources("plain chunk") == ["plain chunk"]
     compact = "[SOURCE 1] A | p. 2 | binding\nx, see [SOURCE 9]\n---\n[SOURCE 2] B | binding\ny"
     assert split_sources(compact) == ["[SOURCE 1] A | p. 2 | binding\nx, see [SOURCE 9]\n---\n", "[SOURCE 2] B | binding\ny"]
+    # a document's line opens the block of the first SOURCE below it
+    grouped = ("[DOCUMENT] A | binding\n[SOURCE 1] S1 | p. 2\nx\n---\n[SOURCE 2] … > S2\ny\n---\n"
+               "[DOCUMENT] B | not binding\n[SOURCE 3]\nz")
+    assert split_sources(grouped) == ["[DOCUMENT] A | binding\n[SOURCE 1] S1 | p. 2\nx\n---\n",
+                                      "[SOURCE 2] … > S2\ny\n---\n", "[DOCUMENT] B | not binding\n[SOURCE 3]\nz"]
 
 
 def q(i: str, kind: str, evidence=(), notes="") -> Question:

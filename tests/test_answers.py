@@ -43,7 +43,7 @@ def test_a_chunk_too_long_for_the_budget_is_skipped_not_the_end():
 
 def test_the_best_chunk_is_cut_to_fit_rather_than_left_out():
     built = assemble([chunk(1, 0.9, words=400)], counter=default_counter(), token_budget=80, min_relevance=0.5)
-    assert built.chunks and built.tokens <= 80 and built.text.startswith("[SOURCE 1]")
+    assert built.chunks and built.tokens <= 80 and built.text.startswith("[DOCUMENT] Doc 1 | binding\n[SOURCE 1]")
 
 
 # -- one score for order, context and status --------------------------------------------------------
@@ -85,7 +85,8 @@ def test_order_context_and_status_agree(client, question):
     if answer["status"] == "no_results":
         assert answer["context"] == ""
     else:
-        assert answer["context"].startswith("[SOURCE 1]"), f"{answer['status']} with an empty context"
+        assert answer["context"].startswith("[DOCUMENT] ") and "\n[SOURCE 1] " in answer["context"], (
+            f"{answer['status']} with an empty context")
     if answer["status"] == "low_confidence":
         assert answer["chunks"][0]["source"] is not None, "low_confidence hands over its best evidence"
 

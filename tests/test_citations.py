@@ -4,13 +4,19 @@ and no passage made of a page's <title>."""
 from __future__ import annotations
 
 import docx
+import pytest
 from docx.enum.section import WD_SECTION
 
+from tests.citation_reader import read_compact, read_full
 from tests.helpers import make_pdf
 from tests.helpers import rendered_break
 from tests.helpers import docx_of
 from worker.ingest.chunking import chunk_blocks
+from worker.evaluation.answers import split_sources
 from worker.ingest.readers import parse_text, read_path
+from worker.models import ChunkResult
+from worker.retrieve.context import assemble
+from worker.tokens import default_counter
 
 
 def words(text: str) -> int:
@@ -182,9 +188,69 @@ def test_a_source_joining_chunks_from_two_pages_cites_both():
     asked = chunk(2, 2, "no more than 30 inches above grade.")
     built = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0,
                      neighbours=lambda c: [before])
-    assert built.text.startswith("[SOURCE 1] Deck Rules | Decks | pp. 1-2 | binding\n"), built.text
+    assert built.text.startswith("[DOCUMENT] Deck Rules | binding\n[SOURCE 1] Decks | pp. 1-2\n"), built.text
     alone = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0)
-    assert alone.text.startswith("[SOURCE 1] Deck Rules | Decks | p. 2 | binding\n"), alone.text
+    assert alone.text.startswith("[DOCUMENT] Deck Rules | binding\n[SOURCE 1] Decks | p. 2\n"), alone.text
     full = assemble([asked], counter=default_counter(), token_budget=500, min_relevance=0.0,
                     neighbours=lambda c: [before], citations="full")
     assert "Pages: 1-2" in full.text and "Page: 1\n" not in full.text, full.text
+
+
+def _passage(i: int, document: str, section: str, page: int | None, **facts) -> ChunkResult:
+    fields = {"document_name": f"{document.title()} (May 20, 1985; as recorded, before any amendment)",
+              "document_type": "other", "is_binding": True, "superseded_by": None, "token_count": 4,
+              "content": f"Passage {i} text.", "final_score": 1 - i / 100} | facts
+    return ChunkResult(id=i, document_id=document, section_path=section, page_number=page, chunk_index=10 * i,
+                       **fields)
+
+
+_PASSAGES = [
+    _passage(1, "declaration", "ARTICLE XI PARTY WALLS > Section 3.", 4),
+    _passage(2, "declaration", "ARTICLE XI PARTY WALLS > Section 1.", 4,
+             amended_by="amendment-1", amended_by_name="First Amendment"),
+    _passage(3, "declaration", "ARTICLE XI PARTY WALLS > Section 1. > (a)", 5),
+    _passage(4, "declaration", "ARTICLE XII EASEMENTS > Section 2.", 6),
+    _passage(5, "declaration", "ARTICLE XII EASEMENTS", None),
+    _passage(6, "guidelines", "Fences", None, is_binding=False, superseded_by="guidelines-2024"),
+    _passage(7, "guidelines", "", 2, is_binding=False, superseded_by="guidelines-2024"),
+    _passage(8, "bylaws", "ARTICLE XI PARTY WALLS > Section 1.", 3),
+]
+
+
+def test_compact_headers_keep_every_fact_of_the_full_ones_for_each_source():
+    """Read back as the agents are told to (a [DOCUMENT] line holds for the SOURCE lines below it,
+    a section path's … is the path above but its last part), each SOURCE of the compact context
+    has exactly the facts the full one labels, in fewer tokens."""
+    counter = default_counter()
+    compact = assemble(_PASSAGES, counter=counter, token_budget=4000, min_relevance=0.0, max_chunks=20)
+    full = assemble(_PASSAGES, counter=counter, token_budget=4000, min_relevance=0.0, max_chunks=20,
+                    citations="full")
+    assert compact.source_of == full.source_of and len(set(full.source_of.values())) == len(_PASSAGES)
+    assert read_compact(compact.text) == read_full(full.text), compact.text
+    # one document line per document; siblings' shared parent written once
+    assert compact.text.count("[DOCUMENT] ") == 3, compact.text
+    assert "\n[SOURCE 2] … > Section 1. | p. 4 | amended by First Amendment [amendment-1]\n" in compact.text
+    # another document's path is never elided, even where it reads the same
+    assert "[SOURCE 8] ARTICLE XI PARTY WALLS > Section 1. | p. 3\n" in compact.text, compact.text
+    assert compact.tokens < 0.75 * full.tokens, (compact.tokens, full.tokens)
+
+
+def test_each_block_with_its_document_line_splits_as_one_source():
+    compact = assemble(_PASSAGES, counter=default_counter(), token_budget=4000, min_relevance=0.0, max_chunks=20)
+    blocks = split_sources(compact.text)
+    assert len(blocks) == len(_PASSAGES)
+    assert blocks[0].startswith("[DOCUMENT] Declaration") and blocks[5].startswith("[DOCUMENT] Guidelines")
+    assert blocks[1].startswith("[SOURCE 2] ") and "[DOCUMENT]" not in blocks[4]
+
+
+@pytest.mark.parametrize("citations", ["compact", "full"])
+def test_no_budget_is_exceeded_and_compact_fits_at_least_as_many_passages(citations):
+    counter = default_counter()
+    for budget in range(80, 400, 7):  # from where one header fits
+        built = assemble(_PASSAGES, counter=counter, token_budget=budget, min_relevance=0.0, max_chunks=20,
+                         citations=citations)
+        assert built.tokens <= budget, (budget, built.text)
+        if citations == "compact":
+            full = assemble(_PASSAGES, counter=counter, token_budget=budget, min_relevance=0.0, max_chunks=20,
+                            citations="full")
+            assert len(built.chunks) >= len(full.chunks), budget

@@ -17,7 +17,7 @@ from .sections import section_key
 DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 Status = Literal["success", "low_confidence", "no_results"]
 TextFormat = Literal["markdown", "text", "html"]  # how a document sent as text is read
-# How each [SOURCE n] block names its passage: one line of facts, or labelled lines
+# How each [SOURCE n] block names its passage: document and passage lines, or labelled lines
 Citations = Literal["compact", "full"]
 
 MAX_QUERY_CHARS = 2000
@@ -134,9 +134,12 @@ class RetrievalRequest(BaseModel):
     debug: bool = False
     citations: Citations = Field(
         default="compact",
-        description="How each [SOURCE n] block names its passage. compact: one line after the label, "
-        "`document | section | p. N (or pp. N-M) | binding or not binding[, superseded by ...][, amended by ...]`. "
-        "full: labelled lines (Document:, Section:, Page: or Pages:, Binding:, Content:) for callers that parse them.",
+        description="How each [SOURCE n] block names its passage. compact: a line "
+        "`[DOCUMENT] name | binding or not binding[, superseded by ...]` above the first SOURCE of each run of "
+        "one document's passages, then `[SOURCE n] section | p. N (or pp. N-M)[ | amended by NAME [ID]]`, "
+        "a section path's leading `…` standing for the path of the SOURCE above without its last part. "
+        "full: labelled lines (Document:, Section:, Page: or Pages:, Binding:, Content:) on every block, "
+        "for callers that parse them.",
     )
     community: str | None = _community_field()
     as_of: IsoDate | None = Field(

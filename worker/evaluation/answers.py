@@ -28,7 +28,9 @@ QUESTIONS_FILE = "questions.jsonl"
 _LEADING_TAGS = re.compile(r"^((?:\s*\[[^\]]+\])+)")
 _MARKUP = str.maketrans({c: " " for c in "*_`#>|\\"})
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-_SOURCE_HEADER = re.compile(r"^\[SOURCE \d+\](?= |$)", re.M)  # compact: facts follow on the line
+# A block opens at its [SOURCE n] label, or at the [DOCUMENT] line right above it (compact: the
+# document's facts once for a run of its passages, the passage's facts after the label).
+_SOURCE_HEADER = re.compile(r"^(?:\[DOCUMENT\] [^\n]*\n)?\[SOURCE \d+\](?= |$)", re.M)
 
 
 @dataclass(frozen=True)

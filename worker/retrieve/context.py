@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..ingest.chunking import is_table
+from ..ingest.chunking import SECTION_SEPARATOR, is_table
 from ..models import ChunkResult, Citations
 from ..tokens import TokenCounter
 from .in_force import dates, dates_line
@@ -33,39 +33,80 @@ class Context:
     source_of: dict[int, int] = field(default_factory=dict)  # chunk id -> its [SOURCE n]
 
 
-def format_source(n: int, chunk: ChunkResult, last_page: int | None = None, citations: Citations = "compact") -> str:
+DOCUMENT_LABEL = "[DOCUMENT]"
+ELIDED = "…"  # in a compact section path: the SOURCE above's path but its last part
+
+
+def format_source(
+    n: int,
+    chunk: ChunkResult,
+    last_page: int | None = None,
+    citations: Citations = "compact",
+    previous: ChunkResult | None = None,
+) -> str:
+    """One ``[SOURCE n]`` block. ``previous``: the passage of the block before it (compact only),
+    whose document line and section path this block's header need not repeat."""
     if citations == "full":
         return f"[SOURCE {n}]\n{_full_header(chunk, last_page)}\n{chunk.content}"
-    return f"[SOURCE {n}] {_compact_header(chunk, last_page)}\n{chunk.content}"
+    line = _source_line(chunk, last_page, previous)
+    header = f"[SOURCE {n}] {line}" if line else f"[SOURCE {n}]"
+    if previous is None or _document_key(previous) != _document_key(chunk):
+        header = f"{DOCUMENT_LABEL} {_document_line(chunk)}\n{header}"
+    return f"{header}\n{chunk.content}"
 
 
 def _header(chunk: ChunkResult, citations: Citations) -> str:
-    """The block's opening as counted against the budget (the label with a two-digit number)."""
+    """The block's opening as counted against the budget (the label with a two-digit number), its
+    section path written out. A compact block's document line is counted apart (:class:`_Budget`):
+    only the first passage of a document's run carries it."""
     if citations == "full":
         return f"[SOURCE 99]\n{_full_header(chunk)}\n"
-    return f"[SOURCE 99] {_compact_header(chunk)}\n"
+    return f"[SOURCE 99] {_source_line(chunk)}\n"  # a space more than a block without facts
 
 
-def _compact_header(chunk: ChunkResult, last_page: int | None = None) -> str:
-    """The passage's facts on one line, ``|`` between them: document, section, page or page range,
-    binding or not, and what superseded or amended it. The labels of the full header are left out:
-    the order and the words (``p.``, ``binding``) say what each part is."""
-    parts = [chunk.document_name]
+def _document_key(chunk: ChunkResult) -> tuple[str, str]:
+    return chunk.document_id, _document_line(chunk)
+
+
+def _document_line(chunk: ChunkResult) -> str:
+    """The document's facts, said once for a run of its passages: name, binding or not, and what
+    superseded it."""
+    status = "binding" if chunk.is_binding else "not binding"
+    if chunk.superseded_by:
+        status += f", superseded by {chunk.superseded_by}"
+    return f"{chunk.document_name} | {status}"
+
+
+def _source_line(chunk: ChunkResult, last_page: int | None = None, previous: ChunkResult | None = None) -> str:
+    """The passage's own facts after ``[SOURCE n]``, ``|`` between them: section, page or page
+    range, and what amended its section. The labels of the full header are left out: the order and
+    the words (``p.``, ``amended by``) say what each part is. Where the SOURCE above is of the same
+    document, the part of the section path that repeats its parent is written ``…`` (:func:`_section`)."""
+    parts = []
     if chunk.section_path:
-        parts.append(chunk.section_path)
+        same_document = previous is not None and _document_key(previous) == _document_key(chunk)
+        parts.append(_section(chunk.section_path, previous.section_path if same_document and previous else None))
     if chunk.page_number is not None and last_page is not None and last_page != chunk.page_number:
         parts.append(f"pp. {chunk.page_number}-{last_page}")
     elif chunk.page_number is not None:
         parts.append(f"p. {chunk.page_number}")
-    status = "binding" if chunk.is_binding else "not binding"
-    if chunk.superseded_by:
-        status += f", superseded by {chunk.superseded_by}"
     if chunk.amended_by:
-        status += f", amended by {chunk.amended_by_name or chunk.amended_by} [{chunk.amended_by}]"
-    parts.append(status)
+        parts.append(f"amended by {chunk.amended_by_name or chunk.amended_by} [{chunk.amended_by}]")
     if (dated := dates(chunk)) is not None:  # when it took effect, what replaced it and when
         parts.append(f"effective {dated}")
     return " | ".join(parts)
+
+
+def _section(path: str, above: str | None) -> str:
+    """``path`` with ``…`` for all of ``above`` but its last part, where ``path`` starts with those
+    parts and goes on (a sibling's path, as in ``ARTICLE XI > Section 3.`` after ``ARTICLE XI >
+    Section 1.``): the ``…`` then stands for one thing only."""
+    if not above:
+        return path
+    parts, parent = path.split(SECTION_SEPARATOR), above.split(SECTION_SEPARATOR)[:-1]
+    if not parent or len(parts) <= len(parent) or parts[: len(parent)] != parent:
+        return path
+    return SECTION_SEPARATOR.join([ELIDED, *parts[len(parent) :]])
 
 
 def _full_header(chunk: ChunkResult, last_page: int | None = None) -> str:
@@ -238,7 +279,9 @@ class _Budget:
 
     A block costs its header, counted here, plus its content, counted once at ingestion
     (``token_count``, the same tokenizer): tokenizing every candidate block on every request was
-    most of the worker's own time. The finished context is counted whole, exactly."""
+    most of the worker's own time. A compact block also costs its document's line unless a passage
+    of that document was taken already (:func:`_passages` keeps a document's passages together, so
+    the line is written once). The finished context is counted whole, exactly."""
 
     def __init__(self, counter: TokenCounter, limit: int, citations: Citations):
         self.counter = counter
@@ -247,26 +290,35 @@ class _Budget:
         self.used = 0
         self.separator = counter.count(SEPARATOR)
         self._costs: dict[int, int] = {}
+        self._documents: set[tuple[str, str]] = set()
 
     def cost(self, chunk: ChunkResult) -> int:
         block = self._costs.get(chunk.id)
         if block is None:
             content = chunk.token_count if chunk.token_count > 0 else self.counter.count(chunk.content)
             block = self._costs[chunk.id] = _header_tokens(self.counter, _header(chunk, self.citations)) + content + 1
-        return block + (self.separator if self.used else 0)
+        return block + self._document_cost(chunk) + (self.separator if self.used else 0)
+
+    def _document_cost(self, chunk: ChunkResult) -> int:
+        if self.citations == "full" or _document_key(chunk) in self._documents:
+            return 0
+        return _header_tokens(self.counter, f"{DOCUMENT_LABEL} {_document_line(chunk)}\n")
 
     def fits(self, chunk: ChunkResult) -> bool:
         return self.used + self.cost(chunk) <= self.limit
 
     def take(self, chunk: ChunkResult) -> None:
         self.used += self.cost(chunk)
+        self._documents.add(_document_key(chunk))
         self._costs.pop(chunk.id, None)  # a truncated copy shares the id: never reuse its cost
 
 
 def _render(chunks: list[ChunkResult], counter: TokenCounter, citations: Citations) -> Context:
     passages = _passages(chunks)
+    merged = [_merged(p) for p in passages]
     text = SEPARATOR.join(
-        format_source(i, _merged(p), p[-1].page_number, citations) for i, p in enumerate(passages, start=1)
+        format_source(i, m, p[-1].page_number, citations, merged[i - 2] if i > 1 else None)
+        for i, (m, p) in enumerate(zip(merged, passages, strict=True), start=1)
     )
     return Context(
         text=text,

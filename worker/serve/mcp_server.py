@@ -68,10 +68,14 @@ SEARCH_DESCRIPTION = """\
 Search the community's governing documents (CC&Rs, design guidelines, response letters, application \
 forms) for the passages that answer a resident's question, e.g. "How tall can a backyard fence be?".
 
-Returns a status, a message and a context of numbered passages. Each passage's first line reads \
-"[SOURCE n] document | section | page | binding" (page as p. 4 or pp. 4-5; "not binding" for guidance; \
-"superseded by ..." or "amended by ..." at the end when so); its text follows. Cite a passage as \
-[SOURCE n] with its document, section and page. The status tells you how to use them:
+Returns a status, a message and a context of numbered passages, grouped by document. A line \
+"[DOCUMENT] name | binding" ("not binding" for guidance; then "superseded by ..." when so) names the \
+document of every [SOURCE n] below it, up to the next [DOCUMENT] line. Each passage opens with \
+"[SOURCE n] section | page" (page as p. 4 or pp. 4-5; "amended by ..." at the end when so); its \
+text follows. A section starting with "…" continues the section of the [SOURCE n] above: "…" stands \
+for that section path without its last part ("… > Section 2" after "ARTICLE XI > Section 1" is \
+"ARTICLE XI > Section 2"). Cite a passage as [SOURCE n] with its document, section and page. \
+The status tells you how to use them:
 - success: the passages answer the question. Answer from them alone and cite [SOURCE n] for each claim.
 - low_confidence: the passages are only loosely related. Say that the documents may not address \
 this directly, quote what they do say with its [SOURCE n], and suggest asking the association.
