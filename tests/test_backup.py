@@ -336,7 +336,7 @@ def test_a_restore_killed_mid_way_leaves_the_knowledge_base_as_it_was(
 ):
     source, path = sample_backup
     target = make_database("bk_kill")
-    _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample(community="other"))
+    _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample(community="other", caller=LOCAL))
     before = _fingerprint(target)
     _killed_at(["restore", str(path), "--replace"], target, step, tmp_path, after=after)
     time.sleep(0.5)  # the server notices the lost connection and rolls back

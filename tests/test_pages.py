@@ -515,7 +515,7 @@ def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_p
 @pytest.fixture(scope="module")
 def served_communities(tmp_path_factory):
     """``arc-retrieval serve`` over a knowledge base of two communities and no default one."""
-    from .test_shutdown import free_port
+    from tests.helpers import free_port
 
     port = free_port()
     data = tmp_path_factory.mktemp("communities")
