@@ -30,7 +30,7 @@ lint: install
 
 # Test processes for `make test`: 2 cores, but most tests wait on subprocesses, servers and I/O.
 # Each process has its own embedded Postgres, model and servers; a module runs in one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 
 test: install lint postgres15 ocr podman browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
