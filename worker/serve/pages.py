@@ -187,7 +187,7 @@ def link(endpoint: str, **values: Any) -> str:
 
 def _community() -> str:
     """The community a page shows (``?community=``, or the form's field): unnamed, the knowledge
-    base's only one, or ``default`` among several. Kept in ``g`` for :func:`link`."""
+    base's only one; among several, the chooser answers. Kept in ``g`` for :func:`link`."""
     named = (request.values.get("community") or "").strip() or None
     known = services().knowledge.communities()
     g.communities = sorted(known) if len(known) > 1 else []
@@ -195,17 +195,17 @@ def _community() -> str:
         if named not in known:
             abort(404, f"community: no community {named[:80]!r} in this knowledge base")
         chosen = named
-    elif len(known) > 1 and DEFAULT_COMMUNITY not in known:
+    elif len(known) > 1:
         raise ChooseCommunity()
     else:
-        chosen = DEFAULT_COMMUNITY if len(known) > 1 else next(iter(known), DEFAULT_COMMUNITY)
+        chosen = next(iter(known), DEFAULT_COMMUNITY)
     g.community, g.carry_community = chosen, named is not None or len(known) > 1
     return chosen
 
 
 class ChooseCommunity(Exception):
     """A page of one community asked for without ``?community=`` while the knowledge base holds
-    several (none of them ``default``): the chooser answers instead."""
+    several: the chooser answers instead."""
 
 
 @dataclass(frozen=True)
