@@ -94,6 +94,10 @@ class SlowRetriever:
         time.sleep(0.2)
         return self.inner.answer(request, request_id=request_id)
 
+    def ask(self, options, request_id=None):
+        time.sleep(0.2)
+        return self.inner.ask(options, request_id=request_id)
+
 
 def test_past_capacity_refusals_are_429_with_retry_after(sample_runtime, tmp_path):
     from worker.service.build import build_retriever

@@ -160,3 +160,16 @@ def test_a_door_without_the_token_a_route_asks_for_opens_nothing(tmp_path):
     assert refused.value.status == 403 and refused.value.reason == "closed"
     assert gate.caller(Access("api"), knock).communities is None
     assert gate.caller(OPS, Knock(route="/metrics", headers={}, address="127.0.0.1")).who == "addr:127.0.0.1"
+
+
+def test_a_method_a_door_does_not_take_is_refused_after_its_token_check(sample_runtime, tmp_path):
+    """n8n's credential test sends a GET to the question webhook: a wrong token must hear 401 there
+    (the token is refused), a right one 405 (the token opens the door, the method does not)."""
+    token = "ask-token-0123456789abcdefgh"
+    app = create_app(runtime=Runtime(make_settings(tmp_path, sample_runtime.db.url, api_token=token),
+                                     sample_runtime.db, sample_runtime.embedder))
+    client = app.test_client()
+    wrong = client.get("/webhook/arc-retrieval", headers={"X-ARC-Token": "not-the-token-0123456789"})
+    assert wrong.status_code == 401 and wrong.get_json()["error"] == "unauthorized"
+    assert client.get("/webhook/arc-retrieval", headers={"X-ARC-Token": token}).status_code == 405
+    assert client.get("/webhook/arc-no-such-door").status_code == 404

@@ -57,7 +57,7 @@ def test_a_question_embedding_call_ends_with_its_request(sample_runtime):
         answer = client.post(ROUTE, json={"query": "How tall can a fence be?"}).get_json()
         assert any(w.startswith("degraded:") for w in answer["warnings"])
         answered = time.monotonic()
-        while retriever._embed_pool.in_flight and time.monotonic() < answered + 5:
+        while retriever.first_stage._embed_pool.in_flight and time.monotonic() < answered + 5:
             time.sleep(0.05)
         # The call was given the request's second and no retry: it ended with the request.
         assert time.monotonic() - answered < 1.0
@@ -71,7 +71,7 @@ def test_a_slow_provider_with_a_full_queue_gets_a_503_with_retry_after(sample_ru
     with OpenAIStandin() as standin:
         standin.reset(delay=2.0)
         client, retriever = slow_provider_app(sample_runtime, standin, timeout=1.5)
-        retriever._embed_pool = BoundedExecutor("embedding", workers=1, queue=0)
+        retriever.first_stage._embed_pool = BoundedExecutor("embedding", workers=1, queue=0)
         hold = threading.Thread(target=client.post, args=(ROUTE,), kwargs={"json": {"query": "first question"}})
         hold.start()
         time.sleep(0.3)  # the first question's embedding call holds the only slot

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from flask import Flask, Response, current_app, g, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from ..service.caller import Caller
 from .gate import ACCESS, OPEN, SAFE_METHODS, STRICTEST, Access, Knock
@@ -52,18 +53,34 @@ def _access() -> Access:
     """What the matched route declared (its view's :func:`~worker.serve.gate.door`, else its
     endpoint's or blueprint's :func:`declare`); a route that declared nothing is the strictest
     door; a path no route matches is answered 404 by Flask."""
-    if request.url_rule is None or request.endpoint is None:
+    endpoint = request.endpoint if request.url_rule is not None else _refused_method_endpoint()
+    if endpoint is None:
         return OPEN
-    view = current_app.view_functions.get(request.endpoint)
+    view = current_app.view_functions.get(endpoint)
     declared = getattr(view, ACCESS, None)
     if declared is not None:
         return declared
     doors: dict[str, Access] = current_app.extensions.get(DOORS, {})
-    if request.endpoint in doors:
-        return doors[request.endpoint]
-    if request.blueprint is not None and request.blueprint in doors:
-        return doors[request.blueprint]
+    if endpoint in doors:
+        return doors[endpoint]
+    blueprint = endpoint.rpartition(".")[0] or None
+    if blueprint is not None and blueprint in doors:
+        return doors[blueprint]
     return STRICTEST
+
+
+def _refused_method_endpoint() -> str | None:
+    """The endpoint of a route asked with a method it does not take: its door still checks the
+    token before the 405 (a client testing its token with a GET learns whether it is refused)."""
+    refused = request.routing_exception
+    methods = list(refused.valid_methods or ()) if isinstance(refused, MethodNotAllowed) else []
+    if not methods:
+        return None
+    try:
+        endpoint, _ = current_app.url_map.bind_to_environ(request.environ).match(method=methods[0])
+    except HTTPException:
+        return None
+    return str(endpoint)
 
 
 def declare(app: Flask, name: str, access: Access) -> None:
