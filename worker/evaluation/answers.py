@@ -64,36 +64,38 @@ def load_questions(path: Path) -> list[Question]:
     questions = []
     with Path(path).open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if row.get("kind") not in KINDS:
-                raise ValueError(f"{path.name}:{n}: kind must be one of {', '.join(KINDS)}")
-            if row["kind"] == "answerable" and not row.get("evidence"):
-                raise ValueError(f"{path.name}:{n}: an answerable question needs evidence phrases")
-            questions.append(
-                Question(
-                    id=str(row["id"]),
-                    community=str(row.get("community", "")),
-                    question=row["question"],
-                    kind=row["kind"],
-                    gold_document=row.get("gold_document"),
-                    evidence=tuple(row.get("evidence") or ()),
-                    notes=row.get("notes") or "",
-                )
-            )
+            if line.strip():
+                questions.append(question_from_row(json.loads(line), f"{Path(path).name}:{n}"))
     return questions
+
+
+def question_from_row(row: dict, where: str) -> Question:
+    """One line of a ``questions.jsonl``, checked (``where`` names it in the error)."""
+    if row.get("kind") not in KINDS:
+        raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}")
+    if row["kind"] == "answerable" and not row.get("evidence"):
+        raise ValueError(f"{where}: an answerable question needs evidence phrases")
+    return Question(
+        id=str(row["id"]),
+        community=str(row.get("community", "")),
+        question=row["question"],
+        kind=row["kind"],
+        gold_document=row.get("gold_document"),
+        evidence=tuple(row.get("evidence") or ()),
+        notes=row.get("notes") or "",
+    )
 
 
 def is_answer_dataset(folder: Path) -> bool:
     return (Path(folder) / QUESTIONS_FILE).is_file()
 
 
-def load_answer_dataset(folder: Path) -> AnswerDataset:
+def load_answer_dataset(folder: Path, questions: list[Question] | None = None) -> AnswerDataset:
     """Communities are the sub-folders holding a manifest; a folder holding one itself is a
-    single community, which every question uses."""
+    single community, which every question uses. ``questions``: these instead of the folder's
+    ``questions.jsonl``."""
     folder = Path(folder)
-    questions = load_questions(folder / QUESTIONS_FILE)
+    questions = load_questions(folder / QUESTIONS_FILE) if questions is None else questions
     if (folder / MANIFEST_NAME).is_file():
         communities = {folder.name: folder}
         questions = [Question(**{**q.__dict__, "community": folder.name}) for q in questions]
