@@ -15,7 +15,12 @@ question it does not answer, so a question takes confirmation *c* only when all 
    ``like`` (their upper quartile) and the passage among the first :data:`AGREE_RANK`;
 3. both ask for the same kind of answer when both name one (:func:`asking`): "how tall can my
    fence be" wants a size, "what fence materials are allowed" a kind;
-4. a "none" takes a question's whole answer away: it needs ``like`` + :data:`NONE_EXTRA`.
+4. a "none" takes a question's whole answer away: it needs ``like`` + :data:`NONE_EXTRA`;
+5. the question asks nothing the confirmation leaves out (:func:`uncovered`): its content words
+   that the confirmed question lacks must appear in the confirmed passage, all but
+   :data:`UNCOVERED_ALLOWED` of them ("was there a special assessment" is not answered by a
+   passage on design guidelines however near the two questions sit; "sparklers" is not in the
+   passage on the fireworks vote). A "none" has no passage: those words count as uncovered.
 
 Measured on hoa-dev (docs/confirmations.md): about 0.69 of rewordings take their original's
 confirmation, and 4 of 346 questions asked took one that does not hold their answer.
@@ -45,6 +50,7 @@ import numpy as np
 from ..models import ChunkResult, ConfirmedMatch, Status
 from ..store.confirmations import StoredConfirmation
 from .answer_type import AMOUNT_OF_MONEY
+from .preprocess import STOPWORDS
 from .status import Verdict
 
 # A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
@@ -60,6 +66,18 @@ SCALE_FLOOR = 0.35
 SCALE_CEILING = 0.85
 # A "none" takes a question's whole answer away: it needs this much more than ``like``.
 NONE_EXTRA = 0.1
+# How many of a question's own content words the confirmed passage may leave out.
+UNCOVERED_ALLOWED = 1
+# Two words are the same term when they share this many first letters (or one is the other's start).
+STEM_LETTERS = 5
+# Words homeowners put in any question, which say nothing of what it asks.
+FILLER = frozenset(
+    """
+actually also anything anyone anybody ever get gets got getting hoa hey hi honestly like much many
+need needs know let lot okay ok really right something still sure thing things think want wanted
+way well yes yeah guess heard someone somebody us i'm im i've whats
+""".split()
+)
 CONFIRMED_MESSAGE = "The keeper confirmed that this passage answers this question ([SOURCE 1])."
 NONE_MESSAGE = "The keeper of the documents confirmed that they do not address this question; say so rather than guess."
 
@@ -99,6 +117,27 @@ def asking(question: str) -> str | None:
         if pattern.search(text):
             return name
     return None
+
+
+_TERM = re.compile(r"[^\W\d_][\w'-]*")
+
+
+def terms(text: str) -> frozenset[str]:
+    """A text's content words, lower case, without stopwords, filler and words under 3 letters."""
+    words = (w.removesuffix("'s").strip("'-") for w in _TERM.findall(text.lower()))
+    return frozenset(w for w in words if len(w) >= 3 and w not in STOPWORDS and w not in FILLER)
+
+
+def _same_term(a: str, b: str) -> bool:
+    n = min(len(a), len(b), STEM_LETTERS)
+    return a[:n] == b[:n] and (n == STEM_LETTERS or a.startswith(b) or b.startswith(a))
+
+
+def uncovered(question: str, confirmed_query: str, passage: str | None) -> list[str]:
+    """The question's content words that neither the confirmed question nor its passage holds
+    (``passage`` None: a "none" answer, only the confirmed question counts)."""
+    known = terms(confirmed_query) | (terms(passage) if passage else frozenset())
+    return sorted(w for w in terms(question) if not any(_same_term(w, k) for k in known))
 
 
 def homeowner_questions() -> list[str]:
@@ -299,6 +338,7 @@ class Confirmations:
         if asks is not None and entry.asks is not None and asks != entry.asks:
             return None
         scale = known.scale
+        passage: str | None = None
         if entry.answer == "none":
             if similarity < scale.like + NONE_EXTRA:
                 return None
@@ -306,6 +346,9 @@ class Confirmations:
             rank = next((i for i, c in enumerate(candidates[:AGREE_RANK]) if c.id == entry.chunk_id), None)
             if rank is None or similarity < (scale.near if rank < NEAR_RANK else scale.like):
                 return None
+            passage = candidates[rank].content
+        if len(uncovered(question, entry.query, passage)) > UNCOVERED_ALLOWED:
+            return None
         return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
 
 
