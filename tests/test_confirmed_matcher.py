@@ -82,4 +82,5 @@ def test_a_near_question_asking_something_else_does_not_take_the_confirmation():
     near_guidelines = _unit(0, near=2)  # cosine 0.96 with the guidelines question, 0 with the vote's
     taken = matcher.match("c", "are franklin square's design guidelines written down", near_guidelines, candidates)
     assert taken is not None and taken.id == 1
-    assert matcher.match("c", "was there ever a special assessment in franklin square", near_guidelines, candidates) is None
+    other = "was there ever a special assessment in franklin square"
+    assert matcher.match("c", other, near_guidelines, candidates) is None
