@@ -84,3 +84,13 @@ def test_a_near_question_asking_something_else_does_not_take_the_confirmation():
     assert taken is not None and taken.id == 1
     other = "was there ever a special assessment in franklin square"
     assert matcher.match("c", other, near_guidelines, candidates) is None
+
+
+def test_a_word_the_model_puts_near_a_word_of_the_passage_is_covered(embedder):
+    matcher = Confirmations(load=None, stamp=str, model=embedder.model, words=embedder.embed_queries)
+    fence_q = "what is the maximum fence height"
+    fence = "Rear yard fences may not exceed 6 feet in height."
+    assert uncovered("how tall can my back fence be", fence_q, fence) == ["back", "tall"]
+    assert matcher.unmet("how tall can my back fence be", fence_q, fence) == []
+    other = "was there ever a special assessment in franklin square? how much"
+    assert matcher.unmet(other, GUIDELINES_Q, GUIDELINES) == ["assessment", "special"]

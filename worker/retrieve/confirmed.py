@@ -17,10 +17,11 @@ question it does not answer, so a question takes confirmation *c* only when all 
    fence be" wants a size, "what fence materials are allowed" a kind;
 4. a "none" takes a question's whole answer away: it needs ``like`` + :data:`NONE_EXTRA`;
 5. the question asks nothing the confirmation leaves out (:func:`uncovered`): its content words
-   that the confirmed question lacks must appear in the confirmed passage, all but
-   :data:`UNCOVERED_ALLOWED` of them ("was there a special assessment" is not answered by a
-   passage on design guidelines however near the two questions sit; "sparklers" is not in the
-   passage on the fireworks vote). A "none" has no passage: those words count as uncovered.
+   that the confirmed question lacks must appear in the confirmed passage, or a word of either
+   near it by the embedding model (:data:`WORD_NEAR`: "tall" and "height", "kids" and
+   "children"), all but :data:`UNCOVERED_ALLOWED` of them ("was there a special assessment" is
+   not answered by a passage on design guidelines however near the two questions sit). A "none"
+   has no passage: only the confirmed question's words count.
 
 Measured on hoa-dev (docs/confirmations.md): about 0.69 of rewordings take their original's
 confirmation, and 4 of 346 questions asked took one that does not hold their answer.
@@ -68,6 +69,12 @@ SCALE_CEILING = 0.85
 NONE_EXTRA = 0.1
 # How many of a question's own content words the confirmed passage may leave out.
 UNCOVERED_ALLOWED = 1
+# Two words mean the same here when the embedding model puts them this near (all-MiniLM-L6-v2:
+# tall/height 0.85, kids/children 0.89, rent/lease 0.69, back/rear 0.62; words of different
+# questions such as shed/fence 0.40, assessment/guidelines 0.38, special/design 0.31).
+WORD_NEAR = 0.6
+# Word vectors kept per process (each a few hundred bytes).
+WORD_CACHE = 50_000
 # Two words are the same term when they share this many first letters (or one is the other's start).
 STEM_LETTERS = 5
 # Words homeowners put in any question, which say nothing of what it asks.
@@ -244,6 +251,7 @@ class Confirmations:
         stamp: Stamps,
         model: str,
         reference: Callable[[], np.ndarray] | None = None,
+        words: Embed | None = None,
         refresh_seconds: float = 2.0,
     ):
         self._load = load
@@ -251,6 +259,8 @@ class Confirmations:
         self.model = model
         self._reference = reference
         self._reference_nearest: list[float] | None = None
+        self._embed_words = words
+        self._word_vectors: dict[str, np.ndarray] = {}
         self.refresh_seconds = refresh_seconds
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
@@ -347,9 +357,34 @@ class Confirmations:
             if rank is None or similarity < (scale.near if rank < NEAR_RANK else scale.like):
                 return None
             passage = candidates[rank].content
-        if len(uncovered(question, entry.query, passage)) > UNCOVERED_ALLOWED:
+        if len(self.unmet(question, entry.query, passage)) > UNCOVERED_ALLOWED:
             return None
         return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
+
+    def unmet(self, question: str, confirmed_query: str, passage: str | None) -> list[str]:
+        """The question's words the confirmation leaves out (:func:`uncovered`) that no word of the
+        confirmed question or passage is near by the embedding model (:data:`WORD_NEAR`)."""
+        missing = uncovered(question, confirmed_query, passage)
+        if len(missing) <= UNCOVERED_ALLOWED or self._embed_words is None:
+            return missing
+        known = sorted(terms(confirmed_query) | (terms(passage) if passage else frozenset()))
+        if not known:
+            return missing
+        vectors = self._vectors([*missing, *known])
+        near = vectors[: len(missing)] @ vectors[len(missing) :].T
+        return [w for w, best in zip(missing, near.max(axis=1), strict=True) if best < WORD_NEAR]
+
+    def _vectors(self, words: list[str]) -> np.ndarray:
+        """Unit vectors of single words, each embedded once per process."""
+        found = {w: self._word_vectors[w] for w in words if w in self._word_vectors}
+        new = [w for w in dict.fromkeys(words) if w not in found]
+        if new and self._embed_words is not None:
+            fresh = {w: _unit(v) for w, v in zip(new, self._embed_words(new), strict=True)}
+            if len(self._word_vectors) + len(fresh) > WORD_CACHE:
+                self._word_vectors.clear()
+            self._word_vectors.update(fresh)
+            found.update(fresh)
+        return np.stack([found[w] for w in words])
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
