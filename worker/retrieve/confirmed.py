@@ -15,10 +15,17 @@ question it does not answer, so a question takes confirmation *c* only when all 
    ``like`` (their upper quartile) and the passage among the first :data:`AGREE_RANK`;
 3. both ask for the same kind of answer when both name one (:func:`asking`): "how tall can my
    fence be" wants a size, "what fence materials are allowed" a kind;
-4. a "none" takes a question's whole answer away: it needs ``like`` + :data:`NONE_EXTRA`.
+4. a "none" takes a question's whole answer away: it needs ``like`` + :data:`NONE_EXTRA`;
+5. the question asks nothing the confirmation leaves out (:func:`uncovered`): its content words
+   that the confirmed question lacks must appear in the confirmed passage, or a word of either
+   near it by the embedding model (:data:`WORD_NEAR`: "tall" and "height", "kids" and
+   "children"), all but :data:`UNCOVERED_ALLOWED` of them ("was there a special assessment" is
+   not answered by a passage on design guidelines however near the two questions sit). A "none"
+   has no passage: only the confirmed question's words count.
 
-Measured on hoa-dev (docs/confirmations.md): about 0.69 of rewordings take their original's
-confirmation, and 4 of 346 questions asked took one that does not hold their answer.
+Measured on hoa-dev (docs/confirmations.md): 0.11-0.33 of rewordings take their original's
+confirmation by community, and of the questions not confirmed one unanswerable question took a
+confirmation (rules 1-4 alone: 0.63-0.78 of rewordings and four wrong takes).
 
 Confirmations live in memory per community, loaded with their state today
 (``sql/functions/arc_confirmations.sql``) and kept for the stamp they were read at (the
@@ -45,6 +52,7 @@ import numpy as np
 from ..models import ChunkResult, ConfirmedMatch, Status
 from ..store.confirmations import StoredConfirmation
 from .answer_type import AMOUNT_OF_MONEY
+from .preprocess import STOPWORDS
 from .status import Verdict
 
 # A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
@@ -60,6 +68,24 @@ SCALE_FLOOR = 0.35
 SCALE_CEILING = 0.85
 # A "none" takes a question's whole answer away: it needs this much more than ``like``.
 NONE_EXTRA = 0.1
+# How many of a question's own content words the confirmed passage may leave out.
+UNCOVERED_ALLOWED = 1
+# Two words mean the same here when the embedding model puts them this near (all-MiniLM-L6-v2:
+# tall/height 0.85, kids/children 0.89, rent/lease 0.69, back/rear 0.62; words of different
+# questions such as shed/fence 0.40, assessment/guidelines 0.38, special/design 0.31).
+WORD_NEAR = 0.6
+# Word vectors kept per process (each a few hundred bytes).
+WORD_CACHE = 50_000
+# Two words are the same term when they share this many first letters (or one is the other's start).
+STEM_LETTERS = 5
+# Words homeowners put in any question, which say nothing of what it asks.
+FILLER = frozenset(
+    """
+actually also anything anyone anybody ever get gets got getting hoa hey hi honestly like much many
+need needs know let lot okay ok really right something still sure thing things think want wanted
+way well yes yeah guess heard someone somebody us i'm im i've whats
+""".split()
+)
 CONFIRMED_MESSAGE = "The keeper confirmed that this passage answers this question ([SOURCE 1])."
 NONE_MESSAGE = "The keeper of the documents confirmed that they do not address this question; say so rather than guess."
 
@@ -99,6 +125,27 @@ def asking(question: str) -> str | None:
         if pattern.search(text):
             return name
     return None
+
+
+_TERM = re.compile(r"[^\W\d_][\w'-]*")
+
+
+def terms(text: str) -> frozenset[str]:
+    """A text's content words, lower case, without stopwords, filler and words under 3 letters."""
+    words = (w.removesuffix("'s").strip("'-") for w in _TERM.findall(text.lower()))
+    return frozenset(w for w in words if len(w) >= 3 and w not in STOPWORDS and w not in FILLER)
+
+
+def _same_term(a: str, b: str) -> bool:
+    n = min(len(a), len(b), STEM_LETTERS)
+    return a[:n] == b[:n] and (n == STEM_LETTERS or a.startswith(b) or b.startswith(a))
+
+
+def uncovered(question: str, confirmed_query: str, passage: str | None) -> list[str]:
+    """The question's content words that neither the confirmed question nor its passage holds
+    (``passage`` None: a "none" answer, only the confirmed question counts)."""
+    known = terms(confirmed_query) | (terms(passage) if passage else frozenset())
+    return sorted(w for w in terms(question) if not any(_same_term(w, k) for k in known))
 
 
 def homeowner_questions() -> list[str]:
@@ -205,6 +252,7 @@ class Confirmations:
         stamp: Stamps,
         model: str,
         reference: Callable[[], np.ndarray] | None = None,
+        words: Embed | None = None,
         refresh_seconds: float = 2.0,
     ):
         self._load = load
@@ -212,6 +260,8 @@ class Confirmations:
         self.model = model
         self._reference = reference
         self._reference_nearest: list[float] | None = None
+        self._embed_words = words
+        self._word_vectors: dict[str, np.ndarray] = {}
         self.refresh_seconds = refresh_seconds
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
@@ -299,6 +349,7 @@ class Confirmations:
         if asks is not None and entry.asks is not None and asks != entry.asks:
             return None
         scale = known.scale
+        passage: str | None = None
         if entry.answer == "none":
             if similarity < scale.like + NONE_EXTRA:
                 return None
@@ -306,7 +357,35 @@ class Confirmations:
             rank = next((i for i, c in enumerate(candidates[:AGREE_RANK]) if c.id == entry.chunk_id), None)
             if rank is None or similarity < (scale.near if rank < NEAR_RANK else scale.like):
                 return None
+            passage = candidates[rank].content
+        if len(self.unmet(question, entry.query, passage)) > UNCOVERED_ALLOWED:
+            return None
         return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
+
+    def unmet(self, question: str, confirmed_query: str, passage: str | None) -> list[str]:
+        """The question's words the confirmation leaves out (:func:`uncovered`) that no word of the
+        confirmed question or passage is near by the embedding model (:data:`WORD_NEAR`)."""
+        missing = uncovered(question, confirmed_query, passage)
+        if len(missing) <= UNCOVERED_ALLOWED or self._embed_words is None:
+            return missing
+        known = sorted(terms(confirmed_query) | (terms(passage) if passage else frozenset()))
+        if not known:
+            return missing
+        vectors = self._vectors([*missing, *known])
+        near = vectors[: len(missing)] @ vectors[len(missing) :].T
+        return [w for w, best in zip(missing, near.max(axis=1), strict=True) if best < WORD_NEAR]
+
+    def _vectors(self, words: list[str]) -> np.ndarray:
+        """Unit vectors of single words, each embedded once per process."""
+        found = {w: self._word_vectors[w] for w in words if w in self._word_vectors}
+        new = [w for w in dict.fromkeys(words) if w not in found]
+        if new and self._embed_words is not None:
+            fresh = {w: _unit(v) for w, v in zip(new, self._embed_words(new), strict=True)}
+            if len(self._word_vectors) + len(fresh) > WORD_CACHE:
+                self._word_vectors.clear()
+            self._word_vectors.update(fresh)
+            found.update(fresh)
+        return np.stack([found[w] for w in words])
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

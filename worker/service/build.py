@@ -76,6 +76,7 @@ def build_confirmations(runtime: Runtime) -> Confirmations:
         stamp=store.stamp,
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),
+        words=embedder.embed_queries,
     )
 
 

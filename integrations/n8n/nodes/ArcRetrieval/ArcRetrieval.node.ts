@@ -176,6 +176,20 @@ async function runOperation(this: IExecuteFunctions, i: number): Promise<IDataOb
 		}, i);
 	}
 
+	if (operation === 'confirm') {
+		const query = text(this.getNodeParameter('confirmQuery', i));
+		if (!query) {
+			throw new NodeOperationError(this.getNode(), 'Question is empty: give the question whose answer is confirmed', {
+				itemIndex: i,
+			});
+		}
+		const body: IDataObject = { query };
+		if (this.getNodeParameter('answer', i, 'passage') === 'none') body.answer = 'none';
+		else body.chunk_id = this.getNodeParameter('chunkId', i) as number;
+		if (community) body.community = community;
+		return await callWorker.call(this, { method: 'POST', path: '/webhook/arc-confirm', body, retries }, i);
+	}
+
 	if (operation === 'listDocuments') {
 		const listed = await callWorker.call(this, { method: 'GET', path: '/webhook/arc-documents', qs, retries }, i);
 		return ((listed.documents ?? []) as IDataObject[]).map((document) => ({

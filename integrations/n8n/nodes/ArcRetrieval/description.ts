@@ -39,6 +39,13 @@ export const properties: INodeProperties[] = [
 				description: ASK_TOOL_DESCRIPTION,
 			},
 			{
+				name: 'Confirm',
+				value: 'confirm',
+				action: 'Confirm the answer to a question',
+				description:
+					'Record that a passage answers a question, or that the documents do not address it; later questions like it get that answer (ingest token)',
+			},
+			{
 				name: 'Delete Document',
 				value: 'deleteDocument',
 				action: 'Delete a document',
@@ -170,6 +177,39 @@ export const properties: INodeProperties[] = [
 		placeholder: '2003-08-29',
 		description: 'The date the document took effect (YYYY-MM-DD), for questions asked as of a date; empty: in force from the beginning',
 		displayOptions: ingest,
+	},
+
+	// Confirm
+	{
+		displayName: 'Question',
+		name: 'confirmQuery',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'How tall can my backyard fence be?',
+		description: 'The question whose answer is confirmed',
+		displayOptions: { show: { operation: ['confirm'] } },
+	},
+	{
+		displayName: 'Answer',
+		name: 'answer',
+		type: 'options',
+		options: [
+			{ name: 'A Passage Answers It', value: 'passage' },
+			{ name: 'The Documents Do Not Address It', value: 'none' },
+		],
+		default: 'passage',
+		displayOptions: { show: { operation: ['confirm'] } },
+	},
+	{
+		displayName: 'Chunk ID',
+		name: 'chunkId',
+		type: 'number',
+		typeOptions: { minValue: 1 },
+		required: true,
+		default: 0,
+		description: 'The ID of the passage (chunk) that answers it, as an answer\'s sources give it',
+		displayOptions: { show: { operation: ['confirm'], answer: ['passage'] } },
 	},
 
 	// Delete Document

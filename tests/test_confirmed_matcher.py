@@ -1,0 +1,96 @@
+"""The confirmation matcher on its own (worker/retrieve/confirmed.py): a question near a confirmed
+one by every other signal still does not take its confirmation when it asks something the
+confirmed question and passage leave out. Embeddings are set by hand so that only the words
+decide; the real model and database are exercised in tests/test_confirmations.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+
+from worker.models import ChunkResult
+from worker.retrieve.confirmed import Confirmations, uncovered
+from worker.store.confirmations import StoredConfirmation
+
+GUIDELINES_Q = "does franklin square actually have written design guidelines"
+GUIDELINES = "The Design Guidelines of Franklin Square set out the architectural standards for every home."
+VOTE_Q = "did the fireworks ban vote ever pass? i heard it was close"
+VOTE = "At the special meeting the members voted on the amendment banning fireworks; it failed to pass."
+
+
+def test_words_the_confirmation_leaves_out_are_named():
+    assert uncovered("was there ever a special assessment in franklin square? how much", GUIDELINES_Q, GUIDELINES) == [
+        "assessment",
+        "special",
+    ]
+    assert "sparklers" in uncovered("could my kids still do sparklers and fountains on the 4th?", VOTE_Q, VOTE)
+    # Another form of a word the passage holds is the same word.
+    assert uncovered("are the design guideline standards written down?", GUIDELINES_Q, GUIDELINES) == []
+    # A "none" answer has no passage: only the confirmed question's words count.
+    assert uncovered("what day of the week is trash pickup", "when is trash pickup", None) == ["day", "week"]
+
+
+def _unit(i: int, near: int | None = None) -> np.ndarray:
+    v = np.zeros(8, dtype=np.float32)
+    v[i] = 1.0
+    if near is not None:
+        v[near] = 0.3
+    return v / np.linalg.norm(v)
+
+
+def _stored(id: int, query: str, chunk_id: int, axis: int) -> StoredConfirmation:
+    return StoredConfirmation(
+        id=id,
+        community="c",
+        query=query,
+        answer="passage",
+        document_id="doc",
+        section_path="s",
+        embedding=_unit(axis),
+        embedding_model="m",
+        created_at=datetime(2026, 11, 28, tzinfo=UTC),
+        chunk_id=chunk_id,
+        state="confirmed",
+        reason=None,
+    )
+
+
+def _chunk(id: int, content: str) -> ChunkResult:
+    return ChunkResult(
+        id=id,
+        document_id="doc",
+        document_name="Doc",
+        document_type="ccr",
+        section_path="s",
+        page_number=1,
+        chunk_index=id,
+        is_binding=True,
+        superseded_by=None,
+        content=content,
+        token_count=len(content.split()),
+    )
+
+
+def test_a_near_question_asking_something_else_does_not_take_the_confirmation():
+    matcher = Confirmations(
+        load=lambda community: [_stored(1, GUIDELINES_Q, 10, 0), _stored(2, VOTE_Q, 20, 1)],
+        stamp=lambda community: "s",
+        model="m",
+    )
+    candidates = [_chunk(10, GUIDELINES), _chunk(20, VOTE)]
+    near_guidelines = _unit(0, near=2)  # cosine 0.96 with the guidelines question, 0 with the vote's
+    taken = matcher.match("c", "are franklin square's design guidelines written down", near_guidelines, candidates)
+    assert taken is not None and taken.id == 1
+    other = "was there ever a special assessment in franklin square"
+    assert matcher.match("c", other, near_guidelines, candidates) is None
+
+
+def test_a_word_the_model_puts_near_a_word_of_the_passage_is_covered(embedder):
+    matcher = Confirmations(load=None, stamp=str, model=embedder.model, words=embedder.embed_queries)
+    fence_q = "what is the maximum fence height"
+    fence = "Rear yard fences may not exceed 6 feet in height."
+    assert uncovered("how tall can my back fence be", fence_q, fence) == ["back", "tall"]
+    assert matcher.unmet("how tall can my back fence be", fence_q, fence) == []
+    other = "was there ever a special assessment in franklin square? how much"
+    assert matcher.unmet(other, GUIDELINES_Q, GUIDELINES) == ["assessment", "special"]
