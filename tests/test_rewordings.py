@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -181,14 +182,13 @@ def test_the_keeper_finds_the_evidence_chunk_through_the_documents_api(tmp_path,
 
     folder = _dataset(tmp_path, ORIGINALS)
     dataset, found = load_with_rewordings(folder)
+    # the embedded Postgres's socket lives in its data folder: a short path, whatever pytest's is
+    data = Path(tempfile.mkdtemp(prefix="arc-rw-"))
     settings = Settings.from_env(
-        {}, data_dir=tmp_path / "data", api_token="a" * 32, ingest_token="k" * 32, status_calibration=False
+        {}, data_dir=data, api_token="a" * 32, ingest_token="k" * 32, status_calibration=False
     )
-    (tmp_path / "data").mkdir()
-    cache = VectorCache.of_passages(tmp_path / "data", embedder)
-    for loaded in each_community(
-        dataset, settings=settings, embedder=embedder, cache=cache, data_dir=tmp_path / "data"
-    ):
+    cache = VectorCache.of_passages(data, embedder)
+    for loaded in each_community(dataset, settings=settings, embedder=embedder, cache=cache, data_dir=data):
         client, _ = _webhook_client(settings, loaded.db, embedder)
         keeper = Keeper(client, {settings.auth.auth_header: "k" * 32})
         chunks = keeper.chunks()
