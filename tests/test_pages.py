@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -174,12 +176,13 @@ def browser():
     driver.quit()
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@contextmanager
+def serving(data: Path, workers: int) -> Iterator[str]:
+    """``arc-retrieval serve`` with the keeper's tokens over a data folder of its own, until ready;
+    its address. Stopped on leaving; its log never holds the token."""
     port = free_port()
-    data = tmp_path_factory.mktemp("keeper")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
-    env.update({"ARC_DATA_DIR": str(data / "data"), "ARC_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "2",
+    env.update({"ARC_DATA_DIR": str(data / "data"), "ARC_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": str(workers),
                 "ARC_API_TOKEN": TOKEN, "ARC_INGEST_TOKEN": TOKEN, "ARC_RATE_LIMIT": "0"})
     log = (data / "worker.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve"], env=env, cwd=ROOT, stdout=log,
@@ -193,11 +196,19 @@ def served(tmp_path_factory):
                 break
         except requests.RequestException:
             time.sleep(0.3)
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
     assert TOKEN not in (data / "worker.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    with serving(tmp_path_factory.mktemp("keeper"), workers=2) as url:
+        yield url
 
 
 def test_a_keeper_uploads_asks_and_deletes_in_a_browser(browser, served, tmp_path):
@@ -515,35 +526,14 @@ def test_the_login_page_says_up_front_which_token_opens_it(sample_runtime, tmp_p
 @pytest.fixture(scope="module")
 def served_communities(tmp_path_factory):
     """``arc-retrieval serve`` over a knowledge base of two communities and no default one."""
-    from tests.helpers import free_port
-
-    port = free_port()
-    data = tmp_path_factory.mktemp("communities")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARC_") and k != "DATABASE_URL"}
-    env.update({"ARC_DATA_DIR": str(data / "data"), "ARC_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "1",
-                "ARC_API_TOKEN": TOKEN, "ARC_INGEST_TOKEN": TOKEN, "ARC_RATE_LIMIT": "0"})
-    log = (data / "worker.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "worker.cli", "serve"], env=env, cwd=ROOT, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        assert process.poll() is None and time.monotonic() < deadline, (data / "worker.log").read_text()[-2000:]
-        try:
-            if requests.get(f"{url}/readyz", timeout=2).ok:
-                break
-        except requests.RequestException:
-            time.sleep(0.3)
-    for community, text in (("hollow", "# Hollow fences\n\nFences in the hollow may be four feet tall."),
-                            ("ridge", "# Ridge fences\n\nFences on the ridge may be six feet tall.")):
-        stored = requests.post(f"{url}/webhook/arc-ingest", headers={"X-ARC-Token": TOKEN}, timeout=120,
-                               json={"text": text, "document_type": "ccr", "community": community,
-                                     "document_id": f"{community}-fences"})
-        assert stored.status_code == 200, stored.text
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    with serving(tmp_path_factory.mktemp("communities"), workers=1) as url:
+        for community, text in (("hollow", "# Hollow fences\n\nFences in the hollow may be four feet tall."),
+                                ("ridge", "# Ridge fences\n\nFences on the ridge may be six feet tall.")):
+            stored = requests.post(f"{url}/webhook/arc-ingest", headers={"X-ARC-Token": TOKEN}, timeout=120,
+                                   json={"text": text, "document_type": "ccr", "community": community,
+                                         "document_id": f"{community}-fences"})
+            assert stored.status_code == 200, stored.text
+        yield url
 
 
 def test_a_keeper_of_two_communities_signs_in_to_the_chooser(browser, served_communities, tmp_path):
