@@ -54,15 +54,19 @@ class EmbeddingError(ArcError):
     code = "embedding_failed"
 
 
-class InvalidInput(ArcError):
-    """A request the models could not catch (a form upload's file, say)."""
-
-    status = 422
-    code = "invalid_input"
+class FieldError(ArcError):
+    """An error about one input, named in its message and in the JSON error's ``field``."""
 
     def __init__(self, message: str, field: str):
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class InvalidInput(FieldError):
+    """A request the models could not catch (a form upload's file, say)."""
+
+    status = 422
+    code = "invalid_input"
 
 
 class IngestError(ArcError):
@@ -107,12 +111,8 @@ class WriteForbidden(ArcError):
     code = "forbidden"
 
 
-class NotFound(ArcError):
+class NotFound(FieldError):
     """Something the request names by id that does not exist (or is another community's)."""
 
     status = 404
     code = "not_found"
-
-    def __init__(self, message: str, field: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
