@@ -6,12 +6,14 @@ blueprint (its sign-in and form checks) through :func:`add_routes`."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.exceptions import BadRequest
 
 from ..errors import ArcError
+from ..service.confirmations import ConfirmRequest
 from .confirmations import confirmation_service
 from .guards import caller
 from .services import services
@@ -19,12 +21,8 @@ from .services import services
 # What the notice box may say after a confirmation's change: a key and an id, never free text.
 NOTICES = {"confirmed": "Confirmed #{id}", "removed": "Removed #{id}"}
 
-# The pages' own reading of ?community= (kept in flask.g for their links), given by add_routes.
-_page_community: Callable[[], str] = lambda: services().knowledge.community(None, caller=caller())  # noqa: E731
-
-
-def _community() -> str:
-    return _page_community()
+# ``chosen``: the pages' own reading of ?community= (kept in flask.g for their links), given by add_routes.
+Chosen = Callable[[], str]
 
 
 def _notice() -> str | None:
@@ -33,16 +31,14 @@ def _notice() -> str | None:
     return template.format(id=number) if template is not None and number.isdigit() else None
 
 
-def confirmations_page() -> str:
-    community = _community()
+def confirmations_page(chosen: Chosen) -> str:
+    community = chosen()
     found = confirmation_service().list(community, caller())
     return render_template("pages/confirmations.html", confirmations=found, community=community, message=_notice())
 
 
-def confirm() -> Any:
-    from ..service.confirmations import ConfirmRequest
-
-    community = _community()
+def confirm(chosen: Chosen) -> Any:
+    community = chosen()
     chunk = request.form.get("chunk_id") or None
     try:
         made = confirmation_service().confirm(
@@ -65,9 +61,7 @@ def delete(confirmation_id: int) -> Any:
     return redirect(url_for("pages.confirmations", community=community, notice="removed", id=confirmation_id))
 
 
-def add_routes(pages: Blueprint, community: Callable[[], str]) -> None:
-    global _page_community
-    _page_community = community
-    pages.add_url_rule("/confirmations", "confirmations", confirmations_page, methods=["GET"])
-    pages.add_url_rule("/confirmations", "confirm", confirm, methods=["POST"])
+def add_routes(pages: Blueprint, chosen: Chosen) -> None:
+    pages.add_url_rule("/confirmations", "confirmations", partial(confirmations_page, chosen), methods=["GET"])
+    pages.add_url_rule("/confirmations", "confirm", partial(confirm, chosen), methods=["POST"])
     pages.add_url_rule("/confirmations/<int:confirmation_id>/delete", "delete_confirmation", delete, methods=["POST"])
