@@ -379,3 +379,41 @@ def test_the_readme_commands_back_up_and_restore(tmp_path):
         assert result.returncode == 0, f"{line}: {result.stderr}"
     listed = run(".venv/bin/arc-retrieval documents list", second)
     assert listed.returncode == 0 and "design-guidelines-2024" in listed.stdout, listed.stderr
+
+
+def test_the_keepers_confirmations_and_the_chats_votes_come_back(database_factory, embedder, tmp_path):
+    """Hours of a keeper's work: a backup holds the confirmations (still resolved to their
+    passages after the restore) and the votes."""
+    from worker.service.confirmations import ConfirmationService, ConfirmRequest, FeedbackRequest
+
+    source, target = database_factory("bk_conf_src"), database_factory("bk_conf_dst")
+    _loaded(source, embedder, tmp_path, lambda k: k.ingest_sample(caller=LOCAL))
+    db = Database(source)
+    knowledge = KnowledgeService(Runtime(make_settings(tmp_path, source), db, embedder))
+    try:
+        answer = knowledge.ask(RetrievalRequest(query="How tall can a backyard fence be?"), caller=LOCAL,
+                               request_id="vote-for-backup")
+        confirmations = ConfirmationService(knowledge)
+        confirmations.confirm(ConfirmRequest(query="How tall can a backyard fence be?",
+                                             chunk_id=answer.chunks[0].id), LOCAL)
+        confirmations.confirm(ConfirmRequest(query="What day is trash pickup?", answer="none"), LOCAL)
+        confirmations.vote(FeedbackRequest(request_id="vote-for-backup", helpful=True, source=1), LOCAL)
+        before = [(c.query, c.state, c.answer) for c in confirmations.list(None, LOCAL, candidates=False)]
+    finally:
+        knowledge.close()
+        db.close()
+    backup.write_backup(source, tmp_path / "conf.arcbackup")
+    Database(target).migrate(embedder.dim)
+    backup.restore_backup(target, backup.read_backup(tmp_path / "conf.arcbackup"), replace=False)
+    restored = _fingerprint(target)
+    assert restored == _fingerprint(source)
+    assert restored["answer_confirmations"] == 2 and restored["answer_feedback"] == 1
+    db = Database(target)
+    knowledge = KnowledgeService(Runtime(make_settings(tmp_path, target), db, embedder))
+    try:
+        after = [(c.query, c.state, c.answer) for c in ConfirmationService(knowledge).list(None, LOCAL,
+                                                                                             candidates=False)]
+    finally:
+        knowledge.close()
+        db.close()
+    assert after == before and all(state == "confirmed" for _, state, _ in after), after
