@@ -97,3 +97,23 @@ def test_an_empty_knowledge_base_is_said_at_start_in_readyz_and_in_the_answer(ma
     ready = client.get("/readyz").get_json()
     assert ready["knowledge_base_empty"] is False and "warning" not in ready
     db.close()
+
+
+def test_a_library_that_lowers_its_own_level_writes_nothing_below_the_level_asked(capsys):
+    """bm25s sets DEBUG on its logger when imported (the evaluation's anchors import it late):
+    `arc-retrieval eval` printed its debug lines although the command asked for warnings only."""
+    from worker.logs import configure_logging
+
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    root.handlers[:] = []
+    try:
+        configure_logging("WARNING")
+        chatty = logging.getLogger("a-library")
+        chatty.setLevel(logging.DEBUG)
+        chatty.debug("building an index")
+        chatty.warning("something to see")
+        written = capsys.readouterr().err
+    finally:
+        root.handlers[:], root.level = saved_handlers, saved_level
+    assert "something to see" in written and "building an index" not in written, written

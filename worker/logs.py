@@ -47,7 +47,11 @@ def configure_logging(level: str | None = None) -> None:
     wanted = (level or os.environ.get("ARC_LOG_LEVEL") or "INFO").upper()
     # An unknown level is reported, in one line, by the settings check that follows; logging
     # itself must not fail first with a traceback.
-    root.setLevel(wanted if wanted in logging.getLevelNamesMapping() else "INFO")
+    level_name = wanted if wanted in logging.getLevelNamesMapping() else "INFO"
+    root.setLevel(level_name)
+    # the handler filters too: a library that lowers its own logger's level (bm25s sets DEBUG on
+    # import) still writes nothing below the level asked for
+    handler.setLevel(level_name)
     for noisy in ("httpx", "openai", "psycopg.pool", "urllib3", "pgserver"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
