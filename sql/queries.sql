@@ -402,15 +402,19 @@ select id, document_id, chunk_index, section_path, md5(content), content
 from knowledge_chunks where community = %(community)s and id = %(chunk_id)s
 
 -- name: upsert_confirmation
+-- A "none" keeps the documents the community held (a document gained later makes it stale).
 insert into answer_confirmations (community, query, answer, document_id, chunk_index, section_path,
-                                  content_md5, embedding, embedding_model)
+                                  content_md5, embedding, embedding_model, documents_then)
 values (%(community)s, %(query)s, %(answer)s, %(document_id)s, %(chunk_index)s, %(section_path)s,
-        %(content_md5)s, %(embedding)s, %(embedding_model)s)
+        %(content_md5)s, %(embedding)s, %(embedding_model)s,
+        case when %(answer)s = 'none' then
+          coalesce((select array_agg(distinct k.document_id order by k.document_id)
+                      from knowledge_chunks k where k.community = %(community)s), '{}') end)
 on conflict (community, lower(query)) do update
 set query = excluded.query, answer = excluded.answer, document_id = excluded.document_id,
     chunk_index = excluded.chunk_index, section_path = excluded.section_path,
     content_md5 = excluded.content_md5, embedding = excluded.embedding,
-    embedding_model = excluded.embedding_model, created_at = now()
+    embedding_model = excluded.embedding_model, documents_then = excluded.documents_then, created_at = now()
 returning id
 
 -- name: delete_confirmation
@@ -438,3 +442,10 @@ select id, document_id, content from knowledge_chunks where community = %(commun
 select knowledge_base_version(%(community)s::text)::text || ':' || count(*) || ':' || coalesce(max(id), 0)
        || ':' || coalesce(max(extract(epoch from created_at)), 0)
 from answer_confirmations where community = %(community)s
+
+-- name: store_fitted_cut
+-- The success cut a community's confirmed questions fitted on its calibration at one version (092).
+select arc_store_fitted_cut(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
+                            %(success_at)s::double precision, %(answerable)s::integer,
+                            %(unanswerable)s::integer, %(loo_accuracy)s::double precision,
+                            %(configured_accuracy)s::double precision, %(configured_at)s::double precision)

@@ -149,3 +149,21 @@ def test_an_amendment_replacing_its_section_makes_it_stale(keeper):
         keeper, "second-amendment", AMENDMENT, amends=[{"document_id": "ccrs", "sections": ["Article VII Section 4"]}]
     )
     assert_stale(keeper, made, "an amendment replaces its section: second-amendment")
+
+
+def test_a_none_goes_stale_when_the_community_gains_a_document(keeper):
+    question = "Can I keep bees on my lot?"
+    made = keeper.post("/webhook/arc-confirm", headers=ADMIN, json={"query": question, "answer": "none"}).get_json()
+    assert made["state"] == "confirmed"
+    before = keeper.post("/webhook/arc-retrieval", headers=ASK, json={"query": question}).get_json()
+    assert before["status"] == "no_results" and before["confirmed"]["id"] == made["id"]
+    # a re-ingest of a document it was made against keeps it ...
+    ingest(keeper, "ccrs", DECLARATION.replace("nine months", "twelve months"))
+    assert listed(keeper, made["id"])["state"] == "confirmed"
+    # ... a new document may address the question: stale, never served, shown with today's best passage
+    ingest(keeper, "beekeeping-policy", "# Beekeeping Policy\n\nUp to two hives of bees may be kept in a rear yard.")
+    now = listed(keeper, made["id"])
+    assert now["state"] == "stale" and "gained a document since: beekeeping-policy" in now["reason"], now
+    assert now["candidate"] is not None
+    after = keeper.post("/webhook/arc-retrieval", headers=ASK, json={"query": question}).get_json()
+    assert after["confirmed"] is None

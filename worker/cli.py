@@ -693,7 +693,9 @@ def confirmations_import(questions: Path, community: str | None) -> None:
         rows = [r for r in rows if r.community]
     runtime = _runtime(_settings())
     try:
-        done, notes = import_rows(_confirmation_service(runtime), rows, community, normalise_for_match)
+        service = _confirmation_service(runtime)
+        done, notes = import_rows(service, rows, community, normalise_for_match)
+        service.knowledge.retriever.calibrator.wait_refits()  # the success cut they fit, stored before exiting
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
     finally:

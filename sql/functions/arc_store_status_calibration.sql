@@ -1,5 +1,6 @@
 -- Store a measurement; an older version never replaces a newer one. Releases the claim. A rerank
--- service's scale (042) goes with it: its three levels, or why it could not be measured.
+-- service's scale (042) goes with it: its three levels, or why it could not be measured. A
+-- measurement of another version clears the fitted success cut (092): it was read on the old scale.
 drop function if exists arc_store_status_calibration(text, text, bigint, double precision, double precision,
                                                      double precision, integer, boolean, integer);
 create or replace function arc_store_status_calibration(community text, embedding_model text,
@@ -31,7 +32,13 @@ as $$
          measured_ms = excluded.measured_ms, measured_at = excluded.measured_at,
          rerank_floor = excluded.rerank_floor, rerank_match = excluded.rerank_match,
          rerank_near_miss = excluded.rerank_near_miss, rerank_failure = excluded.rerank_failure,
-         claimed_at = null, claimed_version = null
+         claimed_at = null, claimed_version = null,
+         fitted_success_at = case when s.kb_version = excluded.kb_version then s.fitted_success_at end,
+         fitted_answerable = case when s.kb_version = excluded.kb_version then s.fitted_answerable end,
+         fitted_none = case when s.kb_version = excluded.kb_version then s.fitted_none end,
+         fitted_loo_accuracy = case when s.kb_version = excluded.kb_version then s.fitted_loo_accuracy end,
+         fitted_configured_accuracy = case when s.kb_version = excluded.kb_version then s.fitted_configured_accuracy end,
+         fitted_configured_at = case when s.kb_version = excluded.kb_version then s.fitted_configured_at end
    where s.kb_version is null or s.kb_version <= excluded.kb_version
 $$;
 

@@ -25,6 +25,12 @@ and the service's identity: another service or model is another calibration. A s
 meanwhile leaves the first-stage scale stored with the reason (the service's status reads the
 fixed ``RERANK_*`` cuts, with a warning), and the service's scale is measured again in the
 background once :data:`SERVICE_RETRY_SECONDS` have passed.
+
+A community whose keeper confirmed enough questions gets its own success cut, fitted on them
+(``fitted_cut.py``) and stored in the calibration's row: fitted after each measurement (the
+scale it is read on changed) and, in the background, after each change of the confirmations
+(:meth:`Calibrations.refit`). The cut comes with the calibration a question reads, so every
+process decides on it from its next question.
 """
 
 from __future__ import annotations
@@ -34,14 +40,14 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..store import language_scales as language_store
-from ..store.calibrations import CalibrationStore, Reading, Stale, StoredCalibration
+from ..store.calibrations import CalibrationStore, FittedCut, Reading, Stale, StoredCalibration
 from . import confidence as confidence_stage
-from . import language, language_scale, service_scale
+from . import fitted_cut, language, language_scale, service_scale
 from .first_stage import FirstStage
 from .rerank_services import ServiceReranker, ServiceScale
 from .search import SearchBackend
@@ -75,6 +81,10 @@ class Lookup:
     rerank: ServiceScale | None = None
 
 
+# A community's valid confirmed questions, each with whether it has an answer (a passage) or not.
+Confirmed = Callable[[str], Sequence[tuple[str, bool]]]
+
+
 class CalibrationStopped(Exception):
     pass
 
@@ -103,7 +113,15 @@ class LocalCalibrations:
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         held = self._rows.get((community, model))
         if held is None or held.kb_version <= stored.kb_version:
-            self._rows[(community, model)] = replace(stored, measured_at=datetime.now(UTC))
+            fitted = held.fitted if held is not None and held.kb_version == stored.kb_version else None
+            self._rows[(community, model)] = replace(stored, measured_at=datetime.now(UTC), fitted=fitted)
+
+    def put_fit(self, community: str, model: str, version: int, fit: FittedCut | None) -> bool:
+        held = self._rows.get((community, model))
+        if held is None or held.kb_version != version:
+            return False
+        self._rows[(community, model)] = replace(held, fitted=fit)
+        return True
 
 
 def store_of(backend: SearchBackend) -> CalibrationStore:
@@ -129,6 +147,8 @@ class Calibrations:
         wait_seconds: float = WAIT_FOR_OTHERS_SECONDS,
         reranker: object = None,
         service_retry_seconds: float = SERVICE_RETRY_SECONDS,
+        cuts: confidence_stage.StatusCuts = confidence_stage.DEFAULT_CUTS,
+        confirmed: Confirmed | None = None,
     ):
         self.embedder = embedder
         # The rerank service whose scale is measured too (an LLM reranker sets no status: none).
@@ -147,6 +167,11 @@ class Calibrations:
         self.reach = reach
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
+        # The configured cuts a fitted success cut is measured against, and the confirmed questions it is fitted on.
+        self.cuts = cuts
+        self.confirmed = confirmed
+        self._refits: set[str] = set()
+        self._refit_thread: threading.Thread | None = None
         # The last calibration this process read or measured per community (None: too small).
         self.known: dict[str, confidence_stage.Calibration | None] = {}
         self.known_service: dict[str, ServiceScale] = {}
@@ -253,7 +278,75 @@ class Calibrations:
             questions=stored.questions,
             near_miss=stored.near_miss,
             reach=self.reach,
+            success_at=stored.fitted.success_at if stored.fitted is not None and stored.fitted.in_force else None,
         )
+
+    # -- the success cut the confirmed questions fit (fitted_cut.py) ------------------------------
+
+    def fit(self, community: str) -> FittedCut | None:
+        """Fit ``community``'s success cut on its valid confirmed questions now and store it with
+        its calibration (cleared when they are too few); the fit, or None."""
+        if not self.enabled:
+            return None
+        stored = self.ensure(community)
+        if stored is None:
+            return None
+        found = self._fit_on(community, stored)
+        self._remember(community, replace(stored, fitted=found))
+        return found
+
+    def refit(self, community: str) -> None:
+        """After the community's confirmations changed: :meth:`fit` in the background."""
+        if not self.enabled or self.confirmed is None:
+            return
+        with self._wanted_lock:
+            self._refits.add(community)
+            if self._stopping.is_set() or (self._refit_thread is not None and self._refit_thread.is_alive()):
+                return
+            self._refit_thread = threading.Thread(target=self._refit_wanted, name="arc-fitted-cut", daemon=True)
+            self._refit_thread.start()
+
+    def wait_refits(self, timeout: float | None = None) -> None:
+        """Until the background fits end (tests, and a CLI that confirmed before it exits)."""
+        thread = self._refit_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout)
+
+    def _refit_wanted(self) -> None:
+        while not self._stopping.is_set():
+            with self._wanted_lock:
+                if not self._refits:
+                    self._refit_thread = None
+                    return
+                community = self._refits.pop()
+            try:
+                self.fit(community)
+            except CalibrationStopped:
+                return
+            except Exception as exc:  # the database or the provider failed: the stored cut stays
+                log.warning("success cut not fitted", extra={"community": community, "reason": type(exc).__name__})
+
+    def _fit_on(self, community: str, stored: StoredCalibration) -> FittedCut | None:
+        """The fit on the calibration ``stored``, stored with it when it differs from what is there."""
+        calibration = self._calibration(stored)
+        found = None
+        if calibration is not None and self.confirmed is not None:
+            confirmed = list(self.confirmed(community))
+            answerable = sum(has_answer for _, has_answer in confirmed)
+            if fitted_cut.enough(answerable, len(confirmed) - answerable):
+                scored = self.scored([query for query, _ in confirmed], community)
+                points = [
+                    fitted_cut.Point(calibration.confidence(s.relevance), has_answer)
+                    for s, (_, has_answer) in zip(scored, confirmed, strict=True)
+                ]
+                found = fitted_cut.fit(points, self.cuts.success_at, self.cuts.no_results_below)
+        if found != stored.fitted:
+            self.store.put_fit(community, self.key, stored.kb_version, found)
+            log.info(
+                "success cut fitted" if found else "success cut cleared",
+                extra={"community": community, "kb_version": stored.kb_version, **_fit_fields(found)},
+            )
+        return found
 
     # -- measuring -----------------------------------------------------------------------------
 
@@ -322,6 +415,7 @@ class Calibrations:
     def stop(self) -> None:
         self._stopping.set()
         self.wait(timeout=5)
+        self.wait_refits(timeout=5)
 
     def _measure_wanted(self) -> None:
         while not self._stopping.is_set():
@@ -393,6 +487,8 @@ class Calibrations:
             stored = replace(stored, rerank_failure=service.failure)
         ms = round((time.perf_counter() - started) * 1000)
         self.store.put(community, self.key, stored, ms)
+        if found is not None and self.confirmed is not None:  # the fit belongs to the scale just measured
+            stored = replace(stored, fitted=self._fit_on(community, stored))
         log.info(
             "status calibrated",
             extra={
@@ -518,6 +614,19 @@ class Calibrations:
             self._language_scales[community] = held
         scale = held[1].get(reading.language.code)
         return None if scale is None else language_scale.calibration(scale, calibration.version, self.reach)
+
+
+def _fit_fields(fit: FittedCut | None) -> dict[str, object]:
+    if fit is None:
+        return {}
+    return {
+        "success_at": round(fit.success_at, 4),
+        "answerable": fit.answerable,
+        "unanswerable": fit.unanswerable,
+        "loo_accuracy": round(fit.loo_accuracy, 3),
+        "configured_accuracy": round(fit.configured_accuracy, 3),
+        "in_force": fit.in_force,
+    }
 
 
 def _stop(ref: weakref.ref) -> None:

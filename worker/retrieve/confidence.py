@@ -70,6 +70,9 @@ class Calibration:
     questions: int
     near_miss: float | None = None
     reach: float = NEAR_MISS_REACH  # 0: the match alone
+    # The success cut the community's confirmed questions fitted on this scale, when it is in
+    # force (fitted_cut.py); None: the configured cut.
+    success_at: float | None = None
 
     @property
     def top(self) -> float:
@@ -161,8 +164,9 @@ def decide(
         )
         return Confidence(status, None, relevance, False)
     score = calibration.confidence(relevance)
+    success_at = cuts.success_at if calibration.success_at is None else calibration.success_at
     fitted: Status = (
-        "no_results" if score < cuts.no_results_below else "low_confidence" if score < cuts.success_at else "success"
+        "no_results" if score < cuts.no_results_below else "low_confidence" if score < success_at else "success"
     )
     return Confidence(fitted, score, relevance, True, calibration)
 

@@ -278,6 +278,12 @@ class Confirmations:
             else:
                 self._known.pop(community, None)
 
+    def questions(self, community: str) -> list[tuple[str, bool]]:
+        """The community's valid confirmed questions as stored now, each with whether it has an
+        answer (a passage) or not ("none"): what its success cut is fitted on."""
+        stored = self._load(community) if self._load is not None else ()
+        return [(s.query, s.answer == "passage") for s in stored if s.state == "confirmed"]
+
     def known(self, community: str) -> Known:
         """The community's confirmations as they stand, read again when its documents changed or
         another process may have written (``refresh_seconds``)."""

@@ -145,6 +145,8 @@ class Retriever:
             questions=calibration_questions,
             reach=near_miss_reach,
             reranker=reranker,
+            cuts=cuts,
+            confirmed=self.confirmations.questions,
         )
 
     def close(self) -> None:

@@ -33,8 +33,12 @@ def _notice() -> str | None:
 
 def confirmations_page(chosen: Chosen) -> str:
     community = chosen()
-    found = confirmation_service().list(community, caller())
-    return render_template("pages/confirmations.html", confirmations=found, community=community, message=_notice())
+    service = confirmation_service()
+    found = service.list(community, caller())
+    cut = service.success_cut(community, caller())
+    return render_template(
+        "pages/confirmations.html", confirmations=found, cut=cut, community=community, message=_notice()
+    )
 
 
 def confirm(chosen: Chosen) -> Any:

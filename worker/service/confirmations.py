@@ -6,6 +6,7 @@ and text, so that it follows the passage through a re-ingest and turns stale whe
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -13,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import NotFound
 from ..models import DEFAULT_COMMUNITY, NOT_BOOLEAN, RetrievalRequest
+from ..retrieve import fitted_cut
 from ..retrieve.preprocess import preprocess
+from ..store.calibrations import FittedCut
 from ..store.confirmations import ConfirmationStore, NewConfirmation, StoredConfirmation, Vote
 from .caller import LOCAL, Caller
 from .knowledge import KnowledgeService
@@ -120,6 +123,19 @@ class Recorded(BaseModel):
     community: str | None
 
 
+@dataclass(frozen=True)
+class SuccessCut:
+    """A community's success cut as the keeper sees it: the configured one, the valid confirmations
+    a fit would rest on, and the fit stored with the calibration (None: too few, or not yet fitted)."""
+
+    configured_at: float
+    answerable: int
+    unanswerable: int
+    fitted: FittedCut | None
+    needs_answerable: int = fitted_cut.MIN_ANSWERABLE
+    needs_unanswerable: int = fitted_cut.MIN_NONE
+
+
 class ConfirmationService:
     def __init__(self, knowledge: KnowledgeService):
         self.knowledge = knowledge
@@ -145,7 +161,7 @@ class ConfirmationService:
             chunk=chunk,
         )
         confirmation_id = self.store.add(new)
-        self.knowledge.retriever.confirmations.forget(name)
+        self._changed(name)
         return next(c for c in self.list(name, caller, candidates=False) if c.id == confirmation_id)
 
     def list(self, community: str | None, caller: Caller, *, candidates: bool = True) -> list[Confirmation]:
@@ -157,6 +173,20 @@ class ConfirmationService:
             for s in self.store.read(name)
         ]
 
+    def success_cut(self, community: str | None, caller: Caller) -> SuccessCut:
+        """The success cut ``community``'s status decides on and what it rests on (one ``caller`` reaches)."""
+        name = self.knowledge.community(community, caller=caller)
+        calibrator = self.knowledge.retriever.calibrator
+        valid = [s for s in self.store.read(name) if s.state == "confirmed"]
+        answerable = sum(s.answer == "passage" for s in valid)
+        stored = calibrator.store.read(name, calibrator.key).stored if calibrator.enabled else None
+        return SuccessCut(
+            configured_at=calibrator.cuts.success_at,
+            answerable=answerable,
+            unanswerable=len(valid) - answerable,
+            fitted=stored.fitted if stored is not None else None,
+        )
+
     def delete(self, confirmation_id: int, caller: Caller) -> str:
         """Remove one of a community ``caller`` may write to. Another community's confirmation is
         as unknown as a missing one."""
@@ -165,8 +195,15 @@ class ConfirmationService:
         if community is None or not _reaches(caller, community):
             raise NotFound(f"no confirmation {confirmation_id}", "id")
         self.store.delete(confirmation_id, community)
-        self.knowledge.retriever.confirmations.forget(community)
+        self._changed(community)
         return community
+
+    def _changed(self, community: str) -> None:
+        """After a confirmation of ``community`` was written: the matcher reads them again, and the
+        success cut they fit is fitted again in the background."""
+        retriever = self.knowledge.retriever
+        retriever.confirmations.forget(community)
+        retriever.calibrator.refit(community)
 
     def vote(self, request: FeedbackRequest, caller: Caller) -> Recorded:
         """Record a vote on a logged answer of a community ``caller`` reaches (never a

@@ -1,6 +1,7 @@
 """The stored status calibrations (``sql/036_status_calibrations.sql``), one per community and
 embedding model (and rerank service, when one sets the status: its scale in the ``rerank_*``
-columns, ``sql/042_rerank_calibration.sql``), read and written directly (psycopg) or through
+columns, ``sql/042_rerank_calibration.sql``) and the success cut its confirmed questions fitted
+on it (``sql/092_fitted_success_cut.sql``), read and written directly (psycopg) or through
 Supabase's RPC route.
 
 What a calibration is and how it is measured: ``worker/retrieve/confidence.py`` and
@@ -20,6 +21,25 @@ from .rows import one_row
 
 
 @dataclass(frozen=True)
+class FittedCut:
+    """A community's success cut fitted on its confirmed questions (``worker/retrieve/fitted_cut.py``):
+    the cut, how many answerable and unanswerable confirmations it rests on, its leave-one-out
+    accuracy, and the configured cut's accuracy on the same questions."""
+
+    success_at: float
+    answerable: int
+    unanswerable: int
+    loo_accuracy: float
+    configured_accuracy: float
+    configured_at: float
+
+    @property
+    def in_force(self) -> bool:
+        """The fitted cut decides the status: left out, it is right more often than the configured one."""
+        return self.loo_accuracy > self.configured_accuracy
+
+
+@dataclass(frozen=True)
 class StoredCalibration:
     """A community's measured scale at one version, as stored (``too_small``: nothing to measure)."""
 
@@ -35,6 +55,7 @@ class StoredCalibration:
     rerank_near_miss: float | None = None
     rerank_failure: str | None = None  # why the service's scale could not be measured
     measured_at: datetime | None = None  # as read back (the database's clock)
+    fitted: FittedCut | None = None  # the success cut the confirmed questions fitted on this scale
 
 
 @dataclass(frozen=True)
@@ -68,6 +89,11 @@ class CalibrationStore(Protocol):
 
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None: ...
 
+    def put_fit(self, community: str, model: str, version: int, fit: FittedCut | None) -> bool:
+        """Store (None: clear) the fitted success cut of the calibration at ``version``; False when
+        the stored calibration is of another version."""
+        ...
+
 
 def _reading(row: dict[str, Any] | None) -> Reading:
     if row is None:
@@ -86,8 +112,36 @@ def _reading(row: dict[str, Any] | None) -> Reading:
             rerank_near_miss=row.get("rerank_near_miss"),
             rerank_failure=row.get("rerank_failure"),
             measured_at=_moment(row.get("measured_at")),
+            fitted=_fit(row),
         )
     return Reading(stored, int(row.get("current_version") or 0))
+
+
+def _fit(row: dict[str, Any]) -> FittedCut | None:
+    if row.get("fitted_success_at") is None:
+        return None
+    return FittedCut(
+        success_at=float(row["fitted_success_at"]),
+        answerable=int(row.get("fitted_answerable") or 0),
+        unanswerable=int(row.get("fitted_none") or 0),
+        loo_accuracy=float(row.get("fitted_loo_accuracy") or 0.0),
+        configured_accuracy=float(row.get("fitted_configured_accuracy") or 0.0),
+        configured_at=float(row.get("fitted_configured_at") or 0.0),
+    )
+
+
+def _fit_args(community: str, model: str, version: int, fit: FittedCut | None) -> dict[str, Any]:
+    return {
+        "community": community,
+        "embedding_model": model,
+        "kb_version": version,
+        "success_at": fit and fit.success_at,
+        "answerable": fit and fit.answerable,
+        "unanswerable": fit and fit.unanswerable,
+        "loo_accuracy": fit and fit.loo_accuracy,
+        "configured_accuracy": fit and fit.configured_accuracy,
+        "configured_at": fit and fit.configured_at,
+    }
 
 
 def _moment(value: object) -> datetime | None:
@@ -157,6 +211,12 @@ class PostgresCalibrations:
         with self.db.connection() as conn:
             conn.execute(sqlfiles.query("store_status_calibration"), _put_args(community, model, stored, measured_ms))
 
+    def put_fit(self, community: str, model: str, version: int, fit: FittedCut | None) -> bool:
+        with self.db.connection() as conn:
+            return bool(
+                one_row(conn.execute(sqlfiles.query("store_fitted_cut"), _fit_args(community, model, version, fit)))[0]
+            )
+
 
 class RpcCalibrations:
     """The same functions through PostgREST (a ``supabase`` client's ``rpc``)."""
@@ -190,3 +250,6 @@ class RpcCalibrations:
 
     def put(self, community: str, model: str, stored: StoredCalibration, measured_ms: int) -> None:
         self._rpc("arc_store_status_calibration", _put_args(community, model, stored, measured_ms))
+
+    def put_fit(self, community: str, model: str, version: int, fit: FittedCut | None) -> bool:
+        return bool(self._rpc("arc_store_fitted_cut", _fit_args(community, model, version, fit)))

@@ -1,0 +1,167 @@
+"""The status learns its success cut from the keeper's confirmed questions: below 10 answerable
+and 5 "none" confirmations nothing changes; from there the cut is fitted, stored with the
+calibration, read by another process and shown on the Confirmed answers page; removing
+confirmations below the thresholds brings today's calibration back. The fitting rule itself on
+hand-made points. Real Postgres, the real local model, the pages and webhooks over Flask."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_settings
+from worker.evaluation.answers import normalise_for_match
+from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.retrieve import fitted_cut
+from worker.retrieve.confidence import DEFAULT_CUTS, DEFAULT_THRESHOLDS, Calibration, decide
+from worker.retrieve.fitted_cut import Point
+from worker.runtime import Runtime
+from worker.serve.app import create_app
+from worker.service.caller import LOCAL
+from worker.service.confirmations import ConfirmationService, DatasetRow, import_rows
+from worker.store.calibrations import FittedCut
+from worker.store.database import Database
+
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
+SAMPLE_QUESTIONS = "worker/sample_corpus/questions.jsonl"
+
+
+# -- the rule, on hand-made points ---------------------------------------------------------------
+
+
+def points(answerable: list[float], unanswerable: list[float]) -> list[Point]:
+    return [Point(s, True) for s in answerable] + [Point(s, False) for s in unanswerable]
+
+
+def test_the_best_cut_separates_and_stays_nearest_the_configured_one_among_equals():
+    found = points([0.40, 0.45, 0.9], [0.1, 0.2])
+    # every cut in (0.2, 0.40] is right on all five: the fit takes the midpoint, as far from both as it can
+    assert fitted_cut.best_cut(found, 0.5) == pytest.approx(0.30)
+    assert fitted_cut.accuracy(found, 0.30) == 1.0 and fitted_cut.accuracy(found, 0.5) == pytest.approx(0.6)
+    # points that the configured cut already separates leave it where it is
+    assert fitted_cut.best_cut(points([0.6, 0.7], [0.1, 0.3]), 0.5) == 0.5
+    # never below the no_results cut
+    assert fitted_cut.best_cut(points([0.05, 0.9], [0.01]), 0.5, floor=0.2) >= 0.2
+
+
+def test_leave_one_out_accuracy_by_hand():
+    # answerable 0.3, 0.6, 0.7; unanswerable 0.2, 0.65.
+    found = points([0.3, 0.6, 0.7], [0.2, 0.65])
+    # Left out, each point is decided by the cut the other four fit (midpoints, the nearest 0.5
+    # among the most accurate): 0.3 by 0.4 (wrong), 0.6 by 0.675 (wrong), 0.7 by 0.25 (right),
+    # 0.2 by 0.25 (right), 0.65 by 0.25 (wrong).
+    by_hand = []
+    for i, point in enumerate(found):
+        cut = fitted_cut.best_cut([*found[:i], *found[i + 1 :]], 0.5)
+        by_hand.append((point.score >= cut) == point.answerable)
+    assert by_hand == [False, False, True, True, False]
+    assert fitted_cut.leave_one_out(found, 0.5) == pytest.approx(2 / 5)
+
+
+def test_a_fit_needs_ten_answerable_and_five_none_and_decides_only_when_it_does_better():
+    assert fitted_cut.fit(points([0.9] * 9, [0.1] * 5), 0.5) is None
+    assert fitted_cut.fit(points([0.9] * 10, [0.1] * 4), 0.5) is None
+    # answerable questions that score 0.35-0.45 and "none" ones at 0.1-0.2: the configured 0.5 hedges them all
+    found = fitted_cut.fit(points([0.35 + 0.01 * i for i in range(10)], [0.1, 0.12, 0.15, 0.18, 0.2]), 0.5)
+    assert found is not None and 0.2 < found.success_at <= 0.35
+    assert found.loo_accuracy == 1.0 and found.configured_accuracy == pytest.approx(5 / 15) and found.in_force
+    # already separated by the configured cut: the fit is not better, so it does not decide
+    same = fitted_cut.fit(points([0.6 + 0.01 * i for i in range(10)], [0.1] * 5), 0.5)
+    assert same is not None and not same.in_force
+
+
+def test_a_calibration_with_a_fitted_cut_decides_on_it():
+    scale = Calibration(version=1, floor=0.1, match=0.9, questions=100)
+    relevance = 0.1 + 0.4 * 0.8  # confidence 0.4: under the configured 0.5
+    assert decide(relevance, scale, DEFAULT_CUTS, DEFAULT_THRESHOLDS).status == "low_confidence"
+    fitted = Calibration(version=1, floor=0.1, match=0.9, questions=100, success_at=0.35)
+    assert decide(relevance, fitted, DEFAULT_CUTS, DEFAULT_THRESHOLDS).status == "success"
+    # the no_results cut is untouched
+    assert decide(0.1 + 0.1 * 0.8, fitted, DEFAULT_CUTS, DEFAULT_THRESHOLDS).status == "no_results"
+
+
+# -- stored with the calibration, read everywhere, shown on the page ------------------------------
+
+
+@pytest.fixture(scope="module")
+def keeper(make_database, embedder, tmp_path_factory):
+    url = make_database("fitcut")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingest_sample_corpus(Ingestor(db, embedder))
+    settings = make_settings(tmp_path_factory.mktemp("fitcut"), url, ingest_token=ADMIN_TOKEN, status_calibration=True)
+    app = create_app(runtime=Runtime(settings, db, embedder))
+    yield app, db, settings, embedder
+    db.close()
+
+
+def sample_rows(answerable: int, unanswerable: int) -> list[DatasetRow]:
+    lines = Path(SAMPLE_QUESTIONS).read_text().splitlines()
+    rows = [DatasetRow.model_validate(json.loads(line)) for line in lines]
+    return [r for r in rows if r.kind == "answerable"][:answerable] + [r for r in rows if r.kind != "answerable"][
+        :unanswerable
+    ]
+
+
+def signed_in(client):
+    page = client.get("/login").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    assert client.post("/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf}).status_code == 302
+    return client
+
+
+def stored_fit(app) -> FittedCut | None:
+    calibrator = app.extensions["arc"].knowledge.retriever.calibrator
+    reading = calibrator.store.read("default", calibrator.key)
+    assert reading.fresh
+    return reading.stored.fitted
+
+
+def test_the_cut_is_fitted_stored_read_by_another_process_shown_and_cleared(keeper):
+    app, db, settings, embedder = keeper
+    knowledge = app.extensions["arc"].knowledge
+    calibrator = knowledge.retriever.calibrator
+    service = ConfirmationService(knowledge)
+    client = signed_in(app.test_client())
+    before = calibrator.for_question("default").calibration
+    assert before is not None and before.success_at is None
+
+    # nine answerable and five "none": too few, today's calibration unchanged
+    done, _ = import_rows(service, sample_rows(9, 5), "default", normalise_for_match)
+    assert done == 14
+    calibrator.wait_refits(timeout=120)
+    assert stored_fit(app) is None
+    assert calibrator.for_question("default").calibration == before
+    page = " ".join(client.get("/confirmations").get_data(as_text=True).split())
+    assert "needs 10 answerable and 5 not in the documents; it has 9 and 5" in page
+
+    # every sample question: fitted on 15 answerable and 7 "none"
+    import_rows(service, sample_rows(15, 7), "default", normalise_for_match)
+    calibrator.wait_refits(timeout=120)
+    fit = stored_fit(app)
+    assert fit is not None and (fit.answerable, fit.unanswerable) == (15, 7)
+    assert 0.0 <= fit.loo_accuracy <= 1.0 and fit.configured_at == settings.status.success_at
+    expected = fit.success_at if fit.in_force else None
+    assert calibrator.for_question("default").calibration.success_at == expected
+
+    # another process over the same database reads the same cut with the calibration
+    other = create_app(runtime=Runtime(settings, Database(db.url), embedder))
+    assert other.extensions["arc"].knowledge.retriever.calibrator.for_question("default").calibration.success_at == (
+        expected
+    )
+
+    # the page shows the cut, what it rests on and its leave-one-out accuracy
+    page = " ".join(client.get("/confirmations").get_data(as_text=True).split())
+    assert f"{fit.success_at:.3f}" in page and "15 answerable" in page and "7 not in the documents" in page
+    assert f"{fit.loo_accuracy:.2f}" in page and re.search(r"in force|not in force", page)
+
+    # removing answerable ones below ten: the fitted cut is cleared
+    listed = service.list("default", LOCAL, candidates=False)
+    for c in [c for c in listed if c.answer == "passage"][:6]:
+        service.delete(c.id, LOCAL)
+    calibrator.wait_refits(timeout=120)
+    assert stored_fit(app) is None
+    assert calibrator.for_question("default").calibration.success_at is None

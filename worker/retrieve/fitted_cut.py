@@ -1,0 +1,98 @@
+"""The ``success`` cut a community's own confirmed questions put in force.
+
+The calibrated cut (``confidence.py``) is the same for every knowledge base: ``success`` from a
+confidence of 0.5. Where a community's answerable and unanswerable questions score alike, no cut
+is right on all of them, and the best one lies where that community's questions fall. Its keeper
+tells us where: each confirmed question says which side of the cut it belongs on, a confirmed
+passage above it (``success``), a confirmed "not in the documents" below it.
+
+Once a community has :data:`MIN_ANSWERABLE` valid passage confirmations and :data:`MIN_NONE`
+valid "none" ones, each confirmed question is asked again as if unconfirmed, its confidence read
+on the calibration, and the cut that puts the most of them on their side is fitted. Few points
+choose a cut that fits them and not the next question, so:
+
+* the candidates are the configured cut and the midpoints between neighbouring confidences, and
+  among the cuts right on the most points the one nearest the configured cut wins (the fitted cut
+  moves only as far as the points ask);
+* its leave-one-out accuracy (each point decided by the cut fitted on the others) is compared with
+  the configured cut's accuracy on the same points: the fitted cut is put in force only when it is
+  higher. Otherwise the page shows both figures and the configured cut stays.
+
+The cut never falls below the ``no_results`` cut: a question that would be ``no_results`` is not
+made ``success`` by a fit.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from ..store.calibrations import FittedCut
+
+# Valid confirmations a fit needs: passages (answerable) and "none" (unanswerable).
+MIN_ANSWERABLE = 10
+MIN_NONE = 5
+
+
+@dataclass(frozen=True)
+class Point:
+    """One confirmed question: its confidence asked as if unconfirmed, and whether it has an answer."""
+
+    score: float
+    answerable: bool
+
+
+def enough(answerable: int, unanswerable: int) -> bool:
+    return answerable >= MIN_ANSWERABLE and unanswerable >= MIN_NONE
+
+
+def accuracy(points: Sequence[Point], cut: float) -> float:
+    """The share of points on their side of ``cut`` (answerable at or above it, the rest below)."""
+    if not points:
+        return 0.0
+    return sum((p.score >= cut) == p.answerable for p in points) / len(points)
+
+
+def best_cut(points: Sequence[Point], configured: float, floor: float = 0.0) -> float:
+    """The cut right on the most points, the nearest to ``configured`` among equals, never below ``floor``."""
+    answerable = sorted(p.score for p in points if p.answerable)
+    unanswerable = sorted(p.score for p in points if not p.answerable)
+    scores = sorted({p.score for p in points})
+    candidates = {configured, *((a + b) / 2 for a, b in pairwise(scores))}
+    if scores:
+        candidates |= {scores[0], scores[-1] + 1e-6}
+    kept = [c for c in candidates if c >= floor] or [configured]
+
+    def right(cut: float) -> int:  # answerable at or above the cut, unanswerable below it
+        return len(answerable) - bisect_left(answerable, cut) + bisect_left(unanswerable, cut)
+
+    return max(kept, key=lambda c: (right(c), -abs(c - configured)))
+
+
+def leave_one_out(points: Sequence[Point], configured: float, floor: float = 0.0) -> float:
+    """The share of points the cut fitted on the others puts on their side."""
+    if not points:
+        return 0.0
+    right = 0
+    for i, point in enumerate(points):
+        cut = best_cut([*points[:i], *points[i + 1 :]], configured, floor)
+        right += (point.score >= cut) == point.answerable
+    return right / len(points)
+
+
+def fit(points: Sequence[Point], configured: float, floor: float = 0.0) -> FittedCut | None:
+    """The fitted cut on ``points``; None when they are too few (:func:`enough`)."""
+    answerable = sum(p.answerable for p in points)
+    unanswerable = len(points) - answerable
+    if not enough(answerable, unanswerable):
+        return None
+    return FittedCut(
+        success_at=round(best_cut(points, configured, floor), 6),
+        answerable=answerable,
+        unanswerable=unanswerable,
+        loo_accuracy=leave_one_out(points, configured, floor),
+        configured_accuracy=accuracy(points, configured),
+        configured_at=configured,
+    )
