@@ -126,11 +126,11 @@ select * from chunk_neighbours(chunk_id => %(chunk_id)s, radius => %(radius)s)
 -- name: insert_query_log
 insert into query_log (community, request_id, query, normalized_query, query_type, status, best_score,
                        result_count, candidate_count, both_legs_count, vector_only_count,
-                       fts_only_count, avg_vector_score, avg_fts_score, reranked, warnings, timings_ms)
+                       fts_only_count, avg_vector_score, avg_fts_score, reranked, warnings, timings_ms, sources)
 values (%(community)s, %(request_id)s, %(query)s, %(normalized_query)s, %(query_type)s, %(status)s, %(best_score)s,
         %(result_count)s, %(candidate_count)s, %(both_legs_count)s, %(vector_only_count)s,
         %(fts_only_count)s, %(avg_vector_score)s, %(avg_fts_score)s, %(reranked)s, %(warnings)s,
-        %(timings_ms)s)
+        %(timings_ms)s, %(sources)s)
 
 -- name: knowledge_base_empty
 select not exists (select 1 from knowledge_chunks)
@@ -203,11 +203,17 @@ where community = %(community)s and metadata ->> 'amended_by' = %(document_id)s
 -- The keeper's page: the latest questions of one community (a row logged before communities
 -- belongs to default, as its documents do), optionally of one status (the ones the documents do
 -- not answer are the no_results and low_confidence ones) or only those the chat voted unhelpful,
--- with the chat's helpful and unhelpful votes on each (answer_feedback, by request id).
+-- with the chat's helpful and unhelpful votes on each (answer_feedback, by request id), and the
+-- context's chunks that are still there, in [SOURCE n] order (093), for the keeper to confirm one.
 select created_at, query, status, best_score, result_count, both_legs_count, vector_only_count,
        fts_only_count, (timings_ms ->> 'total')::float as total_ms,
        (select count(*) filter (where f.helpful) from answer_feedback f where f.request_id = q.request_id),
-       (select count(*) filter (where not f.helpful) from answer_feedback f where f.request_id = q.request_id)
+       (select count(*) filter (where not f.helpful) from answer_feedback f where f.request_id = q.request_id),
+       coalesce((select json_agg(json_build_object('source', s.n, 'id', k.id, 'document_id', k.document_id,
+                                                   'section_path', k.section_path) order by s.n)
+                 from unnest(q.sources) with ordinality s(id, n)
+                 join knowledge_chunks k on k.id = s.id and k.community = coalesce(q.community, 'default')),
+                '[]'::json) as sources
 from query_log q
 where (community = %(community)s or (community is null and %(community)s::text = 'default'))
   and (%(status)s::text is null or status = %(status)s)

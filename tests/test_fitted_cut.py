@@ -73,6 +73,18 @@ def test_a_fit_needs_ten_answerable_and_five_none_and_decides_only_when_it_does_
     assert same is not None and not same.in_force
 
 
+def test_off_domain_questions_keep_the_cut_above_them():
+    # the keeper's answerable questions reach down to 0.3; off-domain questions sit up to 0.35
+    keeper = points([0.3, 0.32, *[0.6] * 8], [0.1] * 5)
+    alone = fitted_cut.fit(keeper, 0.5, 0.2)
+    assert alone is not None and alone.success_at < 0.3
+    off_domain = [Point(s, False) for s in (0.0, 0.05, 0.1, 0.31, 0.33, 0.35)]
+    guarded = fitted_cut.fit(keeper, 0.5, 0.2, always=off_domain)
+    assert guarded is not None and guarded.success_at > 0.35
+    # the accuracies are the keeper's questions': the off-domain ones are not counted
+    assert guarded.configured_accuracy == fitted_cut.accuracy(keeper, 0.5)
+
+
 def test_a_calibration_with_a_fitted_cut_decides_on_it():
     scale = Calibration(version=1, floor=0.1, match=0.9, questions=100)
     relevance = 0.1 + 0.4 * 0.8  # confidence 0.4: under the configured 0.5

@@ -5,6 +5,7 @@ worker under gunicorn."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -565,3 +566,91 @@ def test_a_keeper_of_two_communities_signs_in_to_the_chooser(browser, served_com
     WebDriverWait(browser, 20).until(lambda b: "/questions" in b.current_url)
     assert "community=ridge" in browser.current_url
     assert "not recorded" in browser.find_element(By.ID, "keeper-questions").text
+
+
+def test_a_keeper_confirms_from_questions_asked_and_from_a_document_in_a_browser(browser, served_communities):
+    """A resident's question on Questions asked -> "SOURCE 1 answers it"; another -> "not in the
+    documents"; a document's page -> a passage chosen for a typed question; Confirmed answers
+    lists the three, in the community chosen all the way."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, keeper = served_communities, {"X-ARC-Token": TOKEN}
+    stored = requests.post(f"{url}/webhook/arc-ingest", headers=keeper, timeout=120, json={
+        "document_id": "ridge-garden", "document_type": "other", "name": "Garden rules", "community": "ridge",
+        "text": "# Garden rules\n\n## Compost\n\nCompost bins must sit at least ten feet from every lot line.\n\n"
+                "## Quiet hours\n\nQuiet hours run from 10 pm to 7 am every day."})
+    assert stored.status_code == 200, stored.text
+    compost = "How far from the lot line does my compost bin have to be?"
+    helicopter = "May I land a helicopter in my back yard?"
+    answered = requests.post(f"{url}/webhook/arc-retrieval", headers=keeper, timeout=60,
+                             json={"query": compost, "community": "ridge"}).json()
+    first = next(c for c in answered["chunks"] if c["source"] == 1)
+    requests.post(f"{url}/webhook/arc-retrieval", headers=keeper, timeout=60,
+                  json={"query": helicopter, "community": "ridge"}).raise_for_status()
+
+    browser.delete_all_cookies()
+    browser.get(f"{url}/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "sign-in").click()
+    WebDriverWait(browser, 20).until(lambda b: "/login" not in b.current_url)
+
+    def row(question: str):
+        deadline = time.monotonic() + 30  # the query log is written in the background
+        while True:
+            browser.get(f"{url}/questions?community=ridge")
+            found = browser.find_elements(By.XPATH, f'//table[@id="recent"]//tr[td[contains(., "{question}")]]')
+            if found or time.monotonic() > deadline:
+                assert found, browser.page_source[-2000:]
+                found[0].find_element(By.CSS_SELECTOR, "td.confirm summary").click()
+                return found[0]
+            time.sleep(0.5)
+
+    row(compost).find_element(By.XPATH, './/button[text()="SOURCE 1 answers it"]').click()
+    WebDriverWait(browser, 20).until(lambda b: "/confirmations" in b.current_url)
+    assert "community=ridge" in browser.current_url and "Confirmed #" in browser.page_source
+    row(helicopter).find_element(By.XPATH, './/button[text()="not in the documents"]').click()
+    WebDriverWait(browser, 20).until(lambda b: "/confirmations" in b.current_url)
+
+    # from Questions asked to a document, the question carried; or a question typed on the document's page
+    row(helicopter).find_element(By.CSS_SELECTOR, "a.choose").click()
+    assert helicopter in browser.find_element(By.ID, "choosing").text
+    browser.find_element(By.LINK_TEXT, "Garden rules").click()
+    WebDriverWait(browser, 20).until(lambda b: "/documents/ridge-garden" in b.current_url)
+    forms = browser.find_elements(By.CSS_SELECTOR, "form.choose")
+    assert forms and all(f.find_element(By.NAME, "query").get_attribute("value") == helicopter for f in forms)
+    quiet = next(f for f in browser.find_elements(By.CSS_SELECTOR, "section.chunk") if "Quiet hours run" in f.text)
+    box = quiet.find_element(By.NAME, "query")
+    box.clear()
+    box.send_keys("When are quiet hours?")
+    quiet.find_element(By.XPATH, './/button[text()="this passage answers it"]').click()
+    WebDriverWait(browser, 20).until(lambda b: "/confirmations" in b.current_url)
+
+    listed = requests.get(f"{url}/webhook/arc-confirm", params={"community": "ridge"}, headers=keeper,
+                          timeout=30).json()["confirmations"]
+    made = {c["query"]: c for c in listed}
+    assert made[compost]["chunk_id"] == first["id"] and made[compost]["state"] == "confirmed"
+    assert made[helicopter]["answer"] == "none"
+    assert "Quiet hours run" in requests.get(f"{url}/webhook/arc-documents/ridge-garden", params={"community": "ridge"},
+                                             headers=keeper, timeout=30).text
+    assert made["When are quiet hours?"]["document_id"] == "ridge-garden"
+    table = browser.find_element(By.ID, "confirmations").text
+    assert compost in table and helicopter in table and "When are quiet hours?" in table
+    for c in listed:
+        requests.delete(f"{url}/webhook/arc-confirm/{c['id']}", headers=keeper, timeout=30).raise_for_status()
+
+
+def test_a_confirmation_form_cannot_name_another_community_s_passage(two_communities):
+    client = two_communities
+    shown = client.get("/webhook/arc-documents", query_string={"community": "hollow"},
+                       headers={"X-ARC-Token": TOKEN}).get_json()
+    hollow_doc = shown["documents"][0]["document_id"]
+    chunk = client.get(f"/webhook/arc-documents/{hollow_doc}", query_string={"community": "hollow"},
+                       headers={"X-ARC-Token": TOKEN}).get_json()["chunks"][0]["id"]
+    page = client.get("/confirmations?community=ridge").get_data(as_text=True)
+    refused = client.post("/confirmations?community=ridge",
+                          data={"csrf_token": csrf(page), "query": "a fence?", "chunk_id": str(chunk)})
+    assert refused.status_code == 400 and "no chunk of community 'ridge'" in html.unescape(refused.get_data(as_text=True))
+    listed = client.get("/webhook/arc-confirm", query_string={"community": "ridge"},
+                        headers={"X-ARC-Token": TOKEN}).get_json()["confirmations"]
+    assert listed == []

@@ -339,7 +339,11 @@ class Calibrations:
                     fitted_cut.Point(calibration.confidence(s.relevance), has_answer)
                     for s, (_, has_answer) in zip(scored, confirmed, strict=True)
                 ]
-                found = fitted_cut.fit(points, self.cuts.success_at, self.cuts.no_results_below)
+                elsewhere = [
+                    fitted_cut.Point(calibration.confidence(s.relevance), False)
+                    for s in self.scored(confidence_stage.off_domain_questions(), community)
+                ]
+                found = fitted_cut.fit(points, self.cuts.success_at, self.cuts.no_results_below, elsewhere)
         if found != stored.fitted:
             self.store.put_fit(community, self.key, stored.kb_version, found)
             log.info(

@@ -18,8 +18,13 @@ choose a cut that fits them and not the next question, so:
   the configured cut's accuracy on the same points: the fitted cut is put in force only when it is
   higher. Otherwise the page shows both figures and the configured cut stays.
 
-The cut never falls below the ``no_results`` cut: a question that would be ``no_results`` is not
-made ``success`` by a fit.
+Confirmations are what a keeper chose to confirm, not the questions a community gets: they leave
+out the questions from other domains that any assistant is asked. So the fit also counts the
+calibration's off-domain questions (``assets/off_domain_questions.txt``, asked of the knowledge
+base at fit time) as unanswerable: a cut fitted on on-subject questions alone can fall to where
+"what time does the DMV open" is ``success``, and these keep it above them. They are always in the
+fit and never in the accuracies shown, which are the keeper's questions'. The cut never falls
+below the ``no_results`` cut either.
 """
 
 from __future__ import annotations
@@ -71,28 +76,33 @@ def best_cut(points: Sequence[Point], configured: float, floor: float = 0.0) -> 
     return max(kept, key=lambda c: (right(c), -abs(c - configured)))
 
 
-def leave_one_out(points: Sequence[Point], configured: float, floor: float = 0.0) -> float:
-    """The share of points the cut fitted on the others puts on their side."""
+def leave_one_out(
+    points: Sequence[Point], configured: float, floor: float = 0.0, always: Sequence[Point] = ()
+) -> float:
+    """The share of ``points`` the cut fitted on the others (and ``always``) puts on their side."""
     if not points:
         return 0.0
     right = 0
     for i, point in enumerate(points):
-        cut = best_cut([*points[:i], *points[i + 1 :]], configured, floor)
+        cut = best_cut([*points[:i], *points[i + 1 :], *always], configured, floor)
         right += (point.score >= cut) == point.answerable
     return right / len(points)
 
 
-def fit(points: Sequence[Point], configured: float, floor: float = 0.0) -> FittedCut | None:
-    """The fitted cut on ``points``; None when they are too few (:func:`enough`)."""
+def fit(
+    points: Sequence[Point], configured: float, floor: float = 0.0, always: Sequence[Point] = ()
+) -> FittedCut | None:
+    """The fitted cut on the keeper's ``points`` and the off-domain questions' (``always``); None
+    when the keeper's are too few (:func:`enough`)."""
     answerable = sum(p.answerable for p in points)
     unanswerable = len(points) - answerable
     if not enough(answerable, unanswerable):
         return None
     return FittedCut(
-        success_at=round(best_cut(points, configured, floor), 6),
+        success_at=round(best_cut([*points, *always], configured, floor), 6),
         answerable=answerable,
         unanswerable=unanswerable,
-        loo_accuracy=leave_one_out(points, configured, floor),
+        loo_accuracy=leave_one_out(points, configured, floor, always),
         configured_accuracy=accuracy(points, configured),
         configured_at=configured,
     )

@@ -475,8 +475,10 @@ class Retriever:
 
     def calibrate_now(self, community: str | None = None) -> confidence_stage.Calibration | None:
         """``community``'s calibration (None: every community's, returning the default one's) at
-        its current version, read or measured and stored before returning. Ingestion and the
-        evaluation call this; requests never wait for a stored one."""
+        its current version, read or measured and stored before returning, with the success cut
+        the confirmations fit (a refit under way is waited for). Ingestion and the evaluation call
+        this; requests never wait for a stored one."""
+        self.calibrator.wait_refits()
         if community is not None:
             return self.calibrator.current(community)
         self.calibrator.measure_all()

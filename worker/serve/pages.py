@@ -326,7 +326,14 @@ def documents() -> str:
         total=len(found),
         document_types=DOCUMENT_TYPES,
         message=_notice(request.args),
+        query=_question_carried(),
     )
+
+
+def _question_carried() -> str | None:
+    """The question a keeper brought from Questions asked to choose its passage among the documents'."""
+    query = (request.args.get("query") or "").strip()
+    return query[:2000] or None
 
 
 @pages.get("/documents/<path:document_id>")
@@ -339,7 +346,9 @@ def document(document_id: str) -> str:
         abort(404, f"no document {document_id!r} in the knowledge base")
     community = _community()
     history = histories(services().knowledge.list_documents(community, caller=caller())).get(document_id)
-    return render_template("pages/document.html", document=summary, chunks=chunks, history=history)
+    return render_template(
+        "pages/document.html", document=summary, chunks=chunks, history=history, query=_question_carried()
+    )
 
 
 @pages.get("/timeline")

@@ -117,6 +117,7 @@ def row_of(answer: RetrievalResponse) -> dict[str, Any]:
         "reranked": answer.reranked,
         "warnings": answer.warnings,
         "timings_ms": Jsonb(answer.timings_ms),
+        "sources": [c.id for c in sorted((c for c in chunks if c.source is not None), key=lambda c: c.source or 0)],
     }
 
 
