@@ -443,11 +443,8 @@ returning id, created_at
 select id, document_id, content from knowledge_chunks where community = %(community)s order by document_id, chunk_index
 
 -- name: confirmation_stamp
--- What a process's copy of a community's confirmations is kept for: the community's knowledge-base
--- version and the state of its confirmations (a write, a delete or a re-confirmation moves it).
-select knowledge_base_version(%(community)s::text)::text || ':' || count(*) || ':' || coalesce(max(id), 0)
-       || ':' || coalesce(max(extract(epoch from created_at)), 0)
-from answer_confirmations where community = %(community)s
+-- What a process's copy of a community's confirmations is kept for (arc_confirmation_stamp).
+select arc_confirmation_stamp(%(community)s::text)
 
 -- name: store_fitted_cut
 -- The success cut a community's confirmed questions fitted on its calibration at one version (092).
@@ -455,3 +452,23 @@ select arc_store_fitted_cut(%(community)s::text, %(embedding_model)s::text, %(kb
                             %(success_at)s::double precision, %(answerable)s::integer,
                             %(unanswerable)s::integer, %(loo_accuracy)s::double precision,
                             %(configured_accuracy)s::double precision, %(configured_at)s::double precision)
+
+-- name: answer
+-- A question's one round trip (arc_answer): the search and what else the answer reads.
+select arc_answer(
+  query_text         => %(query_text)s,
+  query_embedding    => %(query_embedding)s::vector,
+  match_count        => %(match_count)s,
+  vector_weight      => %(vector_weight)s,
+  fts_weight         => %(fts_weight)s,
+  fusion             => %(fusion)s,
+  document_types     => %(document_types)s::text[],
+  binding_only       => %(binding_only)s,
+  include_superseded => %(include_superseded)s,
+  expansion_text     => %(expansion_text)s,
+  community          => %(community)s,
+  filter_as_of       => %(filter_as_of)s::date,
+  lookup_words       => %(lookup_words)s::text[],
+  calibration_model  => %(calibration_model)s,
+  known_version      => %(known_version)s::bigint
+)

@@ -18,12 +18,14 @@ from worker.models import RetrievalRequest
 
 QUESTION = "What is the maximum fence height allowed in the backyard?"
 OTHER = "Can I build a shed in my backyard?"
-# The pool's liveness check and the statement, for each call below: the communities, the
-# compounds' spellings, the community's version (the search cache's key), the search, the stored
-# status calibration. The same question again is answered from the search cache: no search.
-POSTGRES_CALLS = [10, 10, 8]
-# The same five through PostgREST's RPC route, one request each.
-RPC_CALLS = [5, 5, 4]
+# One call (arc_answer: the search, the community's version, the compounds' spellings, the stored
+# status calibration, the confirmations' stamp) per question. The process's first question also
+# reads the communities, once; and "backyard", which the documents spell "back yard", is searched
+# again with that spelling the first time this process meets the word at this version. The same
+# question again sends the cached result's version: one call, no search.
+POSTGRES_CALLS = [3, 1, 1]
+# The same through PostgREST's RPC route, one request each.
+RPC_CALLS = [3, 1, 1]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,8 @@ def test_a_plain_question_through_supabase_rpc(sample_runtime, postgrest):
 
 def test_the_webhook_says_its_count(client):
     answer = client.post("/webhook/arc-retrieval", json={"query": QUESTION}).get_json()
-    assert answer["timings_ms"]["database_calls"] >= 1
+    calls = answer["timings_ms"]["database_calls"]
+    assert isinstance(calls, int) and calls >= 1  # a count, written 1, not 1.0
 
 
 def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_runtime):

@@ -47,6 +47,15 @@ def test_the_best_cut_separates_and_stays_nearest_the_configured_one_among_equal
     assert fitted_cut.best_cut(points([0.05, 0.9], [0.01]), 0.5, floor=0.2) >= 0.2
 
 
+def test_the_fit_calls_no_more_unanswerable_questions_success_than_the_configured_cut():
+    # lowering to 0.325 would win three answerable (0.35-0.45) for one "none" (0.33): refused
+    found = points([0.35, 0.4, 0.45, 0.9], [0.1, 0.33])
+    assert fitted_cut.accuracy(found, 0.34) > fitted_cut.accuracy(found, 0.5)
+    assert fitted_cut.best_cut(found, 0.5) == pytest.approx(0.34)  # just above the "none", not below it
+    # a "none" the configured cut already calls success may stay so, and raising to fix it is allowed
+    assert fitted_cut.best_cut(points([0.6, 0.7, 0.8], [0.55, 0.1]), 0.5) == pytest.approx(0.575)
+
+
 def test_leave_one_out_accuracy_by_hand():
     # answerable 0.3, 0.6, 0.7; unanswerable 0.2, 0.65.
     found = points([0.3, 0.6, 0.7], [0.2, 0.65])

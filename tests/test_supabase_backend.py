@@ -35,8 +35,8 @@ def test_same_answers_as_the_direct_backend(sample_runtime, postgrest, query):
         assert a.fused_score == pytest.approx(b.fused_score, abs=1e-6)
         assert a.vector_score == pytest.approx(b.vector_score, abs=1e-6)
     assert via_rpc.context == direct.context and via_rpc.status == direct.status
-    assert postgrest.calls[-1][0] in ("hybrid_search", "chunk_neighbours")
-    assert any(name == "hybrid_search" for name, _ in postgrest.calls)
+    assert postgrest.calls[-1][0] in ("arc_answer", "chunk_neighbours")
+    assert any(name == "arc_answer" for name, _ in postgrest.calls)  # the search and its reads, one call
 
 
 def test_full_text_only_call_omits_the_vector(sample_runtime, postgrest):
@@ -92,7 +92,9 @@ def test_a_worker_on_supabase_reads_the_stored_calibration_through_rpc(sample_ru
         postgrest.calls.clear()
         answer = second.answer(RetrievalRequest(query="What is the maximum fence height allowed?"))
         called = {name for name, _ in postgrest.calls}
-        assert "arc_status_calibration" in called and "arc_calibration_chunks" not in called
+        # the stored calibration comes with the search (arc_answer), nothing is measured again
+        assert "arc_answer" in called and "arc_calibration_chunks" not in called
+        assert "arc_status_calibration" not in called
         assert answer.confidence["calibrated"] is True and answer.confidence["floor"] == round(measured.floor, 4)
     finally:
         first.close()

@@ -271,7 +271,9 @@ class RetrievalResponse(BaseModel):
     )
     warnings: list[str]
     usage: dict[str, int] = Field(default_factory=dict)
-    timings_ms: dict[str, float]
+    timings_ms: dict[str, float | int] = Field(
+        description="Milliseconds per stage and in total; `database_calls`: the round trips to the database (a count)."
+    )
     request_id: str | None = None
     debug: dict[str, Any] | None = None
     community: str | None = Field(None, description="The community whose documents answered.")

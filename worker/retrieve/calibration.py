@@ -43,9 +43,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from ..store import language_scales as language_store
-from ..store.calibrations import CalibrationStore, FittedCut, Reading, Stale, StoredCalibration
+from ..store.calibrations import CalibrationStore, FittedCut, Reading, Stale, StoredCalibration, as_reading
 from . import confidence as confidence_stage
 from . import fitted_cut, language, language_scale, service_scale
 from .first_stage import FirstStage
@@ -197,13 +198,14 @@ class Calibrations:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def for_question(self, community: str) -> Lookup:
+    def for_question(self, community: str, stored_row: dict[str, Any] | None = None) -> Lookup:
         """The calibration ``community``'s question is decided on: stored, or measured now when
-        none is stored (a stale one answers while the new one is measured in the background)."""
+        none is stored (a stale one answers while the new one is measured in the background).
+        ``stored_row``: the stored row as the question's one call read it (no read here)."""
         if not self.enabled:
             return Lookup(None)
         try:
-            reading = self.store.read(community, self.key)
+            reading = self.store.read(community, self.key) if stored_row is None else as_reading(stored_row)
         except Exception:  # the database is unreachable: the search reports it; keep what was read
             found = self._lookup(self.known.get(community), community in self.known)
             return replace(found, rerank=self.known_service.get(community, self._unmeasured("read")))
@@ -324,7 +326,9 @@ class Calibrations:
             except CalibrationStopped:
                 return
             except Exception as exc:  # the database or the provider failed: the stored cut stays
-                log.warning("success cut not fitted", extra={"community": community, "reason": type(exc).__name__})
+                log.warning(
+                    "success cut not fitted: %s", type(exc).__name__, extra={"community": community, "reason": str(exc)}
+                )
 
     def _fit_on(self, community: str, stored: StoredCalibration) -> FittedCut | None:
         """The fit on the calibration ``stored``, stored with it when it differs from what is there."""

@@ -284,15 +284,17 @@ class Confirmations:
         stored = self._load(community) if self._load is not None else ()
         return [(s.query, s.answer == "passage") for s in stored if s.state == "confirmed"]
 
-    def known(self, community: str) -> Known:
+    def known(self, community: str, stamp: str | None = None) -> Known:
         """The community's confirmations as they stand, read again when its documents changed or
-        another process may have written (``refresh_seconds``)."""
+        another process may have written (``refresh_seconds``); ``stamp``: theirs as the question's
+        one call read it (no read of it here)."""
         now = time.monotonic()
         with self._lock:
             held = self._known.get(community)
-        if held is not None and now - held.loaded_at < self.refresh_seconds and not held.entries:
+        if stamp is None and held is not None and now - held.loaded_at < self.refresh_seconds and not held.entries:
             return held  # none here: no database call on the answer's path
-        stamp = self._stamp(community)
+        if stamp is None:
+            stamp = self._stamp(community)
         if held is not None and held.stamp == stamp:
             held = replace(held, loaded_at=now)
             with self._lock:
@@ -336,12 +338,18 @@ class Confirmations:
         return self._reference_nearest
 
     def match(
-        self, community: str, question: str, embedding: np.ndarray | None, candidates: Sequence[ChunkResult]
+        self,
+        community: str,
+        question: str,
+        embedding: np.ndarray | None,
+        candidates: Sequence[ChunkResult],
+        stamp: str | None = None,
     ) -> Match | None:
-        """The confirmation ``question`` takes, if any (module docstring)."""
+        """The confirmation ``question`` takes, if any (module docstring); ``stamp``: the
+        confirmations' as the question's one call read it."""
         if self._load is None or embedding is None:
             return None
-        known = self.known(community)
+        known = self.known(community, stamp)
         if not known.entries:
             return None
         sims = known.matrix @ _unit(embedding)

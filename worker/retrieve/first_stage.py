@@ -32,9 +32,9 @@ from .naming import named_documents
 from .options import AnswerOptions
 from .preprocess import ProcessedQuery, preprocess
 from .scoring import first_stage_order
-from .search import SearchBackend, SearchCache, SearchParams
+from .search import AnswerCall, Answered, CommunityRefused, SearchBackend, SearchCache, SearchParams
 from .timing import Timer
-from .vocabulary import compound_candidates, compound_expansions, expand
+from .vocabulary import CompoundCandidates, Spellings, compound_candidates, compound_expansions, expand
 
 log = logging.getLogger("arc.pipeline")
 
@@ -73,6 +73,8 @@ class Searched:
     embedding: np.ndarray | None  # None: the provider failed, full text only
     candidates: list[ChunkResult]
     warnings: tuple[str, ...]
+    # what the one call read besides the candidates (None: no call, or a backend without one)
+    state: Answered | None = None
 
 
 class FirstStage:
@@ -92,6 +94,10 @@ class FirstStage:
         self.authority = authority
         self.default_fusion = default_fusion
         self.embedding_timeout = embedding_timeout
+        # The communities and each one's compound spellings as this process last read them; the one
+        # call checks both against the database (:meth:`_answer`).
+        self._communities: tuple[str, ...] | None = None
+        self._spellings = Spellings()
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
 
@@ -102,11 +108,15 @@ class FirstStage:
 
     # -- a resident's question -----------------------------------------------------------------
 
-    def run(self, options: AnswerOptions, timer: Timer, boosts: Boosts = Boosts()) -> Searched:
+    def run(
+        self, options: AnswerOptions, timer: Timer, boosts: Boosts = Boosts(), calibration_model: str | None = None
+    ) -> Searched:
+        """``calibration_model``: the key the status calibration is stored under, read with the
+        search (:class:`Searched`'s ``state``)."""
         warnings: list[str] = []
         with timer.stage("preprocess"):
             # Before anything costs: a request without its community, or for an unknown one, is refused.
-            known = self.backend.communities()
+            known = self._known_communities(options.community)
             community = communities.resolve(options.community, known)
             processed = preprocess(options.query)
             hard_filter = list(options.document_types) if options.document_types else None
@@ -118,7 +128,9 @@ class FirstStage:
             chosen = reading.weights(processed.weights)
             weights = options.weights or Weights(vector=chosen[0], fts=chosen[1])
             fusion = options.fusion or self.default_fusion
-            expansion = expand(processed.normalized) + self._compounds(processed.normalized, community)
+            compounds = compound_candidates(processed.normalized)
+            spelled = self._spellings.get(community)
+            expansion = expand(processed.normalized) + self._compounds(compounds, spelled, community)
         params = SearchParams(
             query_text=processed.normalized,
             embedding=None,
@@ -136,13 +148,20 @@ class FirstStage:
         with timer.stage("embed"):
             embedding, full_text_only = self._embed(processed.normalized, params, warnings)
 
+        state: Answered | None = None
         with timer.stage("search"):
             if not known:  # an empty knowledge base holds no community to search: nothing to find
                 found: list[ChunkResult] = []
-            elif embedding is not None:
-                found = self._search(replace(params, embedding=embedding))
+            elif full_text_only is not None and embedding is None:
+                found = full_text_only.result()
             else:
-                found = full_text_only.result() if full_text_only is not None else self._search(params)
+                searched = replace(params, embedding=embedding)
+                state = self._answer(searched, options.community, compounds, calibration_model)
+                if state is None:  # a backend that cannot answer in one call
+                    found = self._search(searched)
+                else:
+                    found = state.rows or []
+                    community = state.community or community
             found = self._replacements(found, community, options.as_of)
             named = frozenset(named_documents(processed.normalized, {c.document_id: c.document_name for c in found}))
             candidates = first_stage_order(
@@ -168,7 +187,65 @@ class FirstStage:
             embedding=embedding,
             candidates=candidates,
             warnings=tuple(warnings),
+            state=state,
         )
+
+    def _known_communities(self, requested: str | None) -> tuple[str, ...]:
+        """The communities as this process last read them, read again when they cannot say what
+        ``requested`` means (a name not among them, or none held yet): the one call checks the
+        rest (:meth:`_answer`)."""
+        held = self._communities
+        if held is None or not held or (requested is not None and requested not in held):
+            held = self._communities = tuple(self.backend.communities())
+        return held
+
+    def _answer(
+        self, params: SearchParams, requested: str | None, compounds: CompoundCandidates, calibration_model: str | None
+    ) -> Answered | None:
+        """The search and what the answer reads besides, in one call (``arc_answer``): a cached
+        result is sent back only when the community's version moved; the compounds' spelling is
+        this process's at the version last seen, and a question whose spelling turns out to have
+        changed is searched again with it."""
+        if not getattr(self.backend, "one_call", False):
+            return None
+        answer = self.backend.answer
+        held = self.search_cache.held(params)
+        call = AnswerCall(
+            lookup_words=tuple(compounds.lookups()),
+            calibration_model=calibration_model,
+            known_version=held[0] if held is not None else None,
+        )
+        # The community as the request named it: the database resolves an unnamed one itself, so a
+        # community added since this process last looked makes the question refused, as it must be.
+        asked = replace(params, community=requested) if requested is None else params
+        try:
+            state = answer(asked, call)
+        except CommunityRefused:
+            self._communities = tuple(self.backend.communities())
+            communities.resolve(requested, self._communities)  # raises the worker's own error
+            raise
+        if state is None:
+            return None
+        if state.community is None:  # the knowledge base emptied meanwhile: nothing to find
+            self._communities = None
+            return replace(state, rows=[])
+        if state.community != params.community:  # another community is the only one now: its rows stand
+            self._communities = None
+            return replace(state, rows=state.rows or [])
+        self._spellings.put(state.community, state.version, state.frequencies)
+        spelled = compound_expansions(compounds, state.frequencies)
+        wanted = " ".join(expand(params.query_text) + spelled) or None
+        if wanted != params.expansion_text:  # this process's spelling was out of date: search with today's
+            again = answer(replace(asked, expansion_text=wanted), replace(call, known_version=None))
+            assert again is not None
+            state = again
+            params = replace(params, expansion_text=wanted)
+        if state.rows is None:
+            assert held is not None  # rows are left out only for the version a cached result was read at
+            self.search_cache.hits += 1
+            return replace(state, rows=held[1])
+        self.search_cache.put(params, state.version, state.rows)
+        return state
 
     # -- the calibration's questions -----------------------------------------------------------
 
@@ -210,9 +287,13 @@ class FirstStage:
             return found
         return in_force.mark_replacements(found, self.backend.document_dates(community, replacing), as_of)
 
-    def _compounds(self, question: str, community: str | None) -> list[str]:
-        """The community's own spelling of the question's compounds (vocabulary.py)."""
-        candidates = compound_candidates(question)
+    def _compounds(
+        self, candidates: CompoundCandidates, spelled: dict[str, int] | None, community: str | None
+    ) -> list[str]:
+        """The community's own spelling of the question's compounds (vocabulary.py), from the
+        frequencies this process holds for it (None: read them now, a backend without one call)."""
+        if getattr(self.backend, "one_call", False):
+            return compound_expansions(candidates, spelled or {})  # the one call checks them
         return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 
     def _search(self, params: SearchParams) -> list[ChunkResult]:

@@ -165,7 +165,10 @@ class Retriever:
         timer = Timer()
         with calls.counted() as tally:
             searched = self.first_stage.run(
-                options, timer, Boosts(steer=self.policy.steer_boost, name=self.policy.name_boost)
+                options,
+                timer,
+                Boosts(steer=self.policy.steer_boost, name=self.policy.name_boost),
+                calibration_model=self.calibrator.key if self.calibrator.enabled else None,
             )
             ranked = self._rerank(searched, options, timer)
             candidates = bring_amendments(ranked.candidates, options.max_chunks)
@@ -209,8 +212,9 @@ class Retriever:
     def _confirmed(self, searched: Searched, candidates: list[ChunkResult]) -> Match | None:
         if not searched.any_community:
             return None
+        stamp = searched.state.confirmations if searched.state is not None else None
         return self.confirmations.match(
-            searched.community, searched.processed.normalized, searched.embedding, candidates
+            searched.community, searched.processed.normalized, searched.embedding, candidates, stamp
         )
 
     def _status(self, searched: Searched, candidates: list[ChunkResult], reranked: bool) -> Standing:
@@ -218,7 +222,13 @@ class Retriever:
         reading = searched.reading
         # The status carries without the reranker: it reads the first-stage relevance on its
         # calibrated scale, whether or not an LLM reordered the list.
-        scale = self.calibrator.for_question(searched.community) if searched.any_community else None
+        scale = (
+            self.calibrator.for_question(
+                searched.community, searched.state.calibration if searched.state is not None else None
+            )
+            if searched.any_community
+            else None
+        )
         if scale is not None and scale.warning:
             warnings.append(scale.warning)
         # A rerank service's best score, when one scored the candidates, sets the first status, on

@@ -26,6 +26,9 @@ from ..store.replicas import ReadReplicas
 from ..store.rows import one_row
 from .in_force import DocumentDate
 
+# A question's one call is a read: on a connection that broke in the pool it is asked again.
+ANSWER_ATTEMPTS = 3
+
 CHUNK_FIELDS = (
     "id",
     "document_id",
@@ -81,10 +84,67 @@ class SearchParams:
         }
 
 
+@dataclass(frozen=True)
+class Answered:
+    """What a question's one call (``sql/functions/arc_answer.sql``) read: the community it reads
+    (None: the knowledge base holds none), that community's version, the words' frequencies, the
+    stored status calibration's row, the confirmations' stamp, and the candidates (None: the
+    cached ones, read at ``known_version``, still stand)."""
+
+    community: str | None
+    version: int
+    frequencies: dict[str, int]
+    calibration: dict[str, Any] | None
+    confirmations: str | None
+    rows: list[ChunkResult] | None
+
+
+class CommunityRefused(Exception):
+    """The search refused the community asked for (none named among several, or not there)."""
+
+
+@dataclass(frozen=True)
+class AnswerCall:
+    """What a question's one call asks besides the search."""
+
+    lookup_words: tuple[str, ...] = ()
+    calibration_model: str | None = None
+    known_version: int | None = None
+
+    def sql_params(self) -> dict[str, Any]:
+        return {
+            "lookup_words": list(self.lookup_words),
+            "calibration_model": self.calibration_model,
+            "known_version": self.known_version,
+        }
+
+
+def _answered(body: dict[str, Any] | None) -> Answered:
+    body = body or {}
+    rows = body.get("rows")
+    return Answered(
+        community=body.get("community"),
+        version=int(body.get("version") or 0),
+        frequencies={str(k): int(v) for k, v in (body.get("frequencies") or {}).items()},
+        calibration=body.get("calibration"),
+        confirmations=body.get("confirmations"),
+        rows=None if rows is None else [_chunk(row) for row in rows],
+    )
+
+
+def _refuses_community(message: str) -> bool:
+    return "community" in message
+
+
 class SearchBackend(Protocol):
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         """The candidates; ``min_version``: the knowledge-base version the caller already read
         (a read replica must have replayed it), so that it is not read twice."""
+        ...
+
+    def answer(self, params: SearchParams, call: AnswerCall) -> Answered | None:
+        """The search and what else a question reads, in one call, where ``one_call`` says the
+        backend can (None otherwise). Raises :class:`CommunityRefused`."""
         ...
 
     def version(self, community: str | None = None) -> int:
@@ -121,6 +181,12 @@ class PostgresBackend:
         self.db = db
         self.replicas = replicas
 
+    @property
+    def one_call(self) -> bool:
+        """A question's reads in one call (:meth:`answer`); not over read replicas, where the
+        primary's version is read first to choose a replica that has replayed it."""
+        return self.replicas is None
+
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
             try:
@@ -137,6 +203,27 @@ class PostgresBackend:
             # the caller's, when it read one, else one short row read.
             rows = self.replicas.read(run, self.replicas.primary_version() if min_version is None else min_version)
         return [_chunk(row) for row in rows]
+
+    def answer(self, params: SearchParams, call: AnswerCall) -> Answered | None:
+        if self.replicas is not None:
+            return None
+        args = {**params.sql_params(), **call.sql_params()}
+        for attempt in range(1, ANSWER_ATTEMPTS + 1):
+            try:
+                with self.db.connection() as conn:
+                    return _answered(one_row(conn.execute(sqlfiles.query("answer"), args))[0])
+            except psycopg.errors.InvalidParameterValue as exc:
+                if _refuses_community(str(exc)):
+                    raise CommunityRefused(str(exc).splitlines()[0]) from exc
+                raise
+            except psycopg.errors.QueryCanceled as exc:
+                raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
+            except DatabaseUnavailable as exc:
+                # a connection that broke while it sat in the pool (its liveness check is skipped
+                # for one used moments ago, database.py): the call is a read, asked again on another
+                if attempt == ANSWER_ATTEMPTS or not isinstance(exc.__cause__, psycopg.OperationalError):
+                    raise
+        raise AssertionError("unreachable")
 
     def version(self, community: str | None = None) -> int:
         if self.replicas is not None:
@@ -199,11 +286,25 @@ class SupabaseBackend:
             client = create_client(url, key)
         self.client = client
 
+    one_call = True  # a question's reads in one RPC (:meth:`answer`)
+
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         args = params.sql_params()
         # PostgREST picks the function by its argument names; a null vector is simply omitted.
         args = {k: v for k, v in args.items() if v is not None}
         return [_chunk(row) for row in self._rpc("hybrid_search", args)]
+
+    def answer(self, params: SearchParams, call: AnswerCall) -> Answered | None:
+        from postgrest.exceptions import APIError
+
+        args = {k: v for k, v in {**params.sql_params(), **call.sql_params()}.items() if v is not None}
+        try:
+            return _answered(cast(dict[str, Any], rpc.call(self.client, "arc_answer", args)))
+        except DatabaseUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, APIError) and cause.code == "22023" and _refuses_community(cause.message or ""):
+                raise CommunityRefused(cause.message or "community") from exc
+            raise
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         return [_chunk(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
@@ -273,6 +374,15 @@ class SearchCache:
             self.hits += 1
             return [c.model_copy() for c in found[1]]
         return None
+
+    def held(self, params: SearchParams) -> tuple[int, list[ChunkResult]] | None:
+        """The entry for ``params`` and the version it was read at, whatever that is (the one
+        call checks the version in the database, :class:`AnswerCall`)."""
+        if not self.enabled:
+            return None
+        with self._lock:
+            found = self._cache.get(params.cache_key())
+        return None if found is None else (found[0], [c.model_copy() for c in found[1]])
 
     def put(self, params: SearchParams, version: int, results: list[ChunkResult]) -> None:
         if not self.enabled:

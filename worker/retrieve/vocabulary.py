@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 from dataclasses import dataclass
 
 # question phrase (a regex, matched case-insensitively on word boundaries) -> document words
@@ -119,3 +120,27 @@ def compound_expansions(candidates: CompoundCandidates, frequency: dict[str, int
         ):
             extra.append(a + b)
     return [w for i, w in enumerate(extra) if w not in present and w not in extra[:i]]
+
+
+class Spellings:
+    """Per community, the words' frequencies a process has read (the one call returns them), for
+    the version they were read at: a question's compounds are spelled from them before its search,
+    and the call that searches says whether the version still holds (``first_stage.py``)."""
+
+    def __init__(self, max_words: int = 20_000):
+        self.max_words = max_words
+        self._held: dict[str, tuple[int, dict[str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, community: str) -> dict[str, int] | None:
+        with self._lock:
+            held = self._held.get(community)
+        return None if held is None else held[1]
+
+    def put(self, community: str, version: int, frequencies: dict[str, int]) -> None:
+        with self._lock:
+            held = self._held.get(community)
+            if held is None or held[0] != version or len(held[1]) > self.max_words:
+                self._held[community] = (version, dict(frequencies))
+            else:
+                held[1].update(frequencies)

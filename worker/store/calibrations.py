@@ -95,6 +95,11 @@ class CalibrationStore(Protocol):
         ...
 
 
+def as_reading(row: dict[str, Any]) -> Reading:
+    """A stored calibration's row (``arc_status_calibration``'s columns) as read by another call."""
+    return _reading(row)
+
+
 def _reading(row: dict[str, Any] | None) -> Reading:
     if row is None:
         raise DatabaseUnavailable("the stored status calibration could not be read")

@@ -2,6 +2,12 @@
 
 The pool is opened lazily in the process that uses it, so a gunicorn master can build the app
 before forking without sharing sockets with its workers.
+
+The pool checks a connection is alive before lending it (one round trip) only when it has sat
+unused for :data:`CHECK_AFTER_SECONDS`: across a network that check doubled every call. One used
+moments ago is lent as it is; if it broke meanwhile (the server restarted), the statement fails
+with a connection error, the pool drops it, and a question's search, a read, is asked again on
+another (``retrieve/search.py``, ``ANSWER_ATTEMPTS``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import logging
 import os
 import re
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,6 +31,9 @@ from . import model_record, sqlfiles
 from .calls import CountingCursor
 
 log = logging.getLogger("arc.database")
+
+# A pooled connection returned longer ago than this is checked before it is lent again.
+CHECK_AFTER_SECONDS = 5.0
 
 
 class Database:
@@ -42,6 +53,7 @@ class Database:
         self.connect_timeout = connect_timeout
         self._pool: ConnectionPool | None = None
         self._pool_pid: int | None = None
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------------
@@ -69,7 +81,8 @@ class Database:
                     max_size=self.pool_size,
                     open=False,
                     configure=self._configure,
-                    check=ConnectionPool.check_connection,
+                    check=self._check,
+                    reset=self._note_return,
                     kwargs={"autocommit": True, "connect_timeout": int(self.connect_timeout) or 1},
                     reconnect_timeout=0,  # keep retrying in the background forever
                     name="arc",
@@ -77,6 +90,16 @@ class Database:
                 self._pool.open(wait=False)
                 self._pool_pid = os.getpid()
             return self._pool
+
+    def _note_return(self, conn: psycopg.Connection) -> None:
+        self._returned[conn] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        """The pool's liveness check, for a connection that has sat unused a while (see above)."""
+        returned = self._returned.get(conn)
+        if returned is not None and time.monotonic() - returned < CHECK_AFTER_SECONDS and not conn.closed:
+            return
+        ConnectionPool.check_connection(conn)
 
     @contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:

@@ -1,0 +1,84 @@
+-- A question's one round trip: the search (hybrid_search) and everything else the worker reads
+-- to answer it, in one call, so that a database in another building costs one network round trip
+-- per question (docs/performance.md, "One round trip").
+--
+-- The search's arguments are hybrid_search's. Besides them:
+--   lookup_words       the question's words whose frequency decides the compounds' spelling
+--                      (arc_word_frequencies; worker/retrieve/vocabulary.py);
+--   calibration_model  the key the community's status calibration is stored under (036);
+--   known_version      the community's version a cached result was read at: when it is still the
+--                      community's version the search is not run again ("rows" is null).
+-- It returns one JSON object: the community the question reads (the one named, or the knowledge
+-- base's only one; null when the knowledge base holds none, and then nothing else), its version,
+-- the words' frequencies, the stored calibration (arc_status_calibration's row), the confirmations'
+-- stamp (arc_confirmation_stamp) and the candidates ("rows", hybrid_search's rows). A community
+-- that is not there, or none named among several, raises hybrid_search's errors (22023).
+create or replace function arc_answer(
+  query_text          text,
+  query_embedding     vector default null,
+  match_count         integer default 40,
+  vector_weight       double precision default 0.7,
+  fts_weight          double precision default 0.3,
+  fusion              text default 'weighted',
+  document_types      text[] default null,
+  binding_only        boolean default false,
+  include_superseded  boolean default false,
+  expansion_text      text default null,
+  community           text default null,
+  filter_as_of        date default null,
+  lookup_words        text[] default null,
+  calibration_model   text default null,
+  known_version       bigint default null
+)
+returns jsonb
+language plpgsql
+set search_path = public, extensions
+as $$
+declare
+  scope    text;
+  held     bigint;
+  version  bigint;
+  found    jsonb := null;
+begin
+  scope := arc_answer.community;
+  if scope is null then
+    select min(b.community), count(*) into scope, held from bm25_corpus b where b.n_docs > 0;
+    if held = 0 then
+      return jsonb_build_object('community', null);
+    end if;
+    if held > 1 then
+      scope := null;  -- hybrid_search names the error
+    end if;
+  end if;
+  version := case when scope is null then null else knowledge_base_version(scope) end;
+  if scope is null or known_version is null or version is distinct from known_version then
+    select coalesce(jsonb_agg(to_jsonb(h)), '[]'::jsonb) into found
+    from hybrid_search(
+      query_text         => arc_answer.query_text,
+      query_embedding    => arc_answer.query_embedding,
+      match_count        => arc_answer.match_count,
+      vector_weight      => arc_answer.vector_weight,
+      fts_weight         => arc_answer.fts_weight,
+      fusion             => arc_answer.fusion,
+      document_types     => arc_answer.document_types,
+      binding_only       => arc_answer.binding_only,
+      include_superseded => arc_answer.include_superseded,
+      expansion_text     => arc_answer.expansion_text,
+      community          => arc_answer.community,
+      filter_as_of       => arc_answer.filter_as_of
+    ) h;
+  end if;
+  return jsonb_build_object(
+    'community', scope,
+    'version', version,
+    'frequencies', (select coalesce(jsonb_object_agg(f.word, f.df), '{}'::jsonb)
+                    from arc_word_frequencies(coalesce(lookup_words, '{}'), scope) f),
+    'calibration', case when calibration_model is null then null
+                        else (select to_jsonb(c) from arc_status_calibration(scope, calibration_model) c) end,
+    'confirmations', arc_confirmation_stamp(scope),
+    'rows', found
+  );
+end
+$$;
+
+select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint)');
