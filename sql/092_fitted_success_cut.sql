@@ -6,14 +6,17 @@
 -- It belongs to the calibration it was read on (the same row: a new measurement clears it until it
 -- is fitted again) and is read with it, so every process and replica decides on the same cut. The
 -- row keeps what the fit rests on (how many answerable and "none" confirmations), its
--- leave-one-out accuracy, and the configured cut's accuracy on the same questions: the fitted cut
--- decides only when its accuracy is the higher.
+-- leave-one-out accuracy, the configured cut's accuracy on the same questions, and how many questions
+-- the fitted cut, left out, puts right that the configured cut does not (gained) and the reverse
+-- (lost): it decides only when the gain is clear (worker/retrieve/fitted_cut.py).
 alter table status_calibrations add column if not exists fitted_success_at double precision;
 alter table status_calibrations add column if not exists fitted_answerable integer;
 alter table status_calibrations add column if not exists fitted_none integer;
 alter table status_calibrations add column if not exists fitted_loo_accuracy double precision;
 alter table status_calibrations add column if not exists fitted_configured_accuracy double precision;
 alter table status_calibrations add column if not exists fitted_configured_at double precision;
+alter table status_calibrations add column if not exists fitted_gained integer;
+alter table status_calibrations add column if not exists fitted_lost integer;
 
 -- A "none" confirmation says the documents did not address a question: a document the community
 -- gains afterwards may, so the confirmation goes stale then (arc_confirmations). The documents it

@@ -451,7 +451,8 @@ select arc_confirmation_stamp(%(community)s::text)
 select arc_store_fitted_cut(%(community)s::text, %(embedding_model)s::text, %(kb_version)s::bigint,
                             %(success_at)s::double precision, %(answerable)s::integer,
                             %(unanswerable)s::integer, %(loo_accuracy)s::double precision,
-                            %(configured_accuracy)s::double precision, %(configured_at)s::double precision)
+                            %(configured_accuracy)s::double precision, %(configured_at)s::double precision,
+                            %(gained)s::integer, %(lost)s::integer)
 
 -- name: answer
 -- A question's one round trip (arc_answer): the search and what else the answer reads.

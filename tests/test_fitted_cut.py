@@ -94,6 +94,16 @@ def test_off_domain_questions_keep_the_cut_above_them():
     assert guarded.configured_accuracy == fitted_cut.accuracy(keeper, 0.5)
 
 
+def test_a_fit_decides_only_on_a_clear_gain():
+    def cut(gained: int, lost: int) -> FittedCut:
+        return FittedCut(0.4, 10, 5, 0.0, 0.0, 0.5, gained=gained, lost=lost)
+
+    assert not cut(1, 0).in_force  # one question is no evidence
+    assert not cut(3, 1).in_force  # 2 < 1.64 * sqrt(4)
+    assert cut(4, 0).in_force and cut(8, 1).in_force  # 4 >= 3.28; 7 >= 4.92
+    assert not cut(8, 4).in_force  # 4 < 1.64 * sqrt(12) = 5.68
+
+
 def test_a_calibration_with_a_fitted_cut_decides_on_it():
     scale = Calibration(version=1, floor=0.1, match=0.9, questions=100)
     relevance = 0.1 + 0.4 * 0.8  # confidence 0.4: under the configured 0.5

@@ -9,7 +9,7 @@ returns table (kb_version bigint, floor double precision, match double precision
                rerank_near_miss double precision, rerank_failure text,
                fitted_success_at double precision, fitted_answerable integer, fitted_none integer,
                fitted_loo_accuracy double precision, fitted_configured_accuracy double precision,
-               fitted_configured_at double precision)
+               fitted_configured_at double precision, fitted_gained integer, fitted_lost integer)
 language sql stable
 set search_path = public, extensions
 as $$
@@ -17,7 +17,7 @@ as $$
          s.measured_at, knowledge_base_version(arc_status_calibration.community),
          s.rerank_floor, s.rerank_match, s.rerank_near_miss, s.rerank_failure,
          s.fitted_success_at, s.fitted_answerable, s.fitted_none, s.fitted_loo_accuracy,
-         s.fitted_configured_accuracy, s.fitted_configured_at
+         s.fitted_configured_accuracy, s.fitted_configured_at, s.fitted_gained, s.fitted_lost
   from (select 1) one
   left join status_calibrations s
     on s.community = arc_status_calibration.community

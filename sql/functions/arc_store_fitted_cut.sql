@@ -5,7 +5,8 @@ create or replace function arc_store_fitted_cut(community text, embedding_model 
                                                 success_at double precision, answerable integer,
                                                 unanswerable integer, loo_accuracy double precision,
                                                 configured_accuracy double precision,
-                                                configured_at double precision)
+                                                configured_at double precision, gained integer,
+                                                lost integer)
 returns boolean
 language sql
 set search_path = public, extensions
@@ -17,7 +18,9 @@ as $$
            fitted_none = arc_store_fitted_cut.unanswerable,
            fitted_loo_accuracy = arc_store_fitted_cut.loo_accuracy,
            fitted_configured_accuracy = arc_store_fitted_cut.configured_accuracy,
-           fitted_configured_at = arc_store_fitted_cut.configured_at
+           fitted_configured_at = arc_store_fitted_cut.configured_at,
+           fitted_gained = arc_store_fitted_cut.gained,
+           fitted_lost = arc_store_fitted_cut.lost
      where s.community = arc_store_fitted_cut.community
        and s.embedding_model = arc_store_fitted_cut.embedding_model
        and s.kb_version = arc_store_fitted_cut.kb_version
@@ -26,4 +29,4 @@ as $$
   select exists (select 1 from stored)
 $$;
 
-select arc_service_role_only('function', 'arc_store_fitted_cut(text, text, bigint, double precision, integer, integer, double precision, double precision, double precision)');
+select arc_service_role_only('function', 'arc_store_fitted_cut(text, text, bigint, double precision, integer, integer, double precision, double precision, double precision, integer, integer)');

@@ -38,7 +38,9 @@ as $$
          fitted_none = case when s.kb_version = excluded.kb_version then s.fitted_none end,
          fitted_loo_accuracy = case when s.kb_version = excluded.kb_version then s.fitted_loo_accuracy end,
          fitted_configured_accuracy = case when s.kb_version = excluded.kb_version then s.fitted_configured_accuracy end,
-         fitted_configured_at = case when s.kb_version = excluded.kb_version then s.fitted_configured_at end
+         fitted_configured_at = case when s.kb_version = excluded.kb_version then s.fitted_configured_at end,
+         fitted_gained = case when s.kb_version = excluded.kb_version then s.fitted_gained end,
+         fitted_lost = case when s.kb_version = excluded.kb_version then s.fitted_lost end
    where s.kb_version is null or s.kb_version <= excluded.kb_version
 $$;
 

@@ -633,6 +633,8 @@ def _fit_fields(fit: FittedCut | None) -> dict[str, object]:
         "unanswerable": fit.unanswerable,
         "loo_accuracy": round(fit.loo_accuracy, 3),
         "configured_accuracy": round(fit.configured_accuracy, 3),
+        "gained": fit.gained,
+        "lost": fit.lost,
         "in_force": fit.in_force,
     }
 

@@ -32,11 +32,16 @@ class FittedCut:
     loo_accuracy: float
     configured_accuracy: float
     configured_at: float
+    gained: int = 0  # questions the fitted cut, left out, puts right and the configured one does not
+    lost: int = 0  # ... and the reverse
 
     @property
     def in_force(self) -> bool:
-        """The fitted cut decides the status: left out, it is right more often than the configured one."""
-        return self.loo_accuracy > self.configured_accuracy
+        """The fitted cut decides the status: left out, it puts clearly more questions right than the
+        configured one (a sign test's one-sided 95 %: the gain at least 1.64 standard deviations of
+        the questions that differ, and at least 2)."""
+        differ = self.gained + self.lost
+        return self.gained - self.lost >= max(2.0, 1.64 * differ**0.5)
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,8 @@ def _fit(row: dict[str, Any]) -> FittedCut | None:
         loo_accuracy=float(row.get("fitted_loo_accuracy") or 0.0),
         configured_accuracy=float(row.get("fitted_configured_accuracy") or 0.0),
         configured_at=float(row.get("fitted_configured_at") or 0.0),
+        gained=int(row.get("fitted_gained") or 0),
+        lost=int(row.get("fitted_lost") or 0),
     )
 
 
@@ -146,6 +153,8 @@ def _fit_args(community: str, model: str, version: int, fit: FittedCut | None) -
         "loo_accuracy": fit and fit.loo_accuracy,
         "configured_accuracy": fit and fit.configured_accuracy,
         "configured_at": fit and fit.configured_at,
+        "gained": fit and fit.gained,
+        "lost": fit and fit.lost,
     }
 
 
