@@ -23,6 +23,7 @@ from datetime import date
 import numpy as np
 
 from ..embeddings import CachedEmbedder
+from ..errors import UnknownCommunity
 from ..models import ChunkResult, Weights
 from ..store import communities
 from . import in_force, language
@@ -220,10 +221,10 @@ class FirstStage:
         asked = replace(params, community=requested) if requested is None else params
         try:
             state = answer(asked, call)
-        except CommunityRefused:
+        except CommunityRefused as refused:
             self._communities = tuple(self.backend.communities())
-            communities.resolve(requested, self._communities)  # raises the worker's own error
-            raise
+            communities.resolve(requested, self._communities)  # the worker's own error, named as always
+            raise UnknownCommunity(f"community: {refused}") from None  # changed again meanwhile
         if state is None:
             return None
         if state.community is None:  # the knowledge base emptied meanwhile: nothing to find
