@@ -6,11 +6,14 @@ it that holds every packet from the worker for ``--delay-ms`` (one delay per rou
 in one run, for the previous release (a checkout given with ``--prev``) and for this tree, each
 in its own process: every sample question asked once to warm the embedding cache, then asked
 ``--rounds`` times through the knowledge service with the search cache off (so each answer
-searches), directly and through the proxy. Reports p50/p95 of the whole answer, the worker's own
-time (total less embedding and search) and the database calls where the answer counts them.
+searches), directly and through the proxy; then the same through Supabase's RPC route, the
+PostgREST stand-in of the tests (``tests/postgrest_standin.py``) in front of the cluster, the
+proxy in front of the stand-in. Reports p50/p95 of the whole answer, the worker's own time (total
+less embedding and search) and the database calls where the answer counts them.
 
     git worktree add --detach /tmp/prev 8afa120
-    .venv/bin/python benchmarks/round_trip.py --prev /tmp/prev --out benchmarks/round_trip
+    git worktree add --detach /tmp/prev-26e1f58 26e1f58
+    .venv/bin/python benchmarks/round_trip.py --prev /tmp/prev --prev /tmp/prev-26e1f58 --out benchmarks/round_trip
 
 Needs PostgreSQL 15 with pgvector 0.8.0 installed at /usr/lib/postgresql/15 (run as root, it
 starts the cluster as the ``postgres`` user).
@@ -143,13 +146,22 @@ def run_cli(code: Path, env: dict[str, str], *args: str) -> None:
                    capture_output=True)
 
 
-def measure(code: Path, url: str, data_dir: Path, questions: list[str], rounds: int) -> dict:
+def measure(code: Path, url: str, data_dir: Path, questions: list[str], rounds: int,
+            supabase: tuple[str, str] | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code), "DATABASE_URL": url, "ARC_DATA_DIR": str(data_dir),
            "ARC_SEARCH_CACHE_SECONDS": "0", "ARC_LOG_LEVEL": "warning"}
     env.pop("OPENAI_API_KEY", None)
+    if supabase is not None:
+        env["SUPABASE_URL"], env["SUPABASE_KEY"] = supabase
     done = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(questions), str(rounds)], cwd=code, env=env,
                           check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _commit(code: Path) -> str:
+    """The short commit a checkout is at."""
+    done = subprocess.run(["git", "-C", str(code), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or str(code)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -159,7 +171,8 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prev", type=Path, required=True, help="a checkout of the previous release")
+    parser.add_argument("--prev", type=Path, action="append", required=True,
+                        help="a checkout of a previous release (repeatable)")
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "round_trip")
@@ -178,30 +191,47 @@ def main() -> None:
         run_cli(ROOT, env, "ingest", "--sample")
         proxy = DelayProxy(cluster.port, args.delay_ms / 1000)
         proxied = f"postgresql://postgres@127.0.0.1:{proxy.port}/arc"
+        sys.path.insert(0, str(ROOT))
+        from tests.postgrest_standin import PostgrestStandin
+
+        standin = PostgrestStandin(direct)
+        standin.__enter__()
+        rpc_proxy = DelayProxy(standin.port, args.delay_ms / 1000)
+        codes = [(_commit(prev), prev.resolve()) for prev in args.prev] + [("this", ROOT)]
+        delayed = f"+{args.delay_ms:g} ms per round trip"
         rows = []
-        for label, code in (("previous", args.prev.resolve()), ("this", ROOT)):
-            for network, url in (("loopback", direct), (f"+{args.delay_ms:g} ms per round trip", proxied)):
-                found = measure(code, url, work, questions, args.rounds)
-                rows.append((label, network, found))
-                print(label, network, pct(found["wall"], 0.5), file=sys.stderr)
+        for backend, networks in (
+            ("Postgres", (("loopback", direct, None), (delayed, proxied, None))),
+            ("Supabase RPC", (("loopback", direct, (standin.url, standin.api_key)),
+                              (delayed, direct, (f"http://127.0.0.1:{rpc_proxy.port}", standin.api_key)))),
+        ):
+            for label, code in codes:
+                for network, url, supabase in networks:
+                    found = measure(code, url, work, questions, args.rounds, supabase)
+                    rows.append((backend, label, network, found))
+                    print(backend, label, network, pct(found["wall"], 0.5), file=sys.stderr)
+        standin.__exit__(None, None, None)
     finally:
         cluster.stop()
     lines = [
         "# Round trips: latency per question with a network before the database",
         "",
-        f"Command: `.venv/bin/python benchmarks/round_trip.py --prev {args.prev} --delay-ms {args.delay_ms:g} "
-        f"--rounds {args.rounds}`",
+        "Command: `.venv/bin/python benchmarks/round_trip.py "
+        + " ".join(f"--prev {p}" for p in args.prev)
+        + f" --delay-ms {args.delay_ms:g} --rounds {args.rounds}`",
         "",
         f"PostgreSQL 15 + pgvector 0.8.0 on loopback, sample corpus, local model, search cache off (each answer "
         f"searches), embeddings cached; {len(questions)} questions x {args.rounds} rounds, sequential. The proxy "
-        f"holds what the worker sends for {args.delay_ms:g} ms. Previous: `{args.prev}`.",
+        f"holds what the worker sends for {args.delay_ms:g} ms (through Supabase's RPC route: what it sends to the "
+        f"PostgREST stand-in, which opens a connection per request as PostgREST's pool would not, the same for "
+        f"every code). Previous releases: " + ", ".join(f"`{label}`" for label, _ in codes[:-1]) + ".",
         "",
-        "| code | network | p50 ms | p95 ms | worker's own p50 ms | database calls (median) |",
-        "|---|---|---|---|---|---|",
+        "| backend | code | network | p50 ms | p95 ms | worker's own p50 ms | database calls (median) |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for label, network, found in rows:
+    for backend, label, network, found in rows:
         calls = statistics.median(found["calls"]) if found["calls"] else "-"
-        lines.append(f"| {label} | {network} | {pct(found['wall'], 0.5)} | {pct(found['wall'], 0.95)} | "
+        lines.append(f"| {backend} | {label} | {network} | {pct(found['wall'], 0.5)} | {pct(found['wall'], 0.95)} | "
                      f"{pct(found['own'], 0.5)} | {calls} |")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text("\n".join(lines) + "\n")
