@@ -94,6 +94,21 @@ def variant(path: Path, folder: Path, *, wid: str, route: str, webhook_id: str, 
     return out
 
 
+def confirm_variant(folder: Path) -> Path:
+    """The documents workflow with its node on Confirm, under the keeper's credential, posted to:
+    the question, and a chunk id or ``"answer": "none"``, from the request's body."""
+    path = variant(WORKFLOWS / "arc-documents-node.json", folder, wid="arcNodeConfirm01", route="arc-node-confirm",
+                   webhook_id="7a2d3b21-9c5f-4d66-8b4f-3e9f2c8b1bf3",
+                   parameters={"operation": "confirm", "confirmQuery": "={{ $json.body.query }}",
+                               "answer": "={{ $json.body.answer || 'passage' }}",
+                               "chunkId": "={{ $json.body.chunk_id || 0 }}",
+                               "community": "={{ $json.body.community || '' }}"})
+    workflow = json.loads(path.read_text())
+    workflow["nodes"][0]["parameters"]["httpMethod"] = "POST"
+    path.write_text(json.dumps(workflow))
+    return path
+
+
 @pytest.fixture(scope="module")
 def n8n(n8n_home, worker, chat_model, node_package, tmp_path_factory):
     folder = tmp_path_factory.mktemp("n8n-user")
@@ -106,6 +121,7 @@ def n8n(n8n_home, worker, chat_model, node_package, tmp_path_factory):
         variant(retrieval, folder, wid="arcNodeNoRetry01", route="arc-node-no-retries",
                 webhook_id="7a2d3b21-9c5f-4d66-8b4f-3e9f2c8b1bf2",
                 parameters={"options": {"retries": 0}}),
+        confirm_variant(folder),
     ]
     credentials = (
         credential("arcNodeQuestions1", "ARC Questions", worker, WORKER_TOKEN, "questions"),
@@ -222,6 +238,32 @@ def test_dated_uploads_answer_as_of_a_date_through_the_node(n8n):
     finally:
         for doc in ("bins-2024", "bins-2010"):
             call(n8n, "arc-node-ingest", json={"delete_document_id": doc})
+
+
+def test_the_node_confirms_an_answer_with_the_keepers_credential(n8n, worker):
+    keeper = {"X-ARC-Token": INGEST_TOKEN}
+    shown = requests.get(f"{worker}/webhook/arc-documents/ccrs", headers=keeper, timeout=30).json()
+    fence = next(c for c in shown["chunks"] if "fence" in c["content"].lower())
+    made = []
+    try:
+        r = call(n8n, "arc-node-confirm", json={"query": "How tall may my backyard fence be?", "chunk_id": fence["id"]})
+        assert r.status_code == 200, r.text
+        passage = r.json()[0] if isinstance(r.json(), list) else r.json()
+        made.append(passage["id"])
+        assert passage["answer"] == "passage" and passage["chunk_id"] == fence["id"] and passage["state"] == "confirmed"
+        r = call(n8n, "arc-node-confirm", json={"query": "Can I keep goats on my lot?", "answer": "none"})
+        assert r.status_code == 200, r.text
+        none = r.json()[0] if isinstance(r.json(), list) else r.json()
+        made.append(none["id"])
+        assert none["answer"] == "none" and none["state"] == "confirmed"
+        listed = requests.get(f"{worker}/webhook/arc-confirm", headers=keeper, timeout=30).json()["confirmations"]
+        assert {c["id"] for c in listed} >= set(made)
+        # a chunk no community holds: the worker's 404, a node error naming the field
+        r = call(n8n, "arc-node-confirm", json={"query": "What about sheds?", "chunk_id": 987654321})
+        assert r.status_code == 404 and "(field: chunk_id)" in r.json()["error"], r.text
+    finally:
+        for confirmation in made:
+            requests.delete(f"{worker}/webhook/arc-confirm/{confirmation}", headers=keeper, timeout=30)
 
 
 def test_a_422_from_the_worker_is_a_node_error_naming_the_field(n8n):

@@ -99,3 +99,31 @@ def test_a_worker_on_supabase_reads_the_stored_calibration_through_rpc(sample_ru
     finally:
         first.close()
         second.close()
+
+
+def test_a_worker_on_supabase_takes_the_keepers_confirmations(sample_runtime, postgrest):
+    from worker.retrieve.preprocess import preprocess
+    from worker.service.build import build_confirmations
+    from worker.store.confirmations import ConfirmationStore, NewConfirmation
+
+    embedder = sample_runtime.embedder
+    store = ConfirmationStore(sample_runtime.db)
+    with sample_runtime.db.connect() as conn:
+        fence = conn.execute("select id from knowledge_chunks where content like %s order by id limit 1",
+                             ("%Rear Yard and side yard fences may not exceed 6 feet%",)).fetchone()[0]
+    question = "What is the maximum fence height allowed?"
+    made = store.add(NewConfirmation("default", question, "passage",
+                                     embedder.embed_query(preprocess(question).normalized), embedder.model,
+                                     store.chunk("default", fence)))
+    supabase = SupabaseBackend(postgrest.url, postgrest.api_key)
+    on_supabase = Retriever(embedder=embedder, reranker=None, backend=supabase,
+                            confirmations=build_confirmations(sample_runtime, supabase))
+    try:
+        postgrest.calls.clear()
+        answer = on_supabase.answer(RetrievalRequest(query=question))
+        assert answer.confirmed is not None and answer.confirmed.id == made
+        assert answer.confidence["decided_on"] == "confirmed" and answer.chunks[0].id == fence
+        assert "arc_confirmations" in {name for name, _ in postgrest.calls}  # read through the RPC route
+    finally:
+        on_supabase.close()
+        store.delete(made, "default")

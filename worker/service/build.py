@@ -15,7 +15,7 @@ from ..retrieve.rerank import LLMReranker, Reranker
 from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
 from ..retrieve.search import PostgresBackend, SearchBackend, SearchCache, SupabaseBackend
 from ..runtime import Runtime
-from ..store.confirmations import ConfirmationStore
+from ..store.confirmations import ConfirmationStore, RpcConfirmationReads
 from ..store.replicas import ReadReplicas
 
 
@@ -63,16 +63,18 @@ def build_retriever(runtime: Runtime) -> Retriever:
         policy=ContextPolicy(**settings.context.model_dump()),
         embedding_timeout=settings.embedding.embedding_timeout,
         search_cache=SearchCache(ttl_seconds=settings.search.search_cache_seconds),
-        confirmations=build_confirmations(runtime),
+        confirmations=build_confirmations(runtime, backend),
     )
 
 
-def build_confirmations(runtime: Runtime) -> Confirmations:
-    """The keeper's confirmed answers, read from the primary (none through Supabase's RPC route yet)."""
+def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmations:
+    """The keeper's confirmed answers, read where the search reads: the primary, or Supabase's RPC route."""
     embedder = runtime.embedder
-    store = ConfirmationStore(runtime.db)
+    store: ConfirmationStore | RpcConfirmationReads = (
+        RpcConfirmationReads(backend.client) if isinstance(backend, SupabaseBackend) else ConfirmationStore(runtime.db)
+    )
     return Confirmations(
-        load=None if runtime.settings.database.supabase_url else store.read,
+        load=store.read,
         stamp=store.stamp,
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),

@@ -1,16 +1,18 @@
 """The keeper's confirmed answers and the chat's votes (``sql/050_confirmations.sql``), read and
-written with psycopg. What a confirmation is and how a question is matched to one:
+written with psycopg, and read through Supabase's RPC route (:class:`RpcConfirmationReads`) by a
+worker that searches there. What a confirmation is and how a question is matched to one:
 ``worker/retrieve/confirmed.py``; this module only moves rows in and out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from . import sqlfiles
+from . import rpc, sqlfiles
 from .database import Database
 
 Answer = Literal["passage", "none"]
@@ -58,6 +60,41 @@ class NewConfirmation:
     chunk: ConfirmedChunk | None = None
 
 
+def _stored(community: str, row: Mapping[str, Any]) -> StoredConfirmation:
+    """One row of ``arc_confirmations``, as psycopg or PostgREST's JSON gives it."""
+    created = row["created_at"]
+    return StoredConfirmation(
+        id=int(row["id"]),
+        community=community,
+        query=row["query"],
+        answer=row["answer"],
+        document_id=row["document_id"],
+        section_path=row["section_path"],
+        embedding=np.asarray(row["embedding"], dtype=np.float32),
+        embedding_model=row["embedding_model"],
+        created_at=datetime.fromisoformat(created) if isinstance(created, str) else created,
+        chunk_id=row["chunk_id"],
+        state=row["state"],
+        reason=row["reason"],
+    )
+
+
+class RpcConfirmationReads:
+    """A community's confirmations and their stamp through Supabase's RPC route (the functions
+    ``arc_confirmations`` and ``arc_confirmation_stamp``), for a worker that searches there; the
+    keeper's writes go through the database URL, as ingestion does."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    def read(self, community: str) -> list[StoredConfirmation]:
+        rows = rpc.call(self.client, "arc_confirmations", {"community": community}) or []
+        return [_stored(community, row) for row in rows]
+
+    def stamp(self, community: str) -> str:
+        return str(rpc.call(self.client, "arc_confirmation_stamp", {"community": community}) or "")
+
+
 @dataclass(frozen=True)
 class Vote:
     request_id: str
@@ -71,25 +108,12 @@ class ConfirmationStore:
         self.db = db
 
     def read(self, community: str) -> list[StoredConfirmation]:
+        import psycopg
+
         with self.db.connection() as conn:
-            rows = conn.execute(sqlfiles.query("confirmations"), {"community": community}).fetchall()
-        return [
-            StoredConfirmation(
-                id=row[0],
-                community=community,
-                query=row[1],
-                answer=row[2],
-                document_id=row[3],
-                section_path=row[4],
-                embedding=np.asarray(row[5], dtype=np.float32),
-                embedding_model=row[6],
-                created_at=row[7],
-                chunk_id=row[8],
-                state=row[9],
-                reason=row[10],
-            )
-            for row in rows
-        ]
+            cur = conn.cursor(row_factory=psycopg.rows.dict_row)
+            rows = cur.execute(sqlfiles.query("confirmations"), {"community": community}).fetchall()
+        return [_stored(community, row) for row in rows]
 
     def stamp(self, community: str) -> str:
         """The community's knowledge-base version and confirmations' state, as one value: equal
