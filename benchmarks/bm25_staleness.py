@@ -18,7 +18,8 @@ from worker.evaluation.dataset import load_dataset
 from worker.evaluation.harness import cached_query_embeddings, loaded_database, run_database_mode
 from worker.evaluation.metrics import summarise
 from worker.retrieve.pipeline import Retriever
-from worker.retrieve.search import PostgresBackend, SearchCache
+from worker.store.postgres_search import PostgresBackend
+from worker.retrieve.search_cache import SearchCache
 
 FACTORS = (1.0, 0.95, 1.05, 0.8, 1.25, 0.5, 2.0)
 

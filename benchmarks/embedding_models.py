@@ -32,7 +32,7 @@ from worker.ingest.ingestor import SAMPLE_DIR, Ingestor, manifest_documents  # n
 from worker.ingest.manifest import load_manifest  # noqa: E402
 from worker.models import RetrievalRequest  # noqa: E402
 from worker.retrieve.pipeline import Retriever  # noqa: E402
-from worker.retrieve.search import PostgresBackend  # noqa: E402
+from worker.store.postgres_search import PostgresBackend  # noqa: E402
 from worker.store.database import Database  # noqa: E402
 from worker.store.embedded import EmbeddedPostgres  # noqa: E402
 

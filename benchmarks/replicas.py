@@ -37,7 +37,8 @@ from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_text
 from worker.models import DocumentFields
 from worker.retrieve.preprocess import normalize
-from worker.retrieve.search import PostgresBackend, SearchParams
+from worker.store.postgres_search import PostgresBackend
+from worker.store.search import SearchParams
 from worker.store.database import Database
 from worker.store.replicas import ReadReplicas
 

@@ -44,7 +44,8 @@ from worker.retrieve.service_scale import SERVICE_REQUESTS_AT_ONCE  # noqa: E402
 from worker.retrieve.pipeline import Retriever  # noqa: E402
 from worker.retrieve.rerank import LLMReranker  # noqa: E402
 from worker.retrieve.rerank_services import ServiceReranker  # noqa: E402
-from worker.retrieve.search import PostgresBackend, SearchCache  # noqa: E402
+from worker.store.postgres_search import PostgresBackend  # noqa: E402
+from worker.retrieve.search_cache import SearchCache  # noqa: E402
 from worker.store.database import Database  # noqa: E402
 from worker.store.embedded import EmbeddedPostgres  # noqa: E402
 

@@ -154,7 +154,9 @@ def measure(code: Path, url: str, data_dir: Path, questions: list[str], rounds: 
     if supabase is not None:
         env["SUPABASE_URL"], env["SUPABASE_KEY"] = supabase
     done = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(questions), str(rounds)], cwd=code, env=env,
-                          check=True, capture_output=True, text=True)
+                          check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{code}: the measurement failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -180,37 +182,44 @@ def main() -> None:
     questions = [json.loads(line)["question"]
                  for line in (ROOT / "worker" / "sample_corpus" / "questions.jsonl").read_text().splitlines() if line]
     cluster = Cluster()
-    try:
-        admin = f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("create database arc")
-        direct = f"postgresql://postgres@127.0.0.1:{cluster.port}/arc"
-        work = Path(tempfile.mkdtemp(prefix="arc-round-trip-data-"))
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "DATABASE_URL": direct, "ARC_DATA_DIR": str(work)}
-        env.pop("OPENAI_API_KEY", None)
-        run_cli(ROOT, env, "ingest", "--sample")
-        proxy = DelayProxy(cluster.port, args.delay_ms / 1000)
-        proxied = f"postgresql://postgres@127.0.0.1:{proxy.port}/arc"
-        sys.path.insert(0, str(ROOT))
-        from tests.postgrest_standin import PostgrestStandin
+    codes = [(_commit(prev), prev.resolve()) for prev in args.prev] + [("this", ROOT)]
+    delayed = f"+{args.delay_ms:g} ms per round trip"
+    rows = []
+    sys.path.insert(0, str(ROOT))
+    from tests.postgrest_standin import PostgrestStandin
 
-        standin = PostgrestStandin(direct)
-        standin.__enter__()
-        rpc_proxy = DelayProxy(standin.port, args.delay_ms / 1000)
-        codes = [(_commit(prev), prev.resolve()) for prev in args.prev] + [("this", ROOT)]
-        delayed = f"+{args.delay_ms:g} ms per round trip"
-        rows = []
-        for backend, networks in (
-            ("Postgres", (("loopback", direct, None), (delayed, proxied, None))),
-            ("Supabase RPC", (("loopback", direct, (standin.url, standin.api_key)),
-                              (delayed, direct, (f"http://127.0.0.1:{rpc_proxy.port}", standin.api_key)))),
-        ):
-            for label, code in codes:
+    try:
+        proxy = DelayProxy(cluster.port, args.delay_ms / 1000)
+        runs = []
+        # Each code in a database of its own, made and loaded by that code (their SQL functions differ).
+        for n, (label, code) in enumerate(codes):
+            name = f"arc_{n}"
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
+                conn.execute(f"create database {name}")
+            direct = f"postgresql://postgres@127.0.0.1:{cluster.port}/{name}"
+            work = Path(tempfile.mkdtemp(prefix="arc-round-trip-data-"))
+            env = {**os.environ, "PYTHONPATH": str(code), "DATABASE_URL": direct, "ARC_DATA_DIR": str(work)}
+            env.pop("OPENAI_API_KEY", None)
+            run_cli(code, env, "ingest", "--sample")
+            runs.append((label, code, name, direct, work))
+        for backend in ("Postgres", "Supabase RPC"):
+            for label, code, name, direct, work in runs:
+                proxied = f"postgresql://postgres@127.0.0.1:{proxy.port}/{name}"
+                if backend == "Postgres":
+                    networks = [("loopback", direct, None), (delayed, proxied, None)]
+                    standin = None
+                else:
+                    standin = PostgrestStandin(direct)
+                    standin.__enter__()
+                    rpc_proxy = DelayProxy(standin.port, args.delay_ms / 1000)
+                    networks = [("loopback", direct, (standin.url, standin.api_key)),
+                                (delayed, direct, (f"http://127.0.0.1:{rpc_proxy.port}", standin.api_key))]
                 for network, url, supabase in networks:
                     found = measure(code, url, work, questions, args.rounds, supabase)
                     rows.append((backend, label, network, found))
                     print(backend, label, network, pct(found["wall"], 0.5), file=sys.stderr)
-        standin.__exit__(None, None, None)
+                if standin is not None:
+                    standin.__exit__(None, None, None)
     finally:
         cluster.stop()
     lines = [

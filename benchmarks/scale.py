@@ -30,7 +30,7 @@ from worker.store import bm25
 from worker.store.database import Database
 from worker.store.embedded import EmbeddedPostgres
 from worker.retrieve.preprocess import normalize
-from worker.retrieve.search import _vector_literal
+from worker.store.search import vector_literal
 
 DOC_TYPES = ["design_guidelines", "ccr", "response_letter", "application_form", "other"]
 TYPE_WEIGHTS = [0.35, 0.15, 0.3, 0.05, 0.15]
@@ -75,7 +75,7 @@ def synthetic_rows(n: int, sentences: list[list[str]], base: np.ndarray, seed: i
         doc_type = pick.choices(DOC_TYPES, TYPE_WEIGHTS)[0]
         yield (f"doc-{i // 20}", f"Document {i // 20}", doc_type, f"Section {i % 20}", 1 + (i % 20) // 4,
                i % 20, pick.random() < 0.6, None, " ".join(body)[:2000], len(" ".join(body).split()), "{}",
-               _vector_literal(vector.astype(np.float32)))
+               vector_literal(vector.astype(np.float32)))
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -173,7 +173,7 @@ def _measure(conn: psycopg.Connection, queries: list[str], query_vectors: np.nda
 
     def args(mode: str, i: int) -> tuple:
         text, vector, types = MODES[mode]
-        return queries[i] if text else "", _vector_literal(query_vectors[i]) if vector else None, types
+        return queries[i] if text else "", vector_literal(query_vectors[i]) if vector else None, types
 
     for i in warmup:
         for mode in MODES:

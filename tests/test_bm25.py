@@ -10,7 +10,8 @@ import pytest
 from worker.store import bm25
 from worker.store.database import Database
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-from worker.retrieve.search import PostgresBackend, SearchParams
+from worker.store.postgres_search import PostgresBackend
+from worker.store.search import SearchParams
 from tests.helpers import assert_statistics_exact
 
 

@@ -349,7 +349,7 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
 def test_the_vocabulary_reads_the_question_s_community(database_factory, embedder):
     """020's word frequencies after 030 keyed bm25_terms by community (032): one association writes
     "back yard", its sister "backyard"; each question is spelled its own community's way."""
-    from worker.retrieve.search import PostgresBackend
+    from worker.store.postgres_search import PostgresBackend
 
     url = database_factory("vocabulary")
     db = Database(url)
@@ -367,7 +367,7 @@ def test_the_vocabulary_reads_the_question_s_community(database_factory, embedde
     assert backend.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}  # every community
     # the same function over Supabase's RPC route (the stand-in runs it by its named arguments)
     from tests.postgrest_standin import PostgrestStandin
-    from worker.retrieve.search import SupabaseBackend
+    from worker.store.supabase_search import SupabaseBackend
 
     with PostgrestStandin(url) as server:
         rpc = SupabaseBackend(server.url, server.api_key)
@@ -381,7 +381,8 @@ def test_the_status_calibration_runs_on_a_knowledge_base_of_several_communities(
     (which asks the knowledge base's own sentences back) names one, and answers keep calibrating."""
     from worker.models import RetrievalRequest
     from worker.retrieve.pipeline import Retriever
-    from worker.retrieve.search import PostgresBackend, SearchCache
+    from worker.store.postgres_search import PostgresBackend
+    from worker.retrieve.search_cache import SearchCache
 
     url = database_factory("calibration")
     db = Database(url)
@@ -410,7 +411,8 @@ def test_each_community_is_calibrated_on_its_own_documents(database_factory, emb
     from worker.ingest.readers import parse_text
     from worker.models import RetrievalRequest
     from worker.retrieve.pipeline import Retriever
-    from worker.retrieve.search import PostgresBackend, SearchCache
+    from worker.store.postgres_search import PostgresBackend
+    from worker.retrieve.search_cache import SearchCache
 
     rules = [f"# Dock Rule {i}\n\n{text}" for i, text in enumerate([
             "Boats may be tied to the community dock for no more than four hours at a time.",
@@ -461,7 +463,8 @@ def test_a_process_start_measures_only_the_communities_whose_calibration_is_miss
     it measures in the background only the communities with none stored at their version, and a
     second process finds nothing left to measure."""
     from worker.retrieve.pipeline import Retriever
-    from worker.retrieve.search import PostgresBackend, SearchCache
+    from worker.store.postgres_search import PostgresBackend
+    from worker.retrieve.search_cache import SearchCache
     from worker.store.calibrations import PostgresCalibrations
 
     db = hollow_and_ridge(make_database, embedder, "start", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")

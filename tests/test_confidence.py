@@ -19,7 +19,7 @@ from worker.models import RetrievalRequest
 from worker.retrieve.confidence import (Calibration, FixedThresholds, StatusCuts, decide, off_domain_questions,
                                         pseudo_questions)
 from worker.retrieve.pipeline import Retriever
-from worker.retrieve.search import PostgresBackend
+from worker.store.postgres_search import PostgresBackend
 from worker.serve.webhooks import RETRIEVAL_ROUTE
 
 ANSWERED = "What is the maximum fence height?"

@@ -17,7 +17,7 @@ from worker.models import DocumentFields, RetrievalRequest, Weights
 from worker.retrieve.context import assemble, leg_tops_first
 from worker.retrieve.preprocess import preprocess
 from worker.retrieve.scoring import first_stage_order
-from worker.retrieve.search import SearchParams
+from worker.store.search import SearchParams
 from worker.runtime import Runtime
 from worker.service.build import build_retriever
 from worker.store.database import Database

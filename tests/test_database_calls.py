@@ -12,7 +12,9 @@ import pytest
 
 from tests.postgrest_standin import PostgrestStandin
 from worker.retrieve.pipeline import Retriever
-from worker.retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
+from worker.store.postgres_search import PostgresBackend
+from worker.retrieve.search_cache import SearchCache
+from worker.store.supabase_search import SupabaseBackend
 
 from worker.models import RetrievalRequest
 

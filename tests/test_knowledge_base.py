@@ -15,7 +15,8 @@ from worker.store.database import Database
 from worker.errors import SchemaMismatch
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.ingest.readers import parse_markdown, parse_text
-from worker.retrieve.search import PostgresBackend, SearchParams
+from worker.store.postgres_search import PostgresBackend
+from worker.store.search import SearchParams
 
 
 @pytest.fixture(scope="module")

@@ -175,7 +175,8 @@ def test_a_store_without_a_database_keeps_the_newest_version_only():
 
 def test_the_scales_go_through_supabase_rpc_as_through_postgres(sample_runtime):
     from tests.postgrest_standin import PostgrestStandin
-    from worker.retrieve.search import PostgresBackend, SupabaseBackend
+    from worker.store.postgres_search import PostgresBackend
+    from worker.store.supabase_search import SupabaseBackend
     from worker.store.language_scales import PostgresLanguageScales, RpcLanguageScales, beside
 
     spanish = StoredScale("es", 0.78, 0.85, 0.8, 0.04, 40)

@@ -17,7 +17,7 @@ from worker.retrieve.executor import BoundedExecutor
 from worker.retrieve.pipeline import Retriever
 from worker.retrieve.rerank import LLMReranker
 from worker.runtime import Runtime
-from worker.retrieve.search import PostgresBackend
+from worker.store.postgres_search import PostgresBackend
 
 ROUTE = "/webhook/arc-retrieval"
 
@@ -121,7 +121,7 @@ def test_a_healthy_remote_provider_costs_one_search_and_a_silent_one_no_extra_ti
             "embedding_provider": "openai", "embedding_model": "text-embedding-3-large", "embedding_dim": 384})
         backend = CountingBackend(sample_runtime.db)
         from worker.models import RetrievalRequest
-        from worker.retrieve.search import SearchCache
+        from worker.retrieve.search_cache import SearchCache
 
         retriever = Retriever(embedder=CachedEmbedder(OpenAIEmbedder(settings)), backend=backend, reranker=None,
                               embedding_timeout=2.0, search_cache=SearchCache(ttl_seconds=0))

@@ -25,7 +25,7 @@ from worker.embeddings import CachedEmbedder, OpenAIEmbedder
 from worker.ingest.ingestor import Ingestor
 from worker.retrieve.pipeline import Retriever
 from worker.runtime import Runtime, open_runtime
-from worker.retrieve.search import PostgresBackend
+from worker.store.postgres_search import PostgresBackend
 from tests.helpers import FastEmbedder
 from tests.helpers import big_document as document
 

@@ -292,7 +292,7 @@ def test_a_question_reads_the_primarys_version_once(sample_runtime):
     the one the cache read instead of asking again."""
     from worker.models import RetrievalRequest
     from worker.retrieve.pipeline import Retriever
-    from worker.retrieve.search import PostgresBackend
+    from worker.store.postgres_search import PostgresBackend
 
     replicas = CountingReplicas(sample_runtime.db)
     retriever = Retriever(embedder=CachedEmbedder(sample_runtime.embedder), reranker=None,

@@ -17,7 +17,7 @@ from worker.retrieve.authority import Adjustments
 from worker.retrieve.rerank import LLMReranker
 from worker.retrieve.rerank_prompt import CANDIDATE_TEMPLATE, USER_PROMPT_TEMPLATE, parse_scores
 from worker.runtime import Runtime
-from worker.retrieve.search import PostgresBackend
+from worker.store.postgres_search import PostgresBackend
 
 
 @pytest.fixture(scope="module")

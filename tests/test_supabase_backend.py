@@ -10,7 +10,9 @@ from worker.errors import DatabaseUnavailable
 from worker.models import RetrievalRequest
 from worker.retrieve.calibration import LocalCalibrations
 from worker.retrieve.pipeline import Retriever
-from worker.retrieve.search import PostgresBackend, SearchCache, SupabaseBackend
+from worker.store.postgres_search import PostgresBackend
+from worker.retrieve.search_cache import SearchCache
+from worker.store.supabase_search import SupabaseBackend
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def test_same_answers_as_the_direct_backend(sample_runtime, postgrest, query):
 
 def test_full_text_only_call_omits_the_vector(sample_runtime, postgrest):
     supabase = SupabaseBackend(postgrest.url, postgrest.api_key)
-    from worker.retrieve.search import SearchParams
+    from worker.store.search import SearchParams
 
     results = supabase.search(SearchParams(query_text="fence height", embedding=None))
     assert results and all(r.vector_score is None for r in results)
@@ -55,7 +57,7 @@ def test_row_cap_and_error_body(sample_runtime):
             chunk_id = conn.execute("select id from knowledge_chunks where document_id = 'ccrs' and chunk_index = 3"
                                     ).fetchone()[0]
         assert len(supabase.neighbours(chunk_id, 5)) == 2
-        from worker.retrieve.search import SearchParams
+        from worker.store.search import SearchParams
 
         with pytest.raises(DatabaseUnavailable, match="match_count must be between 1 and 1000"):
             supabase.search(SearchParams(query_text="fence", embedding=None, match_count=5000))

@@ -12,7 +12,8 @@ from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_pdf, read_path
 from worker.models import DocumentFields
 from worker.retrieve.preprocess import preprocess
-from worker.retrieve.search import PostgresBackend, SearchParams
+from worker.store.postgres_search import PostgresBackend
+from worker.store.search import SearchParams
 from worker.store.database import Database
 from worker.textnorm import normalise_text
 

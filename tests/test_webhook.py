@@ -16,7 +16,7 @@ from worker.embeddings import CachedEmbedder, OpenAIEmbedder
 from worker.models import IngestFields
 from worker.retrieve.pipeline import Retriever
 from worker.runtime import Runtime
-from worker.retrieve.search import PostgresBackend
+from worker.store.postgres_search import PostgresBackend
 from worker.tokens import default_counter
 from tests.helpers import ask_webhook as ask
 

@@ -668,7 +668,7 @@ class Context(Group):
 
 
 class Search(Group):
-    """The first stage's searches (worker/retrieve/search.py)."""
+    """The first stage's searches (worker/store/search.py and its backends, worker/retrieve/search_cache.py)."""
 
     search_cache_seconds: float = setting(
         "ARC_SEARCH_CACHE_SECONDS",

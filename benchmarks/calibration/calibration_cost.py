@@ -36,7 +36,8 @@ from worker.ingest.ingestor import Ingestor, ingest_manifest
 from worker.ingest.readers import parse_text
 from worker.models import DocumentFields
 from worker.retrieve.pipeline import Retriever
-from worker.retrieve.search import PostgresBackend, SearchCache
+from worker.store.postgres_search import PostgresBackend
+from worker.retrieve.search_cache import SearchCache
 from worker.store.calibrations import PostgresCalibrations
 from worker.store.database import Database
 from worker.store.embedded import EmbeddedPostgres

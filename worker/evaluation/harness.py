@@ -24,10 +24,11 @@ from ..models import RetrievalRequest, Weights
 from ..retrieve.pipeline import Retriever
 from ..retrieve.preprocess import normalize
 from ..retrieve.rerank import Reranker
-from ..retrieve.search import PostgresBackend, SearchCache
+from ..retrieve.search_cache import SearchCache
 from ..store import bm25
 from ..store.database import Database
 from ..store.embedded import EmbeddedPostgres
+from ..store.postgres_search import PostgresBackend
 from .dataset import BeirDataset
 from .metrics import percentile, recall_at_k, summarise
 

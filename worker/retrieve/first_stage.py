@@ -26,6 +26,7 @@ from ..embeddings import CachedEmbedder
 from ..errors import UnknownCommunity
 from ..models import ChunkResult, Weights
 from ..store import communities
+from ..store.search import AnswerCall, Answered, CommunityRefused, SearchBackend, SearchParams
 from . import in_force, language
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -33,7 +34,7 @@ from .naming import named_documents
 from .options import AnswerOptions
 from .preprocess import ProcessedQuery, preprocess
 from .scoring import first_stage_order
-from .search import AnswerCall, Answered, CommunityRefused, SearchBackend, SearchCache, SearchParams
+from .search_cache import SearchCache
 from .timing import Timer
 from .vocabulary import CompoundCandidates, Spellings, compound_candidates, compound_expansions, expand
 

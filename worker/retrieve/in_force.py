@@ -16,20 +16,10 @@ stage reads that view into the answer:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import date
 
 from ..models import ChunkResult, Replacement
-
-
-@dataclass(frozen=True)
-class DocumentDate:
-    """A stored document's name and the day it took effect (None: undated)."""
-
-    document_id: str
-    name: str
-    effective_date: date | None
-
+from ..store.search import DocumentDate
 
 # A community's documents by id: all of them with ``ids`` None (sql/functions/arc_document_dates.sql)
 DatesOf = Callable[[str | None, list[str] | None], Mapping[str, DocumentDate]]

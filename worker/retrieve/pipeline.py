@@ -21,6 +21,7 @@ import numpy as np
 from ..embeddings import CachedEmbedder
 from ..models import DEFAULT_COMMUNITY, ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Status
 from ..store import calls
+from ..store.search import SearchBackend
 from ..tokens import TokenCounter, default_counter
 from . import answer_type, in_force, language, language_scale, minimum, rerank_services
 from . import confidence as confidence_stage
@@ -35,7 +36,7 @@ from .first_stage import Boosts, FirstStage, Searched
 from .options import AnswerOptions
 from .rerank import Reranker
 from .scoring import boost
-from .search import SearchBackend, SearchCache
+from .search_cache import SearchCache
 from .timing import Timer
 
 log = logging.getLogger("arc.pipeline")

@@ -13,10 +13,13 @@ from ..retrieve.confirmed import Confirmations, homeowner_questions
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
 from ..retrieve.rerank import LLMReranker, Reranker
 from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
-from ..retrieve.search import PostgresBackend, SearchBackend, SearchCache, SupabaseBackend
+from ..retrieve.search_cache import SearchCache
 from ..runtime import Runtime
 from ..store.confirmations import ConfirmationStore, RpcConfirmationReads
+from ..store.postgres_search import PostgresBackend
 from ..store.replicas import ReadReplicas
+from ..store.search import SearchBackend
+from ..store.supabase_search import SupabaseBackend
 
 
 def build_reranker(settings: Settings) -> Reranker | None:

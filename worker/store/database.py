@@ -7,7 +7,7 @@ The pool checks a connection is alive before lending it (one round trip) only wh
 unused for :data:`CHECK_AFTER_SECONDS`: across a network that check doubled every call. One used
 moments ago is lent as it is; if it broke meanwhile (the server restarted), the statement fails
 with a connection error, the pool drops it, and a question's search, a read, is asked again on
-another (``retrieve/search.py``, ``ANSWER_ATTEMPTS``).
+another (``postgres_search.py``, ``ANSWER_ATTEMPTS``).
 """
 
 from __future__ import annotations

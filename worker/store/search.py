@@ -1,0 +1,188 @@
+"""What a search asks and what it returns, whichever backend runs it: the ``hybrid_search`` SQL
+function's parameters (:class:`SearchParams`), a question's one call (``arc_answer``:
+:class:`AnswerCall` and :class:`Answered`), the rows as the worker's chunks, and the backend's
+protocol. The backends: ``postgres_search.py`` (psycopg) and ``supabase_search.py`` (PostgREST's
+RPC route).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from datetime import date
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..models import ChunkResult
+
+CHUNK_FIELDS = (
+    "id",
+    "document_id",
+    "document_name",
+    "document_type",
+    "section_path",
+    "page_number",
+    "chunk_index",
+    "is_binding",
+    "superseded_by",
+    "content",
+    "token_count",
+)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    query_text: str
+    embedding: np.ndarray | None
+    match_count: int = 40
+    vector_weight: float = 0.7
+    fts_weight: float = 0.3
+    fusion: str = "weighted"
+    document_types: tuple[str, ...] | None = None
+    binding_only: bool = False
+    include_superseded: bool = False
+    expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
+    community: str | None = None  # the one community both legs read (sql/functions/hybrid_search.sql)
+    as_of: date | None = None  # only what was in force that day (in_force.py); superseded documents then count
+
+    def cache_key(self) -> str:
+        values = asdict(self)
+        embedding = values.pop("embedding")
+        digest = hashlib.sha256(repr(sorted(values.items())).encode())
+        if embedding is not None:
+            digest.update(np.asarray(embedding, dtype=np.float32).tobytes())
+        return digest.hexdigest()
+
+    def sql_params(self) -> dict[str, Any]:
+        return {
+            "query_text": self.query_text,
+            "query_embedding": None if self.embedding is None else vector_literal(self.embedding),
+            "match_count": self.match_count,
+            "vector_weight": self.vector_weight,
+            "fts_weight": self.fts_weight,
+            "fusion": self.fusion,
+            "document_types": list(self.document_types) if self.document_types else None,
+            "binding_only": self.binding_only,
+            "include_superseded": self.include_superseded or self.as_of is not None,
+            "expansion_text": self.expansion_text,
+            "community": self.community,
+            "filter_as_of": None if self.as_of is None else self.as_of.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What a question's one call (``sql/functions/arc_answer.sql``) read: the community it reads
+    (None: the knowledge base holds none), that community's version, the words' frequencies, the
+    stored status calibration's row, the confirmations' stamp, and the candidates (None: the
+    cached ones, read at ``known_version``, still stand)."""
+
+    community: str | None
+    version: int
+    frequencies: dict[str, int]
+    calibration: dict[str, Any] | None
+    confirmations: str | None
+    rows: list[ChunkResult] | None
+
+
+class CommunityRefused(Exception):
+    """The search refused the community asked for (none named among several, or not there)."""
+
+
+@dataclass(frozen=True)
+class AnswerCall:
+    """What a question's one call asks besides the search."""
+
+    lookup_words: tuple[str, ...] = ()
+    calibration_model: str | None = None
+    known_version: int | None = None
+
+    def sql_params(self) -> dict[str, Any]:
+        return {
+            "lookup_words": list(self.lookup_words),
+            "calibration_model": self.calibration_model,
+            "known_version": self.known_version,
+        }
+
+
+def answered(body: dict[str, Any] | None) -> Answered:
+    body = body or {}
+    rows = body.get("rows")
+    return Answered(
+        community=body.get("community"),
+        version=int(body.get("version") or 0),
+        frequencies={str(k): int(v) for k, v in (body.get("frequencies") or {}).items()},
+        calibration=body.get("calibration"),
+        confirmations=body.get("confirmations"),
+        rows=None if rows is None else [chunk_of(row) for row in rows],
+    )
+
+
+def refuses_community(message: str) -> bool:
+    return "community" in message
+
+
+class SearchBackend(Protocol):
+    def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
+        """The candidates; ``min_version``: the knowledge-base version the caller already read
+        (a read replica must have replayed it), so that it is not read twice."""
+        ...
+
+    def answer(self, params: SearchParams, call: AnswerCall) -> Answered | None:
+        """The search and what else a question reads, in one call, where ``one_call`` says the
+        backend can (None otherwise). Raises :class:`CommunityRefused`."""
+        ...
+
+    def version(self, community: str | None = None) -> int:
+        """A community's change counter (008, per community since 030); none named, the whole knowledge base's."""
+        ...
+
+    def communities(self) -> list[str]:
+        """The communities holding chunks (030's knowledge_communities)."""
+        ...
+
+    def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
+
+    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
+        """How many of a community's chunks hold each word (0: none, -1: a stopword); None sums
+        over every community (020, per community since 032)."""
+        ...
+
+    def document_dates(self, community: str, ids: list[str] | None = None) -> dict[str, DocumentDate]:
+        """A community's documents named in ``ids`` (None: all) with the day each took effect."""
+        ...
+
+    def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
+        """A fixed sample of a community's chunk texts (None: every community's) for the status
+        calibration (worker/confidence.py)."""
+        ...
+
+
+@dataclass(frozen=True)
+class DocumentDate:
+    """A stored document's name and the day it took effect (None: undated)."""
+
+    document_id: str
+    name: str
+    effective_date: date | None
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    # Text form works for both psycopg and PostgREST (JSON) without a driver-specific adapter.
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+def chunk_of(row: dict[str, Any]) -> ChunkResult:
+    data: dict[str, Any] = {
+        k: row.get(k)
+        for k in (*CHUNK_FIELDS, "vector_score", "fts_score", "bm25_score", "fused_score", "vector_rank", "fts_rank")
+    }
+    data["fused_score"] = data["fused_score"] or 0.0
+    metadata = row.get("metadata") or {}
+    if isinstance(metadata, dict) and metadata.get("amended_by"):
+        data["amended_by"] = metadata["amended_by"]
+        data["amended_by_name"] = metadata.get("amended_by_name")
+    if isinstance(metadata, dict) and metadata.get("effective_date"):
+        data["effective_date"] = metadata["effective_date"]
+    return ChunkResult(**data)
