@@ -46,18 +46,33 @@ import json, statistics, sys, time
 from worker.config import Settings
 from worker.models import RetrievalRequest
 from worker.runtime import open_runtime
-from worker.service.knowledge import KnowledgeService
 
 questions = json.loads(sys.argv[1]); rounds = int(sys.argv[2])
 runtime = open_runtime(Settings.from_env())
-knowledge = KnowledgeService(runtime)
+try:  # the knowledge service, as every door calls it; before it existed, the retriever the app built
+    from worker.service.knowledge import KnowledgeService
+except ImportError:
+    from worker.serve.app import build_retriever
+    knowledge = build_retriever(runtime)
+    def ask(request):
+        return knowledge.answer(request)
+else:
+    knowledge = KnowledgeService(runtime)
+    try:
+        from worker.service.caller import LOCAL
+    except ImportError:
+        def ask(request):
+            return knowledge.ask(request)
+    else:
+        def ask(request):
+            return knowledge.ask(request, caller=LOCAL)
 for q in questions:
-    knowledge.ask(RetrievalRequest(query=q))
+    ask(RetrievalRequest(query=q))
 totals, own, calls, wall = [], [], [], []
 for _ in range(rounds):
     for q in questions:
         start = time.perf_counter()
-        answer = knowledge.ask(RetrievalRequest(query=q))
+        answer = ask(RetrievalRequest(query=q))
         wall.append((time.perf_counter() - start) * 1000)
         t = answer.timings_ms
         totals.append(t["total"])
