@@ -450,3 +450,48 @@ def test_as_of_a_date_a_neighbour_in_an_amended_section_stays_out():
     assert [c.id for c in kept] == [1, 2, 4]
     assert kept[1].amended_by is None and kept[1].replaced.effective_date == date(2005, 6, 1)
     assert [c.id for c in neighbours_in_force(found(), date(2010, 1, 1), dates)] == [1, 4]
+
+
+YARD_RULES = """# Yard Rules
+
+## Backyard structures
+
+A backyard shed, playhouse or greenhouse must stand five feet from the lot line, and a backyard
+structure's roof must match the colors of the house.
+"""
+
+
+def test_as_of_a_date_the_section_a_later_amendment_rewrote_answers_in_its_words(make_database, embedder, tmp_path):
+    """A question put in the words of the rule in force today ("hens in a backyard coop") asked as
+    of a day before that rule: the section it later rewrote answers first, ahead of a passage that
+    only shares the question's words."""
+    url = make_database("asoflater")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
+            _doc(
+                ingestor, YARD_RULES, document_id="yard-rules", document_type="other", effective_date=date(1995, 1, 1)
+            ),
+            _doc(
+                ingestor,
+                AMENDMENT,
+                document_id="second-amendment",
+                document_type="ccr",
+                effective_date=date(2005, 6, 1),
+                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
+            ),
+        ]
+    )
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    question = "Can I keep hens in a backyard coop?"
+    before = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2000-01-01"}).get_json()
+    first = next(c for c in before["chunks"] if c["source"] == 1)
+    assert "poultry of any kind" in first["content"], [(c["document_id"], c["final_score"]) for c in before["chunks"]]
+    assert "second-amendment" not in {c["document_id"] for c in before["chunks"]}
+    after = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2010-01-01"}).get_json()
+    assert "Up to four hens" in next(c for c in after["chunks"] if c["source"] == 1)["content"]
+    assert not any("poultry of any kind" in c["content"] for c in after["chunks"])
+    db.close()

@@ -144,6 +144,9 @@ class FirstStage:
             else:
                 found = full_text_only.result() if full_text_only is not None else self._search(params)
             found = self._replacements(found, community, options.as_of)
+            if options.as_of is not None and in_force.later_amendments(found, options.as_of):
+                unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
+                found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
             named = frozenset(named_documents(processed.normalized, {c.document_id: c.document_name for c in found}))
             candidates = first_stage_order(
                 found,
