@@ -359,6 +359,14 @@ def test_the_cli_and_a_manifest_take_effective_dates(make_database, tmp_path, mo
     columns = listed[0].split("\t")
     rows = {line.split("\t")[0]: dict(zip(columns, line.split("\t"))) for line in listed[1:]}
     assert rows["ccrs"]["effective_date"] == "1990-01-01" and rows["amendment"]["effective_date"] == "2005-06-01"
+    # and a developer asks as of a date as the webhook does
+    before = runner.invoke(main, ["ask", PETS, "--as-of", "2000-01-01"])
+    assert before.exit_code == 0, before.output
+    assert "No animals, livestock or poultry" in json.loads(before.output)["context"]
+    assert "Up to four hens" not in json.loads(before.output)["context"]
+    assert "Up to four hens" in json.loads(runner.invoke(main, ["ask", PETS, "--as-of", "2010-01-01"]).output)["context"]
+    wrong = runner.invoke(main, ["ask", PETS, "--as-of", "2010-02-30"])
+    assert wrong.exit_code != 0 and "--as-of" in wrong.output and "Traceback" not in wrong.output
 
 
 def test_mcp_takes_as_of_and_names_dates(dated):
