@@ -503,3 +503,25 @@ def test_as_of_a_date_the_section_a_later_amendment_rewrote_answers_in_its_words
     assert "Up to four hens" in next(c for c in after["chunks"] if c["source"] == 1)["content"]
     assert not any("poultry of any kind" in c["content"] for c in after["chunks"])
     db.close()
+
+
+def test_only_a_section_amended_after_the_date_takes_its_amendments_better_match():
+    from worker.models import ChunkResult, Replacement
+    from worker.retrieve.in_force import stand_in_for_later_amendments
+
+    def chunk(i: int, document_id: str, fused: float, replaced: Replacement | None = None) -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=document_id, document_type="ccr",
+                           section_path="", page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content="x", token_count=1, fused_score=fused, vector_score=fused, replaced=replaced)
+
+    later = Replacement(how="amended", document_id="a-2005", effective_date=date(2005, 6, 1))
+    earlier = Replacement(how="amended", document_id="a-1995", effective_date=date(1995, 1, 1))
+    superseded = Replacement(how="superseded", document_id="a-2005", effective_date=date(2005, 6, 1))
+    in_force = [chunk(1, "ccrs", 0.2, later), chunk(2, "ccrs", 0.9, later), chunk(3, "ccrs", 0.2, earlier),
+                chunk(4, "old-rules", 0.2, superseded), chunk(5, "ccrs", 0.3)]
+    unfiltered = [chunk(10, "a-2005", 0.4), chunk(11, "a-2005", 0.7), chunk(12, "a-1995", 0.8)]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in stand_in_for_later_amendments(in_force, unfiltered,
+                                                                                           date(2000, 1, 1))}
+    # the amendment's best chunk lends its match; a better own match, an amendment already in force
+    # by then, a superseded document and a chunk nothing replaced keep theirs
+    assert lifted == {1: (0.7, 0.7), 2: (0.9, 0.9), 3: (0.2, 0.2), 4: (0.2, 0.2), 5: (0.3, 0.3)}
