@@ -359,6 +359,14 @@ def test_the_cli_and_a_manifest_take_effective_dates(make_database, tmp_path, mo
     columns = listed[0].split("\t")
     rows = {line.split("\t")[0]: dict(zip(columns, line.split("\t"))) for line in listed[1:]}
     assert rows["ccrs"]["effective_date"] == "1990-01-01" and rows["amendment"]["effective_date"] == "2005-06-01"
+    # and a developer asks as of a date as the webhook does
+    before = runner.invoke(main, ["ask", PETS, "--as-of", "2000-01-01"])
+    assert before.exit_code == 0, before.output
+    assert "No animals, livestock or poultry" in json.loads(before.output)["context"]
+    assert "Up to four hens" not in json.loads(before.output)["context"]
+    assert "Up to four hens" in json.loads(runner.invoke(main, ["ask", PETS, "--as-of", "2010-01-01"]).output)["context"]
+    wrong = runner.invoke(main, ["ask", PETS, "--as-of", "2010-02-30"])
+    assert wrong.exit_code != 0 and "--as-of" in wrong.output and "Traceback" not in wrong.output
 
 
 def test_mcp_takes_as_of_and_names_dates(dated):
@@ -450,3 +458,70 @@ def test_as_of_a_date_a_neighbour_in_an_amended_section_stays_out():
     assert [c.id for c in kept] == [1, 2, 4]
     assert kept[1].amended_by is None and kept[1].replaced.effective_date == date(2005, 6, 1)
     assert [c.id for c in neighbours_in_force(found(), date(2010, 1, 1), dates)] == [1, 4]
+
+
+YARD_RULES = """# Yard Rules
+
+## Backyard structures
+
+A backyard shed, playhouse or greenhouse must stand five feet from the lot line, and a backyard
+structure's roof must match the colors of the house.
+"""
+
+
+def test_as_of_a_date_the_section_a_later_amendment_rewrote_answers_in_its_words(make_database, embedder, tmp_path):
+    """A question put in the words of the rule in force today ("hens in a backyard coop") asked as
+    of a day before that rule: the section it later rewrote answers first, ahead of a passage that
+    only shares the question's words."""
+    url = make_database("asoflater")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
+            _doc(
+                ingestor, YARD_RULES, document_id="yard-rules", document_type="other", effective_date=date(1995, 1, 1)
+            ),
+            _doc(
+                ingestor,
+                AMENDMENT,
+                document_id="second-amendment",
+                document_type="ccr",
+                effective_date=date(2005, 6, 1),
+                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
+            ),
+        ]
+    )
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    question = "Can I keep hens in a backyard coop?"
+    before = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2000-01-01"}).get_json()
+    first = next(c for c in before["chunks"] if c["source"] == 1)
+    assert "poultry of any kind" in first["content"], [(c["document_id"], c["final_score"]) for c in before["chunks"]]
+    assert "second-amendment" not in {c["document_id"] for c in before["chunks"]}
+    after = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2010-01-01"}).get_json()
+    assert "Up to four hens" in next(c for c in after["chunks"] if c["source"] == 1)["content"]
+    assert not any("poultry of any kind" in c["content"] for c in after["chunks"])
+    db.close()
+
+
+def test_only_a_section_amended_after_the_date_takes_its_amendments_better_match():
+    from worker.models import ChunkResult, Replacement
+    from worker.retrieve.in_force import stand_in_for_later_amendments
+
+    def chunk(i: int, document_id: str, fused: float, replaced: Replacement | None = None) -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=document_id, document_type="ccr",
+                           section_path="", page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content="x", token_count=1, fused_score=fused, vector_score=fused, replaced=replaced)
+
+    later = Replacement(how="amended", document_id="a-2005", effective_date=date(2005, 6, 1))
+    earlier = Replacement(how="amended", document_id="a-1995", effective_date=date(1995, 1, 1))
+    superseded = Replacement(how="superseded", document_id="a-2005", effective_date=date(2005, 6, 1))
+    in_force = [chunk(1, "ccrs", 0.2, later), chunk(2, "ccrs", 0.9, later), chunk(3, "ccrs", 0.2, earlier),
+                chunk(4, "old-rules", 0.2, superseded), chunk(5, "ccrs", 0.3)]
+    unfiltered = [chunk(10, "a-2005", 0.4), chunk(11, "a-2005", 0.7), chunk(12, "a-1995", 0.8)]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in stand_in_for_later_amendments(in_force, unfiltered,
+                                                                                           date(2000, 1, 1))}
+    # the amendment's best chunk lends its match; a better own match, an amendment already in force
+    # by then, a superseded document and a chunk nothing replaced keep theirs
+    assert lifted == {1: (0.7, 0.7), 2: (0.9, 0.9), 3: (0.2, 0.2), 4: (0.2, 0.2), 5: (0.3, 0.3)}

@@ -372,8 +372,8 @@ def ingest(
         runtime.close()
 
 
-def _effective_date(value: str | None) -> date | None:
-    """``--effective-date``, read as every door reads ``effective_date``."""
+def _effective_date(value: str | None, option: str = "--effective-date") -> date | None:
+    """``--effective-date`` (or another date ``option``), read as every door reads ``effective_date``."""
     from pydantic import TypeAdapter, ValidationError
 
     from .models import IsoDate
@@ -384,7 +384,7 @@ def _effective_date(value: str | None) -> date | None:
         return TypeAdapter(IsoDate).validate_python(value)
     except ValidationError as exc:
         message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        raise click.BadParameter(message, param_hint="--effective-date") from None
+        raise click.BadParameter(message, param_hint=option) from None
 
 
 @main.command()
@@ -519,15 +519,22 @@ def documents_delete(document_id: str, community: str | None) -> None:
 @click.argument("query")
 @click.option("--rerank/--no-rerank", default=None)
 @click.option("--community", metavar="NAME", default=None, help="The community to ask (needed once there are several).")
-def ask(query: str, rerank: bool | None, community: str | None) -> None:
+@click.option(
+    "--as-of",
+    "as_of",
+    metavar="YYYY-MM-DD",
+    help="Answer with what was in force that day (the webhook's as_of; docs/as-of.md).",
+)
+def ask(query: str, rerank: bool | None, community: str | None, as_of: str | None) -> None:
     """Run one question through the pipeline and print the JSON answer."""
     from .models import RetrievalRequest
 
+    day = _effective_date(as_of, "--as-of")
     runtime = _runtime(_settings())
     try:
         # a developer's question: answered as the webhook's, not recorded as a resident's
         answer = _knowledge(runtime).ask(
-            RetrievalRequest(query=query, rerank=rerank, community=community), caller=LOCAL, record=False
+            RetrievalRequest(query=query, rerank=rerank, community=community, as_of=day), caller=LOCAL, record=False
         )
         click.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
     except ArcError as exc:

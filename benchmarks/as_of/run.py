@@ -115,6 +115,13 @@ def ask(client, community: str, question: str, **more) -> dict:
     return response.get_json()
 
 
+def evidence_rank(client, community: str, question: str, evidence: list[str], **more) -> int | None:
+    """Where a missed question's evidence ranks among the first 20 candidates (1 = first), asked
+    again with no minimum relevance; None: not among them."""
+    wide = ask(client, community, question, top_k=20, min_relevance=0, **more)
+    return next((i for i, c in enumerate(wide["chunks"], 1) if evidence_found(evidence, c["content"])), None)
+
+
 def score(answer: dict, evidence: list[str], day: date, documents: dict[str, Dated]) -> dict:
     in_context = [c for c in answer["chunks"] if c["source"] is not None]
     out_of_force = sorted({f"{c['document_id']} > {c['section_path']}" for c in in_context
@@ -188,11 +195,18 @@ def main(argv: list[str]) -> int:
                             print(q["id"], label, body["status"], body["context_tokens"], [
                                 (c["document_id"][-20:], c["section_path"][-40:], c["source"], round(c["final_score"], 3))
                                 for c in body["chunks"]])
+                    missed = {}
+                    for label, extra, evidence in (("with_as_of", {"as_of": q["as_of"]}, q["evidence"]),
+                                                   ("without", {}, q["now_evidence"])):
+                        if not evidence_found(evidence, (dated_answer if extra else now_answer)["context"]):
+                            missed[label] = evidence_rank(client, community, q["question"], evidence, **extra)
                     results.append({
                         "id": q["id"], "community": community, "question": q["question"], "as_of": q["as_of"],
                         "with_as_of": {**score(dated_answer, q["evidence"], day, documents), "ms": round(dated_ms, 1)},
                         "without": {**score(now_answer, q["now_evidence"], today, documents), "ms": round(now_ms, 1)},
                     })
+                    for label, rank in missed.items():
+                        results[-1][label]["evidence_rank"] = rank
                 retriever.close()
             finally:
                 db.close()
@@ -207,6 +221,13 @@ def main(argv: list[str]) -> int:
 
 def _share(rows: list[dict], key: str) -> float:
     return sum(1 for r in rows if r[key]["evidence"]) / len(rows) if rows else 0.0
+
+
+def _found(scored: dict) -> str:
+    if scored["evidence"]:
+        return "yes"
+    rank = scored.get("evidence_rank")
+    return f"no (rank {rank if rank is not None else '-'})"
 
 
 def write_report(results: list[dict], out: Path, command: str) -> None:
@@ -236,14 +257,17 @@ def write_report(results: list[dict], out: Path, command: str) -> None:
         "\"Passages not in force now\" are the amended sections today's answer still carries, marked in",
         "their `[SOURCE n]` as amended (and demoted), as it has always done without a date.",
         "",
+        "A missed evidence's rank is where it stands among the first 20 candidates of the same question",
+        "asked with no minimum relevance (-: not among them).",
+        "",
         "| question | as_of | evidence as_of | not in force that day | evidence now | documents in the context as_of |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
         a, n = r["with_as_of"], r["without"]
         lines.append(
-            f"| {r['id']} | {r['as_of']} | {'yes' if a['evidence'] else 'no'} | {len(a['not_in_force'])} | "
-            f"{'yes' if n['evidence'] else 'no'} | {', '.join(d.removeprefix(r['community'] + '-') for d in a['documents'])} |"
+            f"| {r['id']} | {r['as_of']} | {_found(a)} | {len(a['not_in_force'])} | "
+            f"{_found(n)} | {', '.join(d.removeprefix(r['community'] + '-') for d in a['documents'])} |"
         )
     (out / "results.md").write_text("\n".join(lines) + "\n")
 

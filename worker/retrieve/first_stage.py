@@ -165,6 +165,9 @@ class FirstStage:
                     found = state.rows or []
                     community = state.community or community
             found = self._replacements(found, community, options.as_of)
+            if options.as_of is not None and in_force.later_amendments(found, options.as_of):
+                unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
+                found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
             named = frozenset(named_documents(processed.normalized, {c.document_id: c.document_name for c in found}))
             candidates = first_stage_order(
                 found,

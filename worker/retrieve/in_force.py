@@ -10,7 +10,10 @@ stage reads that view into the answer:
   nor amended then, so it is not demoted and its replacement is not brought up beside it;
 - an undated document counts as in force from the beginning, and an answer as of a date that
   used one says so (:func:`undated_warning`);
-- a date before any document took effect has nothing in force (:func:`nothing_in_force`).
+- a date before any document took effect has nothing in force (:func:`nothing_in_force`);
+- as of a date, a section a later amendment rewrote answers where that amendment matches the
+  question (:func:`stand_in_for_later_amendments`): people ask in the words of the rule they know
+  today, and the version in force that day is the one that should answer them.
 """
 
 from __future__ import annotations
@@ -44,6 +47,48 @@ def mark_replacements(
             update.update(superseded_by=None, amended_by=None, amended_by_name=None)
         marked.append(chunk.model_copy(update=update))
     return marked
+
+
+# The first-stage match a chunk carries (SearchBackend.search); what a stand-in takes over.
+_MATCH_FIELDS = ("vector_score", "fts_score", "bm25_score", "fused_score", "vector_rank", "fts_rank")
+
+
+def later_amendments(chunks: Iterable[ChunkResult], as_of: date) -> set[str]:
+    """The documents that amended one of ``chunks``' sections after ``as_of`` (read from
+    :attr:`ChunkResult.replaced`, as :func:`mark_replacements` sets it)."""
+    return {
+        c.replaced.document_id
+        for c in chunks
+        if c.replaced is not None
+        and c.replaced.how == "amended"
+        and c.replaced.effective_date is not None
+        and c.replaced.effective_date > as_of
+    }
+
+
+def stand_in_for_later_amendments(
+    in_force: list[ChunkResult], unfiltered: Iterable[ChunkResult], as_of: date
+) -> list[ChunkResult]:
+    """``in_force`` (the candidates in force on ``as_of``), each section a later amendment rewrote
+    taking that amendment's best match among ``unfiltered`` (the same search without a date) when
+    it is better than its own: the amendment is not in force yet, so the section it replaced
+    answers in its place. An amendment of several sections lends its match to each of them."""
+    later = later_amendments(in_force, as_of)
+    best: dict[str, ChunkResult] = {}
+    for chunk in unfiltered:
+        if chunk.document_id in later:
+            known = best.get(chunk.document_id)
+            if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
+                best[chunk.document_id] = chunk
+    out = []
+    for chunk in in_force:
+        # best holds later amendments only, so a lender is one not in force on as_of
+        amended = chunk.replaced is not None and chunk.replaced.how == "amended"
+        lender = best.get(chunk.replaced.document_id) if amended and chunk.replaced is not None else None
+        if lender is not None and (lender.fused_score or 0.0) > (chunk.fused_score or 0.0):
+            chunk = chunk.model_copy(update={f: getattr(lender, f) for f in _MATCH_FIELDS})
+        out.append(chunk)
+    return out
 
 
 def neighbours_in_force(found: list[ChunkResult], as_of: date, dates: Mapping[str, DocumentDate]) -> list[ChunkResult]:
