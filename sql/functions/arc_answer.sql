@@ -64,7 +64,9 @@ begin
       binding_only       => arc_answer.binding_only,
       include_superseded => arc_answer.include_superseded,
       expansion_text     => arc_answer.expansion_text,
-      community          => arc_answer.community,
+      -- the community resolved above, named: hybrid_search then plans for it as it does for a
+      -- caller that names it (its own vector index); null only to raise hybrid_search's error
+      community          => coalesce(scope, arc_answer.community),
       filter_as_of       => arc_answer.filter_as_of
     ) h;
   end if;
