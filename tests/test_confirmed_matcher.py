@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from worker.models import ChunkResult
-from worker.retrieve.confirmed import Confirmations, uncovered
+from worker.retrieve.confirmed import AGREE_SHARE, Confirmations, asking, uncovered
 from worker.store.confirmations import StoredConfirmation
 
 GUIDELINES_Q = "does franklin square actually have written design guidelines"
@@ -56,8 +56,9 @@ def _stored(id: int, query: str, chunk_id: int, axis: int) -> StoredConfirmation
     )
 
 
-def _chunk(id: int, content: str) -> ChunkResult:
+def _chunk(id: int, content: str, relevance: float = 0.0) -> ChunkResult:
     return ChunkResult(
+        relevance=relevance,
         id=id,
         document_id="doc",
         document_name="Doc",
@@ -94,3 +95,54 @@ def test_a_word_the_model_puts_near_a_word_of_the_passage_is_covered(embedder):
     assert matcher.unmet("how tall can my back fence be", fence_q, fence) == []
     other = "was there ever a special assessment in franklin square? how much"
     assert matcher.unmet(other, GUIDELINES_Q, GUIDELINES) == ["assessment", "special"]
+
+
+ROOF_Q = "are metal roofs allowed at the timbers?"
+ROOF = "Roofs shall be finished in cedar shakes or architectural asphalt shingles; other finishes need ACC review."
+SIDING_Q = "can i redo my siding in vinyl? it's sooo much cheaper"
+SIDING = "Exterior walls shall be clad in wood, brick or stone."
+
+
+def _roof_and_siding() -> Confirmations:
+    return Confirmations(
+        load=lambda community: [_stored(1, ROOF_Q, 10, 0), _stored(2, SIDING_Q, 20, 1)],
+        stamp=lambda community: "s",
+        model="m",
+    )
+
+
+def test_a_rewording_with_none_of_the_key_words_takes_when_retrieval_agrees():
+    rewording = "can i put steel on top of my house?"
+    # Rule 5 alone misses it: "steel", "top" and "house" are neither in the confirmed question nor its passage.
+    assert len(uncovered(rewording, ROOF_Q, ROOF)) > 1
+    near_roof = _unit(0, near=2)  # cosine 0.96 with the roof question, 0 with the siding one
+    agreeing = [_chunk(10, ROOF, relevance=0.62), _chunk(20, SIDING, relevance=0.70)]
+    taken = _roof_and_siding().match("c", rewording, near_roof, agreeing)
+    assert taken is not None and taken.id == 1 and taken.answer == "passage"
+
+
+def test_a_different_question_on_the_same_subject_does_not_take():
+    matcher = _roof_and_siding()
+    near_roof = _unit(0, near=2)
+    # Retrieval puts another passage well ahead of the confirmed one: it asks something else.
+    disagreeing = [
+        _chunk(30, "Solar panels on roofs need ACC approval.", relevance=0.9),
+        _chunk(10, ROOF, relevance=0.5),
+    ]
+    assert AGREE_SHARE * 0.9 > 0.5
+    assert matcher.match("c", "can i put solar panels on top of my house?", near_roof, disagreeing) is None
+    # Retrieval agrees, but the question asks for another kind of answer (a size, not whether).
+    agreeing = [_chunk(10, ROOF, relevance=0.7)]
+    fence = Confirmations(
+        load=lambda community: [_stored(1, "what fence materials are allowed", 10, 0), _stored(2, SIDING_Q, 20, 1)],
+        stamp=lambda community: "s",
+        model="m",
+    )
+    assert fence.match("c", "how tall can my fence be", near_roof, agreeing) is None
+
+
+def test_where_and_when_are_different_asks():
+    assert asking("what day of the week is trash pickup?") == "time"
+    assert asking("where are we supposed to keep the trash bins when it isn't pickup day?") == "place"
+    assert asking("where in the bylaws are directors' terms?") is None
+    assert asking("where are the fence rules in the guidelines?") is None
