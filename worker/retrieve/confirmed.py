@@ -26,8 +26,10 @@ question it does not answer, so a question takes confirmation *c* only when all 
 6. or, for a passage, instead of rule 5, strong agreement (:func:`agreed`): a rewording uses
    other key words, so the word test misses it, but it sits past ``like`` by
    :data:`AGREE_EXTRA`, ahead of every other answer by :data:`AGREE_MARGIN`, and retrieval
-   scores the confirmed passage at least :data:`AGREE_SHARE` of its best candidate (a different
-   question on the same subject retrieves another passage first).
+   scores the confirmed passage at least :data:`AGREE_SHARE` of its best candidate; or retrieval
+   puts the confirmed passage at its very top by fused rank and by vector similarity alike, the
+   question near ``like`` (a different question on the same subject retrieves another passage
+   first).
 
 Measured on hoa-dev (docs/confirmations.md): 0.34-0.54 of rewordings take their original's
 confirmation by community (rules 1-5 alone: 0.11-0.33), with no wrong take among the questions
@@ -82,6 +84,13 @@ NONE_EXTRA = 0.1
 AGREE_EXTRA = 0.1  # similarity past ``like``
 AGREE_MARGIN = 0.15  # over the nearest confirmation with another answer
 AGREE_SHARE = 0.8  # the confirmed passage's relevance over the best candidate's
+# Or: the confirmed passage among the first TOP_RANK candidates and the TOP_VECTOR_RANK nearest
+# by vector similarity alone, the question TOP_MARGIN ahead of another answer and no more than
+# TOP_BELOW_LIKE under ``like``.
+TOP_RANK = 3
+TOP_VECTOR_RANK = 2
+TOP_MARGIN = 0.05
+TOP_BELOW_LIKE = 0.05
 # How many of a question's own content words the confirmed passage may leave out.
 UNCOVERED_ALLOWED = 1
 # Two words mean the same here when the embedding model puts them this near (all-MiniLM-L6-v2:
@@ -175,13 +184,27 @@ def agreed(
     without rule 5's word test: the question is past ``like`` by :data:`AGREE_EXTRA`, ahead of
     every other answer by :data:`AGREE_MARGIN`, and retrieval scores the confirmed passage at
     least :data:`AGREE_SHARE` of its best candidate's first-stage relevance (a share, so the same
-    on every knowledge base's scale)."""
+    on every knowledge base's scale); or retrieval puts the confirmed passage at its top by both
+    the fused ranking and vector similarity (:data:`TOP_RANK`, :data:`TOP_VECTOR_RANK`), the
+    question near ``like`` and ahead of another answer (:data:`TOP_BELOW_LIKE`,
+    :data:`TOP_MARGIN`)."""
     best = max((c.relevance for c in candidates), default=0.0)
-    return (
+    if (
         similarity >= scale.like + AGREE_EXTRA
         and margin >= AGREE_MARGIN
         and best > 0
         and passage.relevance >= AGREE_SHARE * best
+    ):
+        return True
+    # Or retrieval puts the confirmed passage at the very top by both its measures.
+    rank = next((i for i, c in enumerate(candidates) if c.id == passage.id), len(candidates))
+    own = passage.vector_score or 0.0
+    by_vector = sum((c.vector_score or 0.0) > own for c in candidates)
+    return (
+        rank < TOP_RANK
+        and by_vector < TOP_VECTOR_RANK
+        and margin >= TOP_MARGIN
+        and similarity >= scale.like - TOP_BELOW_LIKE
     )
 
 
