@@ -67,9 +67,9 @@ def record(argv: list[str], out: Path) -> None:
         asking["question"] = question
         return ask(client, settings, question)
 
-    def matched(self, community, question, embedding, candidates):  # type: ignore[no-untyped-def]
-        taken = match(self, community, question, embedding, candidates)
-        known = self.known(community)
+    def matched(self, community, question, embedding, candidates, stamp=None):  # type: ignore[no-untyped-def]
+        taken = match(self, community, question, embedding, candidates, stamp)
+        known = self.known(community, stamp)
         q = asking.get("question")
         if q is None or embedding is None or not known.entries:
             return taken
