@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from worker.models import ChunkResult
-from worker.retrieve.confirmed import Confirmations, uncovered
+from worker.retrieve.confirmed import AGREE_SHARE, Confirmations, asking, uncovered
 from worker.store.confirmations import StoredConfirmation
 
 GUIDELINES_Q = "does franklin square actually have written design guidelines"
@@ -56,8 +56,10 @@ def _stored(id: int, query: str, chunk_id: int, axis: int) -> StoredConfirmation
     )
 
 
-def _chunk(id: int, content: str) -> ChunkResult:
+def _chunk(id: int, content: str, relevance: float = 0.0, vector_score: float | None = None) -> ChunkResult:
     return ChunkResult(
+        relevance=relevance,
+        vector_score=vector_score,
         id=id,
         document_id="doc",
         document_name="Doc",
@@ -78,8 +80,15 @@ def test_a_near_question_asking_something_else_does_not_take_the_confirmation():
         stamp=lambda community: "s",
         model="m",
     )
-    candidates = [_chunk(10, GUIDELINES), _chunk(20, VOTE)]
-    near_guidelines = _unit(0, near=2)  # cosine 0.96 with the guidelines question, 0 with the vote's
+    # Retrieval does not agree strongly (rule 6): another passage is nearer by vector similarity.
+    candidates = [
+        _chunk(10, GUIDELINES, relevance=0.6, vector_score=0.5),
+        _chunk(30, "Special assessments may be levied by a vote of the members.", relevance=0.55, vector_score=0.6),
+        _chunk(40, "Annual assessments are due on January 1.", relevance=0.5, vector_score=0.55),
+        _chunk(20, VOTE, relevance=0.3, vector_score=0.3),
+    ]
+    # cosine 0.6 with the guidelines question, 0.5 with the vote's: a margin under rule 6's
+    near_guidelines = np.array([0.6, 0.5, 0.62, 0, 0, 0, 0, 0], dtype=np.float32)
     taken = matcher.match("c", "are franklin square's design guidelines written down", near_guidelines, candidates)
     assert taken is not None and taken.id == 1
     other = "was there ever a special assessment in franklin square"
@@ -94,3 +103,76 @@ def test_a_word_the_model_puts_near_a_word_of_the_passage_is_covered(embedder):
     assert matcher.unmet("how tall can my back fence be", fence_q, fence) == []
     other = "was there ever a special assessment in franklin square? how much"
     assert matcher.unmet(other, GUIDELINES_Q, GUIDELINES) == ["assessment", "special"]
+
+
+ROOF_Q = "are metal roofs allowed at the timbers?"
+ROOF = "Roofs shall be finished in cedar shakes or architectural asphalt shingles; other finishes need ACC review."
+SIDING_Q = "can i redo my siding in vinyl? it's sooo much cheaper"
+SIDING = "Exterior walls shall be clad in wood, brick or stone."
+
+
+def _roof_and_siding() -> Confirmations:
+    return Confirmations(
+        load=lambda community: [_stored(1, ROOF_Q, 10, 0), _stored(2, SIDING_Q, 20, 1)],
+        stamp=lambda community: "s",
+        model="m",
+    )
+
+
+def test_a_rewording_with_none_of_the_key_words_takes_when_retrieval_agrees():
+    rewording = "can i put steel on top of my house?"
+    # Rule 5 alone misses it: "steel", "top" and "house" are neither in the confirmed question nor its passage.
+    assert len(uncovered(rewording, ROOF_Q, ROOF)) > 1
+    near_roof = _unit(0, near=2)  # cosine 0.96 with the roof question, 0 with the siding one
+    agreeing = [
+        _chunk(20, SIDING, relevance=0.70, vector_score=0.6),
+        _chunk(10, ROOF, relevance=0.62, vector_score=0.5),
+    ]
+    taken = _roof_and_siding().match("c", rewording, near_roof, agreeing)
+    assert taken is not None and taken.id == 1 and taken.answer == "passage"
+
+
+def test_a_different_question_on_the_same_subject_does_not_take():
+    matcher = _roof_and_siding()
+    near_roof = _unit(0, near=2)
+    # Retrieval puts other passages ahead of the confirmed one, by relevance and by vector
+    # similarity alike: the question asks something else.
+    disagreeing = [
+        _chunk(30, "Solar panels on roofs need ACC approval.", relevance=0.9, vector_score=0.8),
+        _chunk(31, "Solar collectors shall be placed on the rear roof.", relevance=0.85, vector_score=0.75),
+        _chunk(32, "Skylights need ACC approval.", relevance=0.6, vector_score=0.6),
+        _chunk(10, ROOF, relevance=0.5, vector_score=0.5),
+    ]
+    assert AGREE_SHARE * 0.9 > 0.5
+    assert matcher.match("c", "can i put solar panels on top of my house?", near_roof, disagreeing) is None
+    # Retrieval agrees, but the question asks for another kind of answer (a size, not whether).
+    agreeing = [_chunk(10, ROOF, relevance=0.7, vector_score=0.7)]
+    fence = Confirmations(
+        load=lambda community: [_stored(1, "what fence materials are allowed", 10, 0), _stored(2, SIDING_Q, 20, 1)],
+        stamp=lambda community: "s",
+        model="m",
+    )
+    assert fence.match("c", "how tall can my fence be", near_roof, agreeing) is None
+
+
+def test_where_and_when_are_different_asks():
+    assert asking("what day of the week is trash pickup?") == "time"
+    assert asking("where are we supposed to keep the trash bins when it isn't pickup day?") == "place"
+    assert asking("where in the bylaws are directors' terms?") is None
+    assert asking("where are the fence rules in the guidelines?") is None
+
+
+def test_a_rewording_takes_when_retrieval_puts_the_confirmed_passage_at_its_top():
+    rewording = "can i put steel on top of my house?"
+    # cosine 0.6 with the roof question, 0.5 with the siding one: too close for the first test of rule 6
+    nearish = np.array([0.6, 0.5, 0.62, 0, 0, 0, 0, 0], dtype=np.float32)
+    top = [_chunk(10, ROOF, relevance=0.7, vector_score=0.6), _chunk(20, SIDING, relevance=0.4, vector_score=0.4)]
+    taken = _roof_and_siding().match("c", rewording, nearish, top)
+    assert taken is not None and taken.id == 1
+    # The same question with the confirmed passage third by vector similarity does not take.
+    third = [
+        _chunk(10, ROOF, relevance=0.7, vector_score=0.5),
+        _chunk(20, SIDING, relevance=0.4, vector_score=0.6),
+        _chunk(30, "Gutters shall be aluminium.", relevance=0.3, vector_score=0.55),
+    ]
+    assert _roof_and_siding().match("c", rewording, nearish, third) is None
