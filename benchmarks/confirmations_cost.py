@@ -31,6 +31,7 @@ from worker.ingest.ingestor import Ingestor, ingest_sample_corpus  # noqa: E402
 from worker.models import RetrievalRequest  # noqa: E402
 from worker.retrieve.confirmed import homeowner_questions  # noqa: E402
 from worker.runtime import Runtime  # noqa: E402
+from worker.service.caller import LOCAL  # noqa: E402
 from worker.service.knowledge import KnowledgeService  # noqa: E402
 from worker.store.confirmations import ConfirmationStore, ConfirmedChunk, NewConfirmation  # noqa: E402
 from worker.store.database import Database  # noqa: E402
@@ -131,14 +132,14 @@ def measure(url: str, folder: Path) -> dict:
             stored += 1
         matcher.forget()
         for q in asked:  # warm: embeddings, searches, the confirmations loaded
-            knowledge.ask(RetrievalRequest(query=q), record=False)
+            knowledge.ask(RetrievalRequest(query=q), caller=LOCAL, record=False)
         timed.clear()
         calls["n"] = 0
         answers: list[float] = []
         for _ in range(ROUNDS):
             for q in asked:
                 start = time.perf_counter()
-                knowledge.ask(RetrievalRequest(query=q), record=False)
+                knowledge.ask(RetrievalRequest(query=q), caller=LOCAL, record=False)
                 answers.append((time.perf_counter() - start) * 1000)
         out.append(
             {
