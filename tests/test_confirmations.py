@@ -5,6 +5,7 @@ agents' token may vote but not confirm."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -251,3 +252,55 @@ def test_the_keeper_confirms_from_an_answer_on_the_pages_and_sees_the_list(keepe
     assert client.post(f"/confirmations/{made[0]['id']}/delete", data={"csrf_token": csrf}).status_code == 302
     assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []
     client.get("/logout")
+
+
+def _csrf(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def test_only_the_keeper_signed_in_confirms_on_the_pages_and_only_from_its_own_site(keeper):
+    """The pages' confirm form takes the keeper's session and its CSRF token: the agents' token and
+    a read-only community token do not open the pages, a form posted from another site's page is
+    refused, and none of them leaves a confirmation."""
+    client, db = keeper
+    fence = chunk_with(db, FENCE_HEIGHT)
+    form = {"query": "How tall may a fence be?", "chunk_id": str(fence)}
+    for token in (ASK_TOKEN, READER_TOKEN):
+        page = client.get("/login").get_data(as_text=True)
+        refused = client.post("/login", data={"token": token, "csrf_token": _csrf(page)})
+        assert refused.status_code == 401 and "not the admin token" in refused.get_data(as_text=True)
+        # a header token is no session: the form is refused before anything is confirmed
+        posted = client.post("/confirmations", headers={"X-ARC-Token": token}, data={**form, "csrf_token": "x"})
+        assert posted.status_code == 400, posted.status_code
+    assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []
+
+    page = client.get("/login").get_data(as_text=True)
+    assert client.post("/login", data={"token": ADMIN_TOKEN, "csrf_token": _csrf(page)}).status_code == 302
+    csrf = _csrf(client.get("/confirmations").get_data(as_text=True))
+    foreign = client.post(
+        "/confirmations", headers={"Origin": "https://elsewhere.example"}, data={**form, "csrf_token": csrf}
+    )
+    assert foreign.status_code == 403 and "Origin" in foreign.get_data(as_text=True)
+    assert client.post("/confirmations", data=form).status_code == 400  # no CSRF token
+    assert client.get(ROUTE, headers=ADMIN).get_json()["confirmations"] == []
+    client.post("/logout", data={"csrf_token": csrf})
+
+
+def test_retrieval_testing_leads_to_a_document_with_the_question_carried(keeper):
+    """When no passage of the answer is the right one, Retrieval testing links to the documents with
+    the question, and each passage of a document's page offers it for confirming."""
+    client, _ = keeper
+    page = client.get("/login").get_data(as_text=True)
+    assert client.post("/login", data={"token": ADMIN_TOKEN, "csrf_token": _csrf(page)}).status_code == 302
+    question = "Where may I park a boat trailer?"
+    asked = client.get("/ask", query_string={"query": question}).get_data(as_text=True)
+    found = re.search(r'<a class="choose" id="choose-passage" href="([^"]+)"', asked)
+    assert found, asked[-3000:]
+    documents = client.get(html.unescape(found.group(1))).get_data(as_text=True)
+    assert question in html.unescape(documents)
+    opened = re.search(r'href="(/documents/[^"?]+\?[^"]*query=[^"]+)"', documents)
+    assert opened, documents[-3000:]
+    document = html.unescape(client.get(html.unescape(opened.group(1))).get_data(as_text=True))
+    assert document.count(f'name="query" value="{question}"') >= 1
+    assert document.count('class="choose"') == document.count(f'name="query" value="{question}"')
+    client.post("/logout", data={"csrf_token": _csrf(asked)})
