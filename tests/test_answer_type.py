@@ -13,7 +13,7 @@ from tests.helpers import make_settings
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
 from worker.models import DocumentFields
-from worker.retrieve.answer_type import AMOUNT_OF_MONEY, missing
+from worker.retrieve.status.answer_type import AMOUNT_OF_MONEY, missing
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.service.build import build_retriever

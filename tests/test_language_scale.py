@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import make_settings
 from worker.embeddings import CachedEmbedder, E5Embedder
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-from worker.retrieve import confidence, language_scale
+from worker.retrieve.status import confidence, language_scale
 from worker.runtime import Runtime
 from worker.store.database import Database
 from worker.store.language_scales import LocalLanguageScales, StoredScale
