@@ -568,7 +568,7 @@ class Limits(Group):
 
 class Status(Group):
     """How an answer's status (`success`, `low_confidence`, `no_results`) is decided
-    (worker/retrieve/confidence.py)."""
+    (worker/retrieve/status/confidence.py)."""
 
     # Cuts on the confidence 0 (what unrelated questions score on a knowledge base) .. 1 (what
     # its own sentences score there).
