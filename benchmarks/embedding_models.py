@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from worker.config import LOCAL_MODEL, MULTILINGUAL_MODEL, Settings  # noqa: E402
+from worker.config import Settings  # noqa: E402
+from worker.embedding_models import LOCAL_MODEL, MULTILINGUAL_MODEL  # noqa: E402
 from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
 from worker.ingest.ingestor import SAMPLE_DIR, Ingestor, manifest_documents  # noqa: E402
 from worker.ingest.manifest import load_manifest  # noqa: E402

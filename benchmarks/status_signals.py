@@ -36,8 +36,8 @@ from worker.embeddings import CachedEmbedder, build_embedder  # noqa: E402
 from worker.evaluation.answer_harness import VectorCache, _webhook_client, each_community  # noqa: E402
 from worker.evaluation.answers import evidence_found, load_answer_dataset, split_sources  # noqa: E402
 from worker.models import RetrievalRequest  # noqa: E402
-from worker.retrieve import confidence as confidence_stage  # noqa: E402
 from worker.retrieve import sentences as sentence_stage  # noqa: E402
+from worker.retrieve.status import confidence as confidence_stage  # noqa: E402
 
 SENTENCE_TOP = 10  # candidates whose best sentence is scored
 KEPT = ("id", "vector_score", "fts_score", "bm25_score", "vector_rank", "fts_rank", "relevance", "final_score")

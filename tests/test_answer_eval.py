@@ -110,7 +110,7 @@ def test_leave_one_community_out_fits_on_the_others_and_shows_on_the_held_out_on
 
 def test_a_fitted_cut_sees_the_answer_type_check():
     """A negative whose context lacks the amount it asks for is never `success` in the worker,
-    whatever the cut (worker/retrieve/answer_type.py): the fitted cuts must not count it as one."""
+    whatever the cut (worker/retrieve/status/answer_type.py): the fitted cuts must not count it as one."""
     from worker.evaluation.answer_harness import leave_one_community_out
 
     def one(community, i, kind, confidence, lacks=False):

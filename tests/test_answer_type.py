@@ -3,7 +3,7 @@
 Governing documents speak of the assessment in passages that never give its amount (the board sets
 it each year): such a passage scores like an answer to "how much is the quarterly assessment?", and
 the status said `success` for a question the documents cannot answer (two of hoa-dev's
-four negatives answered `success`). worker/retrieve/answer_type.py."""
+four negatives answered `success`). worker/retrieve/status/answer_type.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.helpers import make_settings
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_markdown
 from worker.models import DocumentFields
-from worker.retrieve.answer_type import AMOUNT_OF_MONEY, missing
+from worker.retrieve.status.answer_type import AMOUNT_OF_MONEY, missing
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.service.build import build_retriever

@@ -357,7 +357,7 @@ def _readme_commands() -> list[str]:
     return [line for line in block[1].splitlines() if line.strip() and not line.startswith("#")]
 
 
-def test_the_readme_commands_back_up_and_restore(tmp_path):
+def test_the_readme_commands_back_up_and_restore(tmp_path, worker_process):
     """The README's block, as written, on an embedded database: back up, then restore the
     backup into a fresh data directory and over the full one (--replace)."""
     commands = _readme_commands()

@@ -297,7 +297,7 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
 
     db = hollow_and_ridge(make_database, embedder, "scoped", "# Ridge\n\n## Fences\n\nAt Cedar Ridge fences may be 4 feet.")
     url = db.url
-    from worker.config import CommunityGrant
+    from worker.community_grants import CommunityGrant
 
     # write@: the ingest and delete below are refused for the other community, not for the scope
     tokens = f"write@ridge:{RIDGE_TOKEN}; hollow, ridge:{BOTH_TOKEN}"

@@ -16,7 +16,7 @@ import pytest
 
 from worker.embeddings import CachedEmbedder
 from worker.models import RetrievalRequest
-from worker.retrieve.confidence import (Calibration, FixedThresholds, StatusCuts, decide, off_domain_questions,
+from worker.retrieve.status.confidence import (Calibration, FixedThresholds, StatusCuts, decide, off_domain_questions,
                                         pseudo_questions)
 from worker.retrieve.pipeline import Retriever
 from worker.store.postgres_search import PostgresBackend

@@ -32,7 +32,8 @@ import requests
 from tests.helpers import make_settings
 from tests.helpers import FENCE, calls, served_mcp, server_env
 from tests.helpers import csrf
-from worker.config import CommunityGrant, ConfigError, Settings
+from worker.community_grants import CommunityGrant
+from worker.config import ConfigError, Settings
 from worker.serve.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent

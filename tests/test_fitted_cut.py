@@ -15,9 +15,9 @@ import pytest
 from tests.helpers import make_settings
 from worker.evaluation.answers import normalise_for_match
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-from worker.retrieve import fitted_cut
-from worker.retrieve.confidence import DEFAULT_CUTS, DEFAULT_THRESHOLDS, Calibration, decide
-from worker.retrieve.fitted_cut import Point
+from worker.retrieve.status import fitted_cut
+from worker.retrieve.status.confidence import DEFAULT_CUTS, DEFAULT_THRESHOLDS, Calibration, decide
+from worker.retrieve.status.fitted_cut import Point
 from worker.runtime import Runtime
 from worker.serve.app import create_app
 from worker.service.caller import LOCAL

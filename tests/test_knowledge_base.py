@@ -10,7 +10,8 @@ import pytest
 
 from worker.store import sqlfiles
 from worker.ingest.chunking import chunk_blocks
-from worker.config import DOCUMENT_TYPES, ConfigError, Settings
+from worker.config import ConfigError, Settings
+from worker.document_types import DOCUMENT_TYPES
 from worker.store.database import Database
 from worker.errors import SchemaMismatch
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from worker.retrieve import language
-from worker.retrieve.status import NO_RESULTS_MESSAGE
+from worker.retrieve.status.decision import NO_RESULTS_MESSAGE
 
 ROOT = Path(__file__).resolve().parent.parent
 HOA_DEV = ROOT.parent / "shared" / "datasets" / "hoa-dev" / "questions.jsonl"

@@ -1,5 +1,5 @@
 """The status of a question in another language that the embedding model reads
-(worker/retrieve/language_scale.py), on a real database with the real multilingual-e5-small.
+(worker/retrieve/status/language_scale.py), on a real database with the real multilingual-e5-small.
 
 The sample corpus (English) is embedded with e5 and calibrated as a serving worker does; the
 calibration also measures the Spanish and French scales and stores them beside itself (sql/043).
@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import make_settings
 from worker.embeddings import CachedEmbedder, E5Embedder
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
-from worker.retrieve import confidence, language_scale
+from worker.retrieve.status import confidence, language_scale
 from worker.runtime import Runtime
 from worker.store.database import Database
 from worker.store.language_scales import LocalLanguageScales, StoredScale

@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import make_settings
 from tests.rerank_standins import RerankStandin, overlap_scorer
 from worker.retrieve.service_scale import NOT_SEPARATED, SERVICE_REQUESTS_AT_ONCE
-from worker.retrieve.confidence import Calibration, off_domain_questions
+from worker.retrieve.status.confidence import Calibration, off_domain_questions
 from worker.retrieve.rerank_services import ScoreScale, ServiceReranker, ServiceScale
 from worker.runtime import Runtime
 from worker.serve.app import create_app

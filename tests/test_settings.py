@@ -113,7 +113,8 @@ def test_settings_are_read_into_their_groups_and_replaced_by_name(tmp_path):
 
 
 def test_defaults_computed_from_other_settings():
-    from worker.config import LOCAL_MODEL, OPENAI_DIM, OPENAI_MODEL, Settings
+    from worker.config import Settings
+    from worker.embedding_models import LOCAL_MODEL, OPENAI_DIM, OPENAI_MODEL
 
     plain = Settings.from_env({})
     assert (plain.embedding.embedding_provider, plain.embedding.embedding_model) == ("local", LOCAL_MODEL)

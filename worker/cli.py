@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 import psycopg
 
-from .config import DOCUMENT_TYPES, ConfigError, Settings, data_dir_error
+from .config import ConfigError, Settings, data_dir_error
+from .document_types import DOCUMENT_TYPES
 from .errors import ArcError
 from .service.caller import LOCAL
 

@@ -7,6 +7,11 @@ looks at ``os.environ``. ``python -m worker.config`` prints the README's configu
 settings of ``README_SETTINGS``) and ``python -m worker.config --all`` docs/configuration.md (every
 setting, group by group) from the declarations below; ``tests/test_docs.py`` checks both.
 
+The domain's vocabulary the settings name lives in modules of its own: the document types
+(``worker/document_types.py``), the embedding models (``worker/embedding_models.py``), the rerank
+services (``worker/rerank_providers.py``) and what a community token reaches
+(``worker/community_grants.py``).
+
 To add a setting, declare one field in its group, and nothing more:
 
     max_widgets: int = setting("ARC_MAX_WIDGETS", 8, "widgets per process", ge=1, le=100)
@@ -34,34 +39,14 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-# The one list of document types (sql/002 checks the same five; tests/test_knowledge_base.py
-# keeps the two in step).
-DocumentType = Literal["design_guidelines", "ccr", "response_letter", "application_form", "other"]
-DOCUMENT_TYPES: tuple[str, ...] = get_args(DocumentType)
-
-LOCAL_MODEL = "all-MiniLM-L6-v2"
-LOCAL_DIM = 384
-# The second local model: reads about 100 languages, about ten times slower to ingest (README "Models")
-MULTILINGUAL_MODEL = "multilingual-e5-small"
-LOCAL_MODELS: dict[str, int] = {LOCAL_MODEL: LOCAL_DIM, MULTILINGUAL_MODEL: 384}  # name -> dimensions
-OPENAI_MODEL = "text-embedding-3-large"
-OPENAI_DIM = 1536
-
-# The rerank services the worker speaks (worker/retrieve/rerank_services.py), and for the hosted
-# ones the address and model used when RERANK_BASE_URL / RERANK_MODEL are not set.
-RerankService = Literal["cohere", "jina", "voyage", "tei", "infinity"]
-RERANK_SERVICES: tuple[str, ...] = get_args(RerankService)
-HOSTED_RERANKERS: dict[str, tuple[str, str]] = {
-    "cohere": ("https://api.cohere.com", "rerank-v3.5"),
-    "jina": ("https://api.jina.ai", "jina-reranker-v2-base-multilingual"),
-    "voyage": ("https://api.voyageai.com", "rerank-2.5"),
-}
-
+from .community_grants import CommunityGrant, parse_grants
+from .embedding_models import LOCAL_DIM, LOCAL_MODEL, LOCAL_MODELS, OPENAI_DIM, OPENAI_MODEL
+from .rerank_providers import HOSTED_RERANKERS, RERANK_SERVICES
 
 # Off a terminal (a container, n8n, a pipe), a long ingest reports its progress as a log line at
 # most this often, and once at the end, instead of a progress bar nobody sees.
@@ -81,19 +66,6 @@ def data_dir_error(data_dir: object, exc: OSError) -> str:
         f"ARC_DATA_DIR {data_dir}: {exc.strerror or exc}; set ARC_DATA_DIR to a folder this user "
         "can write (the embedded database lives there), or DATABASE_URL to a Postgres of your own"
     )
-
-
-class CommunityGrant(BaseModel):
-    """What a token of ARC_COMMUNITY_TOKENS reaches: its communities, to read; to ingest and
-    delete there too only when its entry says ``write@``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    communities: tuple[str, ...]
-    write: bool = False
-
-
-COMMUNITY_SCOPES = ("read", "write")
 
 
 # The settings a new user reaches for first: the README's table shows these; the full reference
@@ -537,18 +509,7 @@ class Auth(Group):
             }
         if not isinstance(value, str):
             return value
-        scoped: dict[str, CommunityGrant] = {}
-        for entry in filter(None, (e.strip() for e in value.split(";"))):
-            names, sep, token = entry.partition(":")
-            scope, marked, listed = names.rpartition("@")
-            scope = scope.strip().lower() if marked else "read"
-            communities = tuple(n.strip() for n in listed.split(",") if n.strip())
-            if not sep or not token or not communities or scope not in COMMUNITY_SCOPES:
-                raise ValueError("entries are [write@]COMMUNITY[,COMMUNITY...]:TOKEN, separated by ;")
-            if len(token) < MIN_TOKEN_LENGTH:  # as strong as the tokens it stands beside
-                raise ValueError(f"a community token needs at least {MIN_TOKEN_LENGTH} characters")
-            scoped[token] = CommunityGrant(communities=communities, write=scope == "write")
-        return scoped
+        return parse_grants(value, min_token_length=MIN_TOKEN_LENGTH)
 
     @field_validator("auth_header")
     @classmethod
@@ -607,7 +568,7 @@ class Limits(Group):
 
 class Status(Group):
     """How an answer's status (`success`, `low_confidence`, `no_results`) is decided
-    (worker/retrieve/confidence.py)."""
+    (worker/retrieve/status/confidence.py)."""
 
     # Cuts on the confidence 0 (what unrelated questions score on a knowledge base) .. 1 (what
     # its own sentences score there).

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 from cachetools import TTLCache
 
-from .config import MULTILINGUAL_MODEL, Settings
+from .config import Settings
+from .embedding_models import MULTILINGUAL_MODEL
 from .errors import EmbeddingError
 from .tokens import default_counter
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.json_schema import JsonDict
 
-from .config import DOCUMENT_TYPES, DocumentType
+from .document_types import DOCUMENT_TYPES, DocumentType
 from .sections import section_key
 
 DOCUMENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from .config import LOCAL_DIM, LOCAL_MODEL, LOCAL_MODELS, Settings
+from .config import Settings
+from .embedding_models import LOCAL_DIM, LOCAL_MODEL, LOCAL_MODELS
 from .embeddings import CachedEmbedder, build_embedder
 from .errors import DatabaseUnavailable
 from .store.database import Database

@@ -27,7 +27,7 @@ from ..config import Settings
 from ..embeddings import CachedEmbedder
 from ..ingest.ingestor import DocumentInput, Ingestor, embedding_texts, manifest_documents
 from ..ingest.manifest import Manifest, load_manifest
-from ..retrieve import answer_type
+from ..retrieve.status import answer_type
 from ..runtime import Runtime
 from ..store.database import Database
 from ..store.embedded import EmbeddedPostgres

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from ..config import DOCUMENT_TYPES, PROGRESS_LOG_SECONDS
+from ..config import PROGRESS_LOG_SECONDS
+from ..document_types import DOCUMENT_TYPES
 from ..embeddings import Embedder
 from ..errors import IngestError
 from ..logs import progress as progress_of

@@ -48,11 +48,12 @@ from typing import Any
 from ..store import language_scales as language_store
 from ..store.calibrations import CalibrationStore, FittedCut, Reading, Stale, StoredCalibration, as_reading
 from ..store.search import SearchBackend
-from . import confidence as confidence_stage
-from . import fitted_cut, language, language_scale, service_scale
+from . import language, service_scale
 from .first_stage import FirstStage
 from .rerank_services import ServiceReranker, ServiceScale
 from .service_scale import Asked
+from .status import confidence as confidence_stage
+from .status import fitted_cut, language_scale
 
 log = logging.getLogger("arc.calibration")
 

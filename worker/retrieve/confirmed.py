@@ -61,9 +61,9 @@ import numpy as np
 
 from ..models import ChunkResult, ConfirmedMatch, Status
 from ..store.confirmations import StoredConfirmation
-from .answer_type import AMOUNT_OF_MONEY
 from .preprocess import STOPWORDS
-from .status import Verdict
+from .status.answer_type import AMOUNT_OF_MONEY
+from .status.decision import Verdict
 
 # A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
 MARGIN = 0.04

@@ -219,7 +219,7 @@ def read(question: str, model: str) -> Reading:
 
 def detect(text: str) -> Language | None:
     """The question's language when it is surely not English; None otherwise (and when the
-    identifier cannot be loaded: the answer is then what it was before languages were told apart)."""
+    identifier cannot be loaded: the question is then answered as an English one)."""
     if not _long_enough(text):
         return None
     identifier = _identifier()

@@ -23,11 +23,9 @@ from ..models import DEFAULT_COMMUNITY, ChunkResult, QueryInfo, RetrievalRequest
 from ..store import calls
 from ..store.search import SearchBackend
 from ..tokens import TokenCounter, default_counter
-from . import answer_type, in_force, language, language_scale, minimum, rerank_services
-from . import confidence as confidence_stage
 from . import context as context_stage
+from . import in_force, language, rerank_services
 from . import sentences as sentence_stage
-from . import status as status_stage
 from .amendments import bring_amendments
 from .authority import Adjustments
 from .calibration import Calibrations
@@ -37,6 +35,9 @@ from .options import AnswerOptions
 from .rerank import Reranker
 from .scoring import boost
 from .search_cache import SearchCache
+from .status import answer_type, language_scale, minimum
+from .status import confidence as confidence_stage
+from .status import decision as status_stage
 from .timing import Timer
 
 log = logging.getLogger("arc.pipeline")

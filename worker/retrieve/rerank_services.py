@@ -38,10 +38,10 @@ from ..errors import ProvidersBusy
 from ..models import ChunkResult
 from ..tokens import default_counter
 from .authority import Adjustments
-from .confidence import DEFAULT_CUTS, DEFAULT_THRESHOLDS, Calibration, Confidence, StatusCuts, anchors, decide
 from .executor import BoundedExecutor
 from .rerank import CachedReranker, RerankFailed
 from .rerank_prompt import Score
+from .status.confidence import DEFAULT_CUTS, DEFAULT_THRESHOLDS, Calibration, Confidence, StatusCuts, anchors, decide
 
 log = logging.getLogger("arc.rerank")
 

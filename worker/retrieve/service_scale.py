@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..models import ChunkResult
-from . import confidence as confidence_stage
 from .rerank import RerankFailed
 from .rerank_services import ServiceReranker, ServiceScale
+from .status import confidence as confidence_stage
 
 log = logging.getLogger("arc.calibration")
 

@@ -30,7 +30,7 @@ from typing import Any, Literal, cast
 from flask import Blueprint, g, jsonify
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import DOCUMENT_TYPES, DocumentType
+from ..document_types import DOCUMENT_TYPES, DocumentType
 from ..errors import CommunityForbidden, CommunityRequired, UnknownCommunity
 from ..models import COMMUNITY_PATTERN, MAX_QUERY_CHARS, ChunkResult, Count, Number, RetrievalRequest
 from .gate import Access, Refused, door

@@ -36,7 +36,8 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..config import DocumentType, Settings
+from ..config import Settings
+from ..document_types import DocumentType
 from ..errors import ArcError, DatabaseUnavailable
 from ..models import COMMUNITY_PATTERN, Count, DocumentSummary, Replacement, RetrievalRequest, RetrievalResponse, Status
 from ..runtime import Runtime

@@ -31,7 +31,7 @@ from flask import Blueprint, Flask, abort, g, jsonify, redirect, render_template
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from ..config import DOCUMENT_TYPES
+from ..document_types import DOCUMENT_TYPES
 from ..errors import DatabaseUnavailable, InvalidInput
 from ..models import (
     COMMUNITY_PATTERN,

@@ -21,7 +21,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from ..config import CommunityGrant
+from ..community_grants import CommunityGrant
 
 log = logging.getLogger("arc.auth")
 

@@ -6,7 +6,7 @@ a second held every thread, and ``/healthz`` timed out 7 times in 9. Here the ma
 loop, which already multiplexes sockets, reads the header (and a body up to
 ``ARC_MAX_BODY_BYTES``) without blocking; only a complete request reaches a thread. A client
 that has not sent it within ``ARC_CLIENT_TIMEOUT`` seconds is disconnected. Larger bodies
-(document uploads, behind the admin token) are read by the thread, as before.
+(document uploads, behind the admin token) are read by the thread, as gunicorn reads them.
 
 Requests pipelined behind another on a kept-alive connection are not supported (no client of
 the worker pipelines): such a connection is closed at its deadline.

@@ -8,12 +8,12 @@ from ..config import Settings
 from ..ingest.bounds import ReadLimits
 from ..ingest.ingestor import Ingestor
 from ..ingest.ocr import Ocr
-from ..retrieve.confidence import StatusCuts
 from ..retrieve.confirmed import Confirmations, homeowner_questions
 from ..retrieve.pipeline import ContextPolicy, Retriever, Thresholds
 from ..retrieve.rerank import LLMReranker, Reranker
 from ..retrieve.rerank_services import SHAPES, ScoreScale, ServiceReranker
 from ..retrieve.search_cache import SearchCache
+from ..retrieve.status.confidence import StatusCuts
 from ..runtime import Runtime
 from ..store.confirmations import ConfirmationStore, RpcConfirmationReads
 from ..store.postgres_search import PostgresBackend

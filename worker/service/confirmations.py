@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import NotFound
 from ..models import DEFAULT_COMMUNITY, NOT_BOOLEAN, RetrievalRequest
-from ..retrieve import fitted_cut
 from ..retrieve.preprocess import preprocess
+from ..retrieve.status import fitted_cut
 from ..store.calibrations import FittedCut
 from ..store.confirmations import ConfirmationStore, NewConfirmation, StoredConfirmation, Vote
 from .caller import LOCAL, Caller

@@ -4,7 +4,7 @@ columns, ``sql/042_rerank_calibration.sql``) and the success cut its confirmed q
 on it (``sql/092_fitted_success_cut.sql``), read and written directly (psycopg) or through
 Supabase's RPC route.
 
-What a calibration is and how it is measured: ``worker/retrieve/confidence.py`` and
+What a calibration is and how it is measured: ``worker/retrieve/status/confidence.py`` and
 ``worker/retrieve/calibration.py``. This module only moves the measured numbers in and out.
 """
 
@@ -22,7 +22,7 @@ from .rows import one_row
 
 @dataclass(frozen=True)
 class FittedCut:
-    """A community's success cut fitted on its confirmed questions (``worker/retrieve/fitted_cut.py``):
+    """A community's success cut fitted on its confirmed questions (``worker/retrieve/status/fitted_cut.py``):
     the cut, how many answerable and unanswerable confirmations it rests on, its leave-one-out
     accuracy, and the configured cut's accuracy on the same questions."""
 

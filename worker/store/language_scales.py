@@ -2,7 +2,7 @@
 per community, embedding model and language, read and written directly (psycopg) or through
 Supabase's RPC route.
 
-What a language scale is and how it is measured: ``worker/retrieve/language_scale.py``. It is
+What a language scale is and how it is measured: ``worker/retrieve/status/language_scale.py``. It is
 measured with the status calibration (``worker/retrieve/calibration.py``) and stored at the same
 knowledge base version; this module only moves the measured numbers in and out.
 """

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..store.calibrations import FittedCut
+from ...store.calibrations import FittedCut
 
 # Valid confirmations a fit needs: passages (answerable) and "none" (unanswerable).
 MIN_ANSWERABLE = 10

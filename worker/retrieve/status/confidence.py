@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from ..models import Status
+from ...models import Status
 
 # The two cuts on the calibrated confidence (README "Status"). Fitted on hoa-dev's three
 # communities leave-one-out (fit on two, shown on the third: cuts 0.48-0.58 for success); 0.5

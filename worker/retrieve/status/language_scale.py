@@ -35,8 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from ..models import ChunkResult
-from ..store.language_scales import StoredScale
+from ...models import ChunkResult
+from ...store.language_scales import StoredScale
 from . import confidence as confidence_stage
 
 OFF_DOMAIN = "off_domain_questions"

@@ -8,7 +8,7 @@ The chunk list never holds more than ``top_k`` chunks, the ones in the context f
 
 from __future__ import annotations
 
-from ..models import ChunkResult
+from ...models import ChunkResult
 
 
 def qualifying(ranking: list[ChunkResult], minimum: float | None) -> list[ChunkResult]:

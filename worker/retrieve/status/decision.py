@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..models import Status
+from ...models import Status
+from ..language import Reading
 from .answer_type import AnswerType
 from .confidence import Confidence
-from .language import Reading
 from .minimum import empty_context_warning
 
 NO_RESULTS_MESSAGE = (
