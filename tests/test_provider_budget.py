@@ -105,13 +105,19 @@ def test_queued_llm_batches_are_not_sent_after_the_rerank_gave_up(sample_runtime
 
 
 class CountingBackend(PostgresBackend):
+    """Counts the searches run without an embedding (the full-text leg alone), by either way in."""
+
     def __init__(self, db):
         super().__init__(db)
-        self.searches = 0
+        self.full_text_only = 0
 
     def search(self, params, min_version=None):
-        self.searches += 1
+        self.full_text_only += params.embedding is None
         return super().search(params, min_version)
+
+    def answer(self, params, call):  # a question's one call runs the search too
+        self.full_text_only += params.embedding is None
+        return super().answer(params, call)
 
 
 def test_a_healthy_remote_provider_costs_one_search_and_a_silent_one_no_extra_time(sample_runtime):
@@ -129,12 +135,13 @@ def test_a_healthy_remote_provider_costs_one_search_and_a_silent_one_no_extra_ti
         for n, question in enumerate(["How tall can a fence be?", "Can I paint my door red?", "Where do boats go?"]):
             answer = retriever.answer(RetrievalRequest(query=question))
             assert not answer.warnings or not any(w.startswith("degraded") for w in answer.warnings)
-        assert backend.searches == 3  # no full-text search run for nothing beside each embedding
+        assert backend.full_text_only == 0  # no full-text search run for nothing beside each embedding
 
         standin.reset(delay=5.0)  # silent: the full-text leg was started before the deadline
         started = time.monotonic()
         answer = retriever.answer(RetrievalRequest(query="Are sheds allowed?"))
         assert time.monotonic() - started < 2.0 + 0.5
         assert any(w.startswith("degraded:") for w in answer.warnings) and answer.chunks
+        assert backend.full_text_only == 1  # started before the deadline, and the answer's
         assert answer.timings_ms["search"] < 50
         retriever.close()
