@@ -91,6 +91,48 @@ class CalibrationStopped(Exception):
     pass
 
 
+class Backlog:
+    """Communities to work on in one background thread: ones added while it runs are worked in
+    turn, and the thread ends when none is left (or ``stopping`` is set). A failure is logged with
+    ``failure`` and the next community's work goes on."""
+
+    def __init__(self, name: str, work: Callable[[str], object], stopping: threading.Event, failure: str):
+        self.name = name
+        self._work = work
+        self._stopping = stopping
+        self._failure = failure
+        self._wanted: set[str] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, communities: set[str]) -> None:
+        with self._lock:
+            self._wanted |= communities
+            if self._stopping.is_set() or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                if not self._wanted:
+                    self._thread = None
+                    return
+                community = self._wanted.pop()
+            try:
+                self._work(community)
+            except CalibrationStopped:
+                return
+            except Exception as exc:  # the database or the provider failed: the next reader tries again
+                log.warning(self._failure, extra={"community": community, "reason": type(exc).__name__})
+
+
 class LocalCalibrations:
     """A store held in this process only: for a backend without one (a stand-in in a test)."""
 
@@ -172,17 +214,22 @@ class Calibrations:
         # The configured cuts a fitted success cut is measured against, and the confirmed questions it is fitted on.
         self.cuts = cuts
         self.confirmed = confirmed
-        self._refits: set[str] = set()
-        self._refit_thread: threading.Thread | None = None
         # The last calibration this process read or measured per community (None: too small).
         self.known: dict[str, confidence_stage.Calibration | None] = {}
         self.known_service: dict[str, ServiceScale] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
-        self._wanted: set[str] = set()
-        self._wanted_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._languages_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._measurements = Backlog(
+            "arc-calibration",
+            lambda community: self._remember(community, self.ensure(community)),
+            self._stopping,
+            "status calibration failed; the previous calibration stays",
+        )
+        self._refits = Backlog(
+            "arc-fitted-cut", self.fit, self._stopping, "success cut not fitted; the stored one stays"
+        )
         # A measurement still running when the interpreter exits stops between two searches
         # instead of being killed inside the embedding model.
         atexit.register(_stop, weakref.ref(self))
@@ -300,39 +347,18 @@ class Calibrations:
 
     def refit(self, community: str) -> None:
         """After the community's confirmations changed: :meth:`fit` in the background."""
-        if not self.enabled or self.confirmed is None:
-            return
-        with self._wanted_lock:
-            self._refits.add(community)
-            if self._stopping.is_set() or (self._refit_thread is not None and self._refit_thread.is_alive()):
-                return
-            self._refit_thread = threading.Thread(target=self._refit_wanted, name="arc-fitted-cut", daemon=True)
-            self._refit_thread.start()
+        if self.enabled and self.confirmed is not None:
+            self._refits.add({community})
 
     def wait_refits(self, timeout: float | None = None) -> None:
         """Until the background fits end (tests, and a CLI that confirmed before it exits)."""
-        thread = self._refit_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=timeout)
+        self._refits.wait(timeout)
 
-    def _refit_wanted(self) -> None:
-        while not self._stopping.is_set():
-            with self._wanted_lock:
-                if not self._refits:
-                    self._refit_thread = None
-                    return
-                community = self._refits.pop()
-            try:
-                self.fit(community)
-            except CalibrationStopped:
-                return
-            except Exception as exc:  # the database or the provider failed: the stored cut stays
-                log.warning(
-                    "success cut not fitted: %s", type(exc).__name__, extra={"community": community, "reason": str(exc)}
-                )
-
-    def _fit_on(self, community: str, stored: StoredCalibration) -> FittedCut | None:
-        """The fit on the calibration ``stored``, stored with it when it differs from what is there."""
+    def _fit_on(
+        self, community: str, stored: StoredCalibration, asked: dict[str, language_scale.Scored] | None = None
+    ) -> FittedCut | None:
+        """The fit on the calibration ``stored``, stored with it when it differs from what is there;
+        ``asked``: texts the measurement just scored (its off-domain questions are not asked again)."""
         calibration = self._calibration(stored)
         found = None
         if calibration is not None and self.confirmed is not None:
@@ -344,10 +370,12 @@ class Calibrations:
                     fitted_cut.Point(calibration.confidence(s.relevance), has_answer)
                     for s, (_, has_answer) in zip(scored, confirmed, strict=True)
                 ]
-                elsewhere = [
-                    fitted_cut.Point(calibration.confidence(s.relevance), False)
-                    for s in self.scored(confidence_stage.off_domain_questions(), community)
-                ]
+                off_domain = confidence_stage.off_domain_questions()
+                known = dict(asked or {})
+                missing = [q for q in off_domain if q not in known]
+                if missing:
+                    known.update(zip(missing, self.scored(missing, community), strict=True))
+                elsewhere = [fitted_cut.Point(calibration.confidence(known[q].relevance), False) for q in off_domain]
                 found = fitted_cut.fit(points, self.cuts.success_at, self.cuts.no_results_below, elsewhere)
         if found != stored.fitted:
             self.store.put_fit(community, self.key, stored.kb_version, found)
@@ -408,40 +436,16 @@ class Calibrations:
             self.in_background({s.community for s in stale})
 
     def in_background(self, communities: set[str]) -> None:
-        with self._wanted_lock:
-            self._wanted |= communities
-            if self._stopping.is_set() or (self._thread is not None and self._thread.is_alive()):
-                return
-            self._thread = threading.Thread(target=self._measure_wanted, name="arc-calibration", daemon=True)
-            self._thread.start()
+        self._measurements.add(communities)
 
     def wait(self, timeout: float | None = None) -> None:
         """Until the background measurements end (tests and the start hooks' callers)."""
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=timeout)
+        self._measurements.wait(timeout)
 
     def stop(self) -> None:
         self._stopping.set()
         self.wait(timeout=5)
         self.wait_refits(timeout=5)
-
-    def _measure_wanted(self) -> None:
-        while not self._stopping.is_set():
-            with self._wanted_lock:
-                if not self._wanted:
-                    self._thread = None
-                    return
-                community = self._wanted.pop()
-            try:
-                self._remember(community, self.ensure(community))
-            except CalibrationStopped:
-                return
-            except Exception as exc:  # the database or the provider failed: the next reader tries again
-                log.warning(
-                    "status calibration failed; the previous calibration stays",
-                    extra={"community": community, "reason": type(exc).__name__},
-                )
 
     def _lock_for(self, community: str) -> threading.Lock:
         with self._locks_lock:
@@ -497,7 +501,7 @@ class Calibrations:
         ms = round((time.perf_counter() - started) * 1000)
         self.store.put(community, self.key, stored, ms)
         if found is not None and self.confirmed is not None:  # the fit belongs to the scale just measured
-            stored = replace(stored, fitted=self._fit_on(community, stored))
+            stored = replace(stored, fitted=self._fit_on(community, stored, scores))
         log.info(
             "status calibrated",
             extra={
@@ -583,7 +587,7 @@ class Calibrations:
         measure them in the background, once per process and version."""
         if self.model in language.ENGLISH_ONLY_MODELS or not language_scale.languages() or self._stopping.is_set():
             return
-        with self._wanted_lock:
+        with self._languages_lock:
             if (community, version) in self._languages_tried:
                 return
             self._languages_tried.add((community, version))

@@ -211,7 +211,7 @@ class FirstStage:
         result is sent back only when the community's version moved; the compounds' spelling is
         this process's at the version last seen, and a question whose spelling turns out to have
         changed is searched again with it."""
-        if not getattr(self.backend, "one_call", False):
+        if not self.backend.one_call:
             return None
         answer = self.backend.answer
         held = self.search_cache.held(params)
@@ -229,21 +229,18 @@ class FirstStage:
             self._communities = tuple(self.backend.communities())
             communities.resolve(requested, self._communities)  # the worker's own error, named as always
             raise UnknownCommunity(f"community: {refused}") from None  # changed again meanwhile
-        if state is None:
-            return None
         if state.community is None:  # the knowledge base emptied meanwhile: nothing to find
             self._communities = None
             return replace(state, rows=[])
         if state.community != params.community:  # another community is the only one now: its rows stand
             self._communities = None
-            return replace(state, rows=state.rows or [])
+            # the cached version was the other community's: a search skipped on it is run now
+            return state if state.rows is not None else answer(asked, replace(call, known_version=None))
         self._spellings.put(state.community, state.version, state.frequencies)
         spelled = compound_expansions(compounds, state.frequencies)
         wanted = " ".join(expand(params.query_text) + spelled) or None
         if wanted != params.expansion_text:  # this process's spelling was out of date: search with today's
-            again = answer(replace(asked, expansion_text=wanted), replace(call, known_version=None))
-            assert again is not None
-            state = again
+            state = answer(replace(asked, expansion_text=wanted), replace(call, known_version=None))
             params = replace(params, expansion_text=wanted)
         if state.rows is None:
             assert held is not None  # rows are left out only for the version a cached result was read at
@@ -297,7 +294,7 @@ class FirstStage:
     ) -> list[str]:
         """The community's own spelling of the question's compounds (vocabulary.py), from the
         frequencies this process holds for it (None: read them now, a backend without one call)."""
-        if getattr(self.backend, "one_call", False):
+        if self.backend.one_call:
             return compound_expansions(candidates, spelled or {})  # the one call checks them
         return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 

@@ -35,7 +35,7 @@ def confirmations_page(chosen: Chosen) -> str:
     community = chosen()
     service = confirmation_service()
     found = service.list(community, caller())
-    cut = service.success_cut(community, caller())
+    cut = service.success_cut(found, community, caller())
     return render_template(
         "pages/confirmations.html", confirmations=found, cut=cut, community=community, message=_notice()
     )

@@ -5,7 +5,7 @@ and text, so that it follows the passage through a re-ingest and turns stale whe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
@@ -173,11 +173,12 @@ class ConfirmationService:
             for s in self.store.read(name)
         ]
 
-    def success_cut(self, community: str | None, caller: Caller) -> SuccessCut:
-        """The success cut ``community``'s status decides on and what it rests on (one ``caller`` reaches)."""
+    def success_cut(self, listed: Sequence[Confirmation], community: str | None, caller: Caller) -> SuccessCut:
+        """The success cut ``community``'s status decides on and what it rests on (one ``caller``
+        reaches); ``listed``: the community's confirmations, as :meth:`list` gave them."""
         name = self.knowledge.community(community, caller=caller)
         calibrator = self.knowledge.retriever.calibrator
-        valid = [s for s in self.store.read(name) if s.state == "confirmed"]
+        valid = [c for c in listed if c.state == "confirmed"]
         answerable = sum(s.answer == "passage" for s in valid)
         stored = calibrator.store.read(name, calibrator.key).stored if calibrator.enabled else None
         return SuccessCut(

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from ..errors import DatabaseUnavailable
 from . import rpc, sqlfiles
 from .database import Database
-from .rows import one_row
+from .rows import moment, one_row
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,8 @@ class CalibrationStore(Protocol):
         ...
 
 
-def as_reading(row: dict[str, Any]) -> Reading:
-    """A stored calibration's row (``arc_status_calibration``'s columns) as read by another call."""
-    return _reading(row)
-
-
-def _reading(row: dict[str, Any] | None) -> Reading:
+def as_reading(row: dict[str, Any] | None) -> Reading:
+    """A stored calibration's row (``arc_status_calibration``'s columns, by whichever call read it)."""
     if row is None:
         raise DatabaseUnavailable("the stored status calibration could not be read")
     stored = None
@@ -121,7 +117,7 @@ def _reading(row: dict[str, Any] | None) -> Reading:
             rerank_match=row.get("rerank_match"),
             rerank_near_miss=row.get("rerank_near_miss"),
             rerank_failure=row.get("rerank_failure"),
-            measured_at=_moment(row.get("measured_at")),
+            measured_at=moment(row.get("measured_at")),
             fitted=_fit(row),
         )
     return Reading(stored, int(row.get("current_version") or 0))
@@ -158,13 +154,6 @@ def _fit_args(community: str, model: str, version: int, fit: FittedCut | None) -
     }
 
 
-def _moment(value: object) -> datetime | None:
-    """A timestamp as psycopg gives it, or as PostgREST's JSON spells it."""
-    if isinstance(value, str):
-        return datetime.fromisoformat(value)
-    return value if isinstance(value, datetime) else None
-
-
 def _put_args(community: str, model: str, stored: StoredCalibration, measured_ms: int) -> dict[str, Any]:
     return {
         "community": community,
@@ -194,7 +183,7 @@ class PostgresCalibrations:
 
         with self.db.connection() as conn:
             cur = conn.cursor(row_factory=psycopg.rows.dict_row)
-            return _reading(
+            return as_reading(
                 cur.execute(
                     sqlfiles.query("status_calibration"), {"community": community, "embedding_model": model}
                 ).fetchone()
@@ -243,7 +232,7 @@ class RpcCalibrations:
 
     def read(self, community: str, model: str) -> Reading:
         rows = self._rpc("arc_status_calibration", {"community": community, "embedding_model": model}) or []
-        return _reading(rows[0] if rows else None)
+        return as_reading(rows[0] if rows else None)
 
     def stale(self, model: str) -> list[Stale]:
         rows = self._rpc("arc_stale_status_calibrations", {"embedding_model": model}) or []

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import rpc, sqlfiles
 from .database import Database
+from .rows import moment
 
 Answer = Literal["passage", "none"]
 State = Literal["confirmed", "stale"]
@@ -62,7 +63,8 @@ class NewConfirmation:
 
 def _stored(community: str, row: Mapping[str, Any]) -> StoredConfirmation:
     """One row of ``arc_confirmations``, as psycopg or PostgREST's JSON gives it."""
-    created = row["created_at"]
+    created = moment(row["created_at"])
+    assert created is not None  # the column is not null
     return StoredConfirmation(
         id=int(row["id"]),
         community=community,
@@ -72,7 +74,7 @@ def _stored(community: str, row: Mapping[str, Any]) -> StoredConfirmation:
         section_path=row["section_path"],
         embedding=np.asarray(row["embedding"], dtype=np.float32),
         embedding_model=row["embedding_model"],
-        created_at=datetime.fromisoformat(created) if isinstance(created, str) else created,
+        created_at=created,
         chunk_id=row["chunk_id"],
         state=row["state"],
         reason=row["reason"],

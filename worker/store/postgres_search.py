@@ -61,9 +61,7 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.primary_version() if min_version is None else min_version)
         return [chunk_of(row) for row in rows]
 
-    def answer(self, params: SearchParams, call: AnswerCall) -> Answered | None:
-        if self.replicas is not None:
-            return None
+    def answer(self, params: SearchParams, call: AnswerCall) -> Answered:
         args = {**params.sql_params(), **call.sql_params()}
         for attempt in range(1, ANSWER_ATTEMPTS + 1):
             try:

@@ -40,7 +40,7 @@ class SupabaseBackend:
         args = {k: v for k, v in args.items() if v is not None}
         return [chunk_of(row) for row in self._rpc("hybrid_search", args)]
 
-    def answer(self, params: SearchParams, call: AnswerCall) -> Answered | None:
+    def answer(self, params: SearchParams, call: AnswerCall) -> Answered:
         from postgrest.exceptions import APIError
 
         args = {k: v for k, v in {**params.sql_params(), **call.sql_params()}.items() if v is not None}
