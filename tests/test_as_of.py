@@ -442,7 +442,8 @@ def test_a_section_amended_twice_is_out_of_force_from_the_first_amendment(make_d
 
 def test_as_of_a_date_a_neighbour_in_an_amended_section_stays_out():
     from worker.models import ChunkResult
-    from worker.retrieve.in_force import DocumentDate, neighbours_in_force
+    from worker.retrieve.in_force import neighbours_in_force
+    from worker.store.search import DocumentDate
 
     def chunk(i: int, amended_by: str | None) -> ChunkResult:
         return ChunkResult(id=i, document_id="ccrs", document_name="CC&Rs", document_type="ccr", section_path="",
