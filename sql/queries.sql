@@ -471,5 +471,6 @@ select arc_answer(
   filter_as_of       => %(filter_as_of)s::date,
   lookup_words       => %(lookup_words)s::text[],
   calibration_model  => %(calibration_model)s,
-  known_version      => %(known_version)s::bigint
+  known_version      => %(known_version)s::bigint,
+  neighbours_of      => %(neighbours_of)s
 )

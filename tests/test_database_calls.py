@@ -3,20 +3,28 @@
 Across a network every call is a round trip before any work (the worker beside n8n, the database
 at Supabase), so the answer counts them (``timings_ms.database_calls``, ``debug.database_calls``)
 and these tests fix the count for a plain question whose embedding is known: a change that adds
-a call on the answer's path fails here.
+a call on the answer's path fails here. That holds too for a context that takes a chunk's
+neighbour (the chunk is cut mid-sentence) and for a candidate an amendment rewrote (the answer
+names the amendment and the day it took effect).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import date
+
 import pytest
 
 from tests.postgrest_standin import PostgrestStandin
+from worker.ingest.ingestor import Ingestor
+from worker.ingest.readers import parse_markdown
+from worker.models import Amendment, DocumentFields, RetrievalRequest
 from worker.retrieve.pipeline import Retriever
-from worker.store.postgres_search import PostgresBackend
 from worker.retrieve.search_cache import SearchCache
+from worker.store import database
+from worker.store.database import Database
+from worker.store.postgres_search import PostgresBackend
 from worker.store.supabase_search import SupabaseBackend
-
-from worker.models import RetrievalRequest
 
 QUESTION = "What is the maximum fence height allowed in the backyard?"
 OTHER = "Can I build a shed in my backyard?"
@@ -67,9 +75,9 @@ def test_the_webhook_says_its_count(client):
 
 
 def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_runtime):
+    from worker.runtime import Runtime
     from worker.service.caller import LOCAL
     from worker.service.knowledge import KnowledgeService
-    from worker.runtime import Runtime
 
     knowledge = KnowledgeService(Runtime(sample_runtime.settings, sample_runtime.db, sample_runtime.embedder))
     questions = [f"{QUESTION} ({i})" for i in range(5)]
@@ -82,3 +90,85 @@ def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_
     with sample_runtime.db.connect() as conn:
         logged = conn.execute("select query from query_log where query = any(%s)", (questions,)).fetchall()
     assert sorted(q for (q,) in logged) == sorted(questions)
+
+
+# One sentence longer than a chunk: its first chunk ends mid-sentence, so its neighbour follows it
+# into the context.
+POOL_GATE = "# Pool Rules\n\n## Gates\n\n" + "The gate of the community swimming pool enclosure " + ", ".join(
+    f"must be kept closed and latched by every resident and guest entering through gate number {n}"
+    for n in range(1, 25)
+) + ".\n"
+DECLARATION = """# Declaration
+
+## Article VII Use Restrictions
+
+### Section 4.
+
+No animals, livestock or poultry of any kind shall be raised, bred or kept on any lot.
+"""
+AMENDMENT = """# First Amendment
+
+Article VII, Section 4 of the Declaration is replaced: up to four hens may be kept in a coop.
+"""
+
+
+@pytest.fixture(scope="module")
+def elm(make_database, embedder) -> Iterator[Database]:
+    """Community "elm": the long pool-gate sentence, and a declaration whose Section 4 an
+    amendment replaced."""
+    db = Database(make_database("calls"), pool_size=1)  # one connection: no unused one checked when lent
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+
+    def doc(text: str, **fields):
+        return ingestor.prepare_text(parse_markdown(text), DocumentFields(**fields))
+
+    ingestor.write(
+        [
+            doc(POOL_GATE, document_id="pool-rules", document_type="other"),
+            doc(DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
+            doc(
+                AMENDMENT,
+                document_id="first-amendment",
+                document_type="ccr",
+                effective_date=date(2005, 6, 1),
+                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
+            ),
+        ],
+        community="elm",
+    )
+    yield db
+    db.close()
+
+
+def answers_in_elm(embedder, backend, questions: list[str]):
+    retriever = Retriever(embedder=embedder, backend=backend, reranker=None, search_cache=SearchCache())
+    try:
+        return [retriever.answer(RetrievalRequest(query=q, community="elm", debug=True)) for q in questions]
+    finally:
+        retriever.close()
+
+
+GATE = "Must the pool gate be kept closed and latched?"
+HENS = "Can I keep poultry on my lot?"
+
+
+@pytest.mark.parametrize("route", ["postgres", "rpc"])
+def test_a_neighbour_and_an_amendments_date_come_with_the_one_call(elm, embedder, route, monkeypatch):
+    # a loaded machine can take seconds a question: the pool's liveness check is not counted here
+    monkeypatch.setattr(database, "CHECK_AFTER_SECONDS", 3600.0)
+    if route == "postgres":
+        asked = answers_in_elm(embedder, PostgresBackend(elm), [HENS, GATE, HENS])
+    else:
+        with PostgrestStandin(elm.url) as server:
+            asked = answers_in_elm(embedder, SupabaseBackend(server.url, server.api_key), [HENS, GATE, HENS])
+    first, gate, again = asked
+    in_context = [c for c in gate.chunks if c.source is not None]
+    pool = sorted(c.chunk_index for c in in_context if c.document_id == "pool-rules")
+    assert len(pool) >= 2 and pool == list(range(pool[0], pool[0] + len(pool))), "the cut chunk's neighbour is in"
+    amended = [c for c in first.chunks if c.document_id == "ccrs" and c.source is not None]
+    assert amended and all(c.replaced is not None and c.replaced.effective_date == date(2005, 6, 1) for c in amended)
+    # (the process's first question also reads the communities, and checks pooled connections
+    # last used more than a few seconds ago); then one call each, the cached answer's too
+    assert [int(a.timings_ms["database_calls"]) for a in asked][1:] == [1, 1]
+    assert again.chunks[0].replaced == first.chunks[0].replaced

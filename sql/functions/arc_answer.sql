@@ -7,12 +7,20 @@
 --                      (arc_word_frequencies; worker/retrieve/vocabulary.py);
 --   calibration_model  the key the community's status calibration is stored under (036);
 --   known_version      the community's version a cached result was read at: when it is still the
---                      community's version the search is not run again ("rows" is null).
+--                      community's version the search is not run again ("rows" is null);
+--   neighbours_of      how many of the best fused candidates come with their neighbours ("neighbours":
+--                      each one's id -> chunk_neighbours(id, 1) without itself), the passages
+--                      context assembly adds where a chunk is cut mid-thought.
 -- It returns one JSON object: the community the question reads (the one named, or the knowledge
 -- base's only one; null when the knowledge base holds none, and then nothing else), its version,
 -- the words' frequencies, the stored calibration (arc_status_calibration's row), the confirmations'
--- stamp (arc_confirmation_stamp) and the candidates ("rows", hybrid_search's rows). A community
+-- stamp (arc_confirmation_stamp), the candidates ("rows", hybrid_search's rows), the best
+-- candidates' neighbours ("neighbours") and the documents that replaced a candidate, each with the
+-- day it took effect ("dates", arc_document_dates' rows); the last two are null with "rows". A community
 -- that is not there, or none named among several, raises hybrid_search's errors (22023).
+drop function if exists arc_answer(text, vector, integer, double precision, double precision, text, text[],
+  boolean, boolean, text, text, date, text[], text, bigint);
+
 create or replace function arc_answer(
   query_text          text,
   query_embedding     vector default null,
@@ -28,7 +36,8 @@ create or replace function arc_answer(
   filter_as_of        date default null,
   lookup_words        text[] default null,
   calibration_model   text default null,
-  known_version       bigint default null
+  known_version       bigint default null,
+  neighbours_of       integer default 0
 )
 returns jsonb
 language plpgsql
@@ -39,6 +48,8 @@ declare
   held     bigint;
   version  bigint;
   found    jsonb := null;
+  around   jsonb := null;
+  replacing jsonb := null;
 begin
   scope := arc_answer.community;
   if scope is null then
@@ -69,6 +80,22 @@ begin
       community          => coalesce(scope, arc_answer.community),
       filter_as_of       => arc_answer.filter_as_of
     ) h;
+    select coalesce(jsonb_object_agg(c.id::text, (
+             select coalesce(jsonb_agg(to_jsonb(n) order by n.chunk_index), '[]'::jsonb)
+             from chunk_neighbours(c.id, 1) n
+             where n.id <> c.id)), '{}'::jsonb)
+      into around
+    from (select (r ->> 'id')::bigint as id
+          from jsonb_array_elements(found) r
+          order by (r ->> 'fused_score')::double precision desc, (r ->> 'id')::bigint
+          limit greatest(neighbours_of, 0)) c;
+    -- the documents that superseded or amended a candidate, with the day each took effect
+    select coalesce(jsonb_agg(to_jsonb(d)), '[]'::jsonb) into replacing
+    from arc_document_dates(scope, (
+           select coalesce(array_agg(distinct x.document_id), '{}')
+           from jsonb_array_elements(found) r,
+                lateral (values (r ->> 'superseded_by'), (r -> 'metadata' ->> 'amended_by')) x(document_id)
+           where x.document_id is not null)) d;
   end if;
   return jsonb_build_object(
     'community', scope,
@@ -78,9 +105,11 @@ begin
     'calibration', case when calibration_model is null then null
                         else (select to_jsonb(c) from arc_status_calibration(scope, calibration_model) c) end,
     'confirmations', arc_confirmation_stamp(scope),
-    'rows', found
+    'rows', found,
+    'neighbours', around,
+    'dates', replacing
   );
 end
 $$;
 
-select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint)');
+select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint, integer)');

@@ -26,7 +26,7 @@ from ..embeddings import CachedEmbedder
 from ..errors import UnknownCommunity
 from ..models import ChunkResult, Weights
 from ..store import communities
-from ..store.search import AnswerCall, Answered, CommunityRefused, SearchBackend, SearchParams
+from ..store.search import AnswerCall, Answered, CommunityRefused, DocumentDate, SearchBackend, SearchParams
 from . import in_force, language
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -34,7 +34,7 @@ from .naming import named_documents
 from .options import AnswerOptions
 from .preprocess import ProcessedQuery, preprocess
 from .scoring import first_stage_order
-from .search_cache import SearchCache
+from .search_cache import Held, SearchCache
 from .timing import Timer
 from .vocabulary import CompoundCandidates, Spellings, compound_candidates, compound_expansions, expand
 
@@ -49,6 +49,10 @@ FULL_TEXT_HEAD_START = 0.25
 # still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
 PROVIDER_WORKERS = 4
 PROVIDER_QUEUE = 8
+# The one call returns the neighbours of this many of the best fused candidates, the chunks context
+# assembly adds where a chunk of the context is cut mid-thought; a chunk further down that needs its
+# neighbours costs one more call (docs/performance.md, "One round trip").
+NEIGHBOURS_OF = 16
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class FirstStage:
                 else:
                     found = state.rows or []
                     community = state.community or community
-            found = self._replacements(found, community, options.as_of)
+            found = self._replacements(found, community, options.as_of, state.dates if state is not None else None)
             if options.as_of is not None and in_force.later_amendments(found, options.as_of):
                 unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
                 found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
@@ -218,7 +222,8 @@ class FirstStage:
         call = AnswerCall(
             lookup_words=tuple(compounds.lookups()),
             calibration_model=calibration_model,
-            known_version=held[0] if held is not None else None,
+            known_version=held.version if held is not None else None,
+            neighbours_of=NEIGHBOURS_OF,
         )
         # The community as the request named it: the database resolves an unnamed one itself, so a
         # community added since this process last looked makes the question refused, as it must be.
@@ -245,8 +250,8 @@ class FirstStage:
         if state.rows is None:
             assert held is not None  # rows are left out only for the version a cached result was read at
             self.search_cache.hits += 1
-            return replace(state, rows=held[1])
-        self.search_cache.put(params, state.version, state.rows)
+            return replace(state, rows=held.rows, neighbours=held.neighbours, dates=held.dates)
+        self.search_cache.put(params, Held(state.version, state.rows, state.neighbours, state.dates))
         return state
 
     # -- the calibration's questions -----------------------------------------------------------
@@ -281,13 +286,17 @@ class FirstStage:
 
     # -- its parts -----------------------------------------------------------------------------
 
-    def _replacements(self, found: list[ChunkResult], community: str, as_of: date | None) -> list[ChunkResult]:
+    def _replacements(
+        self, found: list[ChunkResult], community: str, as_of: date | None, read: dict[str, DocumentDate] | None
+    ) -> list[ChunkResult]:
         """Each superseded or amended candidate names what replaced it and when; as of a date, a
-        replacement that came later does not count yet (in_force.py). One read, only when needed."""
+        replacement that came later does not count yet (in_force.py). The dates the search's call
+        read (``read``), or one read, only when needed."""
         replacing = in_force.replacing_ids(found)
         if not replacing:
             return found
-        return in_force.mark_replacements(found, self.backend.document_dates(community, replacing), as_of)
+        dates = read if read is not None else self.backend.document_dates(community, replacing)
+        return in_force.mark_replacements(found, dates, as_of)
 
     def _compounds(
         self, candidates: CompoundCandidates, spelled: dict[str, int] | None, community: str | None
@@ -306,7 +315,7 @@ class FirstStage:
         found = self.search_cache.get(params, version)
         if found is None:
             found = self.backend.search(params, min_version=version)
-            self.search_cache.put(params, version, found)
+            self.search_cache.put(params, Held(version, found))
         return found
 
     def _embed(self, text: str, params: SearchParams, warnings: list[str]) -> tuple[np.ndarray | None, Future | None]:

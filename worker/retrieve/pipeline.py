@@ -279,7 +279,8 @@ class Retriever:
             if opening[0] == "no_results":
                 built = context_stage.Context(text="", tokens=0, chunks=[])
             else:
-                built = self._assemble(qualifying, options, searched.community)
+                read = searched.state.neighbours if searched.state is not None else None
+                built = self._assemble(qualifying, options, searched.community, read)
             lacking = answer_type.missing(searched.processed.normalized, built.text) if self.cuts.answer_types else None
             verdict = (
                 confirmed.verdict()
@@ -368,7 +369,13 @@ class Retriever:
             else None,
         )
 
-    def _assemble(self, ranked: list[ChunkResult], options: AnswerOptions, community: str) -> context_stage.Context:
+    def _assemble(
+        self,
+        ranked: list[ChunkResult],
+        options: AnswerOptions,
+        community: str,
+        read: dict[int, list[ChunkResult]] | None = None,
+    ) -> context_stage.Context:
         # An explicit min_relevance is a hard rule. By default the best few chunks always go in
         # (the answer is not no_results, so the best one cleared that threshold): a low-confidence
         # answer carries its best evidence, and the passages around a strong hit come with it.
@@ -398,7 +405,7 @@ class Retriever:
             floor=0.0,
             max_chunks=max_chunks,
             # neighbours are not scored against the question: a hard minimum leaves them out
-            neighbours=None if explicit else self._neighbours_for(options.as_of, community),
+            neighbours=None if explicit else self._neighbours_for(options.as_of, community, read),
             fill=fill,
             fill_needs=options.min_relevance if explicit else 0.0,
             citations=options.citations,
@@ -431,22 +438,29 @@ class Retriever:
             return candidates
         return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
 
-    def _neighbours_for(self, as_of: date | None, community: str) -> Callable[[ChunkResult], list[ChunkResult]]:
-        """The neighbours context assembly may add: as of a date, only those in force that day."""
+    def _neighbours_for(
+        self, as_of: date | None, community: str, read: dict[int, list[ChunkResult]] | None
+    ) -> Callable[[ChunkResult], list[ChunkResult]]:
+        """The neighbours context assembly may add (``read``: those the search's call brought,
+        by chunk id; any other chunk's are asked for): as of a date, only those in force that day."""
+
+        def around(chunk: ChunkResult) -> list[ChunkResult]:
+            found = read.get(chunk.id) if read is not None else None
+            if found is None:
+                found = self.backend.neighbours(chunk.id, 1)
+            # unscored against the question
+            return [n.model_copy(update={"final_score": 0.0}) for n in found]
+
         if as_of is None:
-            return self._neighbours
+            return around
 
         def in_force_then(chunk: ChunkResult) -> list[ChunkResult]:
-            found = self._neighbours(chunk)
+            found = around(chunk)
             replacing = in_force.replacing_ids(found)
             dates = self.backend.document_dates(community, replacing) if replacing else {}
             return in_force.neighbours_in_force(found, as_of, dates)
 
         return in_force_then
-
-    def _neighbours(self, chunk: ChunkResult) -> list[ChunkResult]:
-        """The chunks around ``chunk``, unscored against the question (``final_score`` 0)."""
-        return [n.model_copy(update={"final_score": 0.0}) for n in self.backend.neighbours(chunk.id, 1)]
 
     # -- status calibration (calibration.py) --------------------------------------------------
 

@@ -4,11 +4,29 @@ read at (the one call says whether that version still holds, ``first_stage.py``)
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from cachetools import TTLCache
 
 from ..models import ChunkResult
-from ..store.search import SearchParams
+from ..store.search import DocumentDate, SearchParams
+
+
+@dataclass(frozen=True)
+class Held:
+    """A search's result as read at ``version``: its rows and, when the one call read them, the
+    best rows' neighbours (chunk id -> the chunks around it) and the dates of the documents that
+    replaced a row (none of which can change without the version)."""
+
+    version: int
+    rows: list[ChunkResult]
+    neighbours: dict[int, list[ChunkResult]] | None = None
+    dates: dict[str, DocumentDate] | None = None
+
+    def copy(self) -> Held:
+        # callers change their chunks' scores in place: each gets its own
+        neighbours = None if self.neighbours is None else {k: list(v) for k, v in self.neighbours.items()}
+        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates)
 
 
 class SearchCache:
@@ -22,29 +40,26 @@ class SearchCache:
         self.hits = 0
 
     def get(self, params: SearchParams, version: int) -> list[ChunkResult] | None:
-        if not self.enabled:
-            return None
-        with self._lock:
-            found = self._cache.get(params.cache_key())
-        if found is not None and found[0] == version:
+        found = self.held(params)
+        if found is not None and found.version == version:
             self.hits += 1
-            return [c.model_copy() for c in found[1]]
+            return found.rows
         return None
 
-    def held(self, params: SearchParams) -> tuple[int, list[ChunkResult]] | None:
-        """The entry for ``params`` and the version it was read at, whatever that is (the one
-        call checks the version in the database, :class:`AnswerCall`)."""
+    def held(self, params: SearchParams) -> Held | None:
+        """The entry for ``params``, whatever version it was read at (the one call checks the
+        version in the database, :class:`AnswerCall`)."""
         if not self.enabled:
             return None
         with self._lock:
-            found = self._cache.get(params.cache_key())
-        return None if found is None else (found[0], [c.model_copy() for c in found[1]])
+            found: Held | None = self._cache.get(params.cache_key())
+        return None if found is None else found.copy()
 
-    def put(self, params: SearchParams, version: int, results: list[ChunkResult]) -> None:
+    def put(self, params: SearchParams, held: Held) -> None:
         if not self.enabled:
             return
         with self._lock:
-            self._cache[params.cache_key()] = (version, [c.model_copy() for c in results])
+            self._cache[params.cache_key()] = held.copy()
 
     def clear(self) -> None:
         with self._lock:

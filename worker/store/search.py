@@ -75,8 +75,9 @@ class SearchParams:
 class Answered:
     """What a question's one call (``sql/functions/arc_answer.sql``) read: the community it reads
     (None: the knowledge base holds none), that community's version, the words' frequencies, the
-    stored status calibration's row, the confirmations' stamp, and the candidates (None: the
-    cached ones, read at ``known_version``, still stand)."""
+    stored status calibration's row, the confirmations' stamp, the candidates (None: the cached
+    ones, read at ``known_version``, still stand), the best candidates' neighbours and the dates
+    of the documents that replaced a candidate."""
 
     community: str | None
     version: int
@@ -84,6 +85,11 @@ class Answered:
     calibration: dict[str, Any] | None
     confirmations: str | None
     rows: list[ChunkResult] | None
+    # the best candidates' neighbours (chunk id -> the chunks around it, itself left out), read with
+    # the rows: context assembly asks the database only for a chunk outside them
+    neighbours: dict[int, list[ChunkResult]] | None = None
+    # the documents that replaced a candidate, with the day each took effect, read with the rows
+    dates: dict[str, DocumentDate] | None = None
 
 
 class CommunityRefused(Exception):
@@ -97,12 +103,14 @@ class AnswerCall:
     lookup_words: tuple[str, ...] = ()
     calibration_model: str | None = None
     known_version: int | None = None
+    neighbours_of: int = 0  # how many of the best fused candidates come with their neighbours
 
     def sql_params(self) -> dict[str, Any]:
         return {
             "lookup_words": list(self.lookup_words),
             "calibration_model": self.calibration_model,
             "known_version": self.known_version,
+            "neighbours_of": self.neighbours_of,
         }
 
 
@@ -116,7 +124,28 @@ def answered(body: dict[str, Any] | None) -> Answered:
         calibration=body.get("calibration"),
         confirmations=body.get("confirmations"),
         rows=None if rows is None else [chunk_of(row) for row in rows],
+        neighbours=_neighbours(body.get("neighbours")),
+        dates=_dates(body.get("dates")),
     )
+
+
+def _dates(rows: list[dict[str, Any]] | None) -> dict[str, DocumentDate] | None:
+    if rows is None:
+        return None
+    return {
+        row["document_id"]: DocumentDate(
+            row["document_id"],
+            row["document_name"],
+            None if row["effective_date"] is None else date.fromisoformat(row["effective_date"]),
+        )
+        for row in rows
+    }
+
+
+def _neighbours(body: dict[str, Any] | None) -> dict[int, list[ChunkResult]] | None:
+    if body is None:
+        return None
+    return {int(chunk_id): [chunk_of(row) for row in rows] for chunk_id, rows in body.items()}
 
 
 def refuses_community(message: str) -> bool:
