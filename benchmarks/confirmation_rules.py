@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from worker.evaluation import confirmation_harness  # noqa: E402
 from worker.evaluation.answers import evidence_found  # noqa: E402
 from worker.retrieve import confirmed  # noqa: E402
+from worker.retrieve.status import fitted_cut  # noqa: E402
 
 GRID = {
     "extra": (0.05, 0.1, 0.15),
@@ -59,15 +60,54 @@ SHIPPED = {
 
 def record(argv: list[str], out: Path) -> None:
     """Run the confirmations harness with the matcher's inputs written to ``out/calls.jsonl``."""
-    asking: dict[str, object] = {}
+    asking: dict[str, object] = {"epoch": 0}
     calls: list[dict] = []
+    answers: list[dict] = []
+    fits: list[dict] = []
     ask, match = confirmation_harness.ask, confirmed.Confirmations.match
+    confirm_all, remove_all = confirmation_harness.confirm_all, confirmation_harness.Keeper.remove_all
+    fit_cut = fitted_cut.fit
 
     def asked(client, settings, question):  # type: ignore[no-untyped-def]
         asking["question"] = question
-        return ask(client, settings, question)
+        asking["candidates"] = []
+        answer = ask(client, settings, question)
+        answers.append(
+            {
+                "id": question.id,
+                "community": question.community,
+                "kind": question.kind,
+                "epoch": asking["epoch"],
+                **{k: v for k, v in answer.row().items() if k not in ("id", "kind")},
+                "candidates": asking["candidates"],
+            }
+        )
+        return answer
+
+    def bumped(function):  # type: ignore[no-untyped-def]
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            done = function(*args, **kwargs)
+            asking["epoch"] = int(asking["epoch"]) + 1  # type: ignore[call-overload]
+            return done
+
+        return wrapped
+
+    def fitted(points, configured, floor=0.0, always=()):  # type: ignore[no-untyped-def]
+        q = asking.get("question")
+        fits.append(
+            {
+                "community": getattr(q, "community", None),
+                "epoch": asking["epoch"],
+                "points": [[p.score, p.answerable] for p in points],
+                "always": [p.score for p in always],
+                "configured": configured,
+                "floor": floor,
+            }
+        )
+        return fit_cut(points, configured, floor, always)
 
     def matched(self, community, question, embedding, candidates, stamp=None):  # type: ignore[no-untyped-def]
+        asking["candidates"] = [[c.id, c.relevance, c.vector_score] for c in candidates]
         taken = match(self, community, question, embedding, candidates, stamp)
         known = self.known(community, stamp)
         q = asking.get("question")
@@ -104,6 +144,9 @@ def record(argv: list[str], out: Path) -> None:
         return taken
 
     confirmation_harness.ask = asked  # type: ignore[assignment]
+    confirmation_harness.confirm_all = bumped(confirm_all)  # type: ignore[assignment]
+    confirmation_harness.Keeper.remove_all = bumped(remove_all)  # type: ignore[method-assign]
+    fitted_cut.fit = fitted  # type: ignore[assignment]
     confirmed.Confirmations.match = matched  # type: ignore[method-assign]
     sys.argv = [str(ROOT / "benchmarks/confirmations.py"), *argv, "--out", str(out)]
     try:
@@ -111,6 +154,8 @@ def record(argv: list[str], out: Path) -> None:
     finally:
         out.mkdir(parents=True, exist_ok=True)
         (out / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
+        (out / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+        (out / "fits.jsonl").write_text("".join(json.dumps(f) + "\n" for f in fits))
 
 
 def _rule6_only(matcher, taken, question, entry, passage) -> bool:  # type: ignore[no-untyped-def]
