@@ -483,7 +483,7 @@ def _accuracy_cut(points: list, configured: float, floor: float, always: list) -
     return max(kept, key=lambda c: (sum((p.score >= c) == p.answerable for p in everything), -abs(c - configured)))
 
 
-def scale(folder: Path) -> None:
+def scale(folder: Path, splits: int = 100) -> None:
     from worker.retrieve.status import fitted_cut
     from worker.retrieve.status.confidence import NO_RESULTS_BELOW, SUCCESS_AT
 
@@ -548,6 +548,64 @@ def scale(folder: Path) -> None:
         w = max(anchors, key=key)
         changes = ", ".join(f"{p} {gains.get((f'anchor {w}', held, p), 0):+d}" for p in ("(b)", "(c)", "(d)"))
         print(f"held out {held}: anchor chosen on the others {w}, questions gained on it {changes}")
+    _splits(answers, fits, splits)
+
+
+def _replaced_rule(points: list, configured: float, floor: float, always: list) -> float:
+    """The rule the anchor replaced, in force: the most-right cut when, left out, its gain passes a
+    one-sided sign test at 95 % (at least 2 and 1.64 standard deviations); else ``configured``."""
+    cut = _accuracy_cut(points, configured, floor, always)
+    gained = lost = 0
+    for i, p in enumerate(points):
+        other = _accuracy_cut([*points[:i], *points[i + 1 :]], configured, floor, always)
+        now, today = (p.score >= other) == p.answerable, (p.score >= configured) == p.answerable
+        gained, lost = gained + (now and not today), lost + (today and not now)
+    return cut if gained - lost >= max(2.0, 1.64 * (gained + lost) ** 0.5) else configured
+
+
+def _splits(answers: list[dict], fits: list[dict], count: int) -> None:
+    """(d) again on ``count`` seeded halves per community: the held-out half's status right with
+    each rule's cut against the configured cut's, from the answers before any confirmation."""
+    from worker.evaluation.rewordings import half_split, load_with_rewordings
+    from worker.retrieve.status import fitted_cut
+    from worker.retrieve.status.confidence import NO_RESULTS_BELOW, SUCCESS_AT
+
+    _, rewordings = load_with_rewordings(Path("/work/shared/datasets/hoa-dev"), HERE_REWORDINGS)
+    print(f"(d) on {count} seeded halves per community: held-out status right, the rule's cut against the configured")
+    for name in sorted({q.community for q in rewordings.originals}):
+        before = {a["id"]: a for a in answers if a["community"] == name and a["phase"] == 0}
+        originals = [q for q in rewordings.originals if q.community == name]
+        always = [fitted_cut.Point(s, False) for s in next(f["always"] for f in fits if f["community"] == name)]
+        changes: dict[str, list[float]] = {}
+        for seed in range(count):
+            confirmed, held = half_split(originals, seed)
+            points = [fitted_cut.Point(before[q.id]["confidence"], not q.negative) for q in confirmed]
+            answerable = sum(p.answerable for p in points)
+            if not fitted_cut.enough(answerable, len(points) - answerable):
+                continue
+            low = statistics.median(p.score for p in points if not p.answerable)
+            high = statistics.median(p.score for p in points if p.answerable)
+            found = fitted_cut.fit(points, SUCCESS_AT, NO_RESULTS_BELOW, always)
+            cuts = {
+                "most right, in force": _accuracy_cut(points, SUCCESS_AT, NO_RESULTS_BELOW, always),
+                "the rule replaced": _replaced_rule(points, SUCCESS_AT, NO_RESULTS_BELOW, always),
+                "anchored, no guards": min(max(low + SHIPPED_ANCHOR * (high - low), NO_RESULTS_BELOW), SUCCESS_AT),
+                "shipped": found.success_at if found is not None and found.in_force else SUCCESS_AT,
+            }
+            asked = [before[q.id] for q in held]
+            today = sum(_right_at(a, SUCCESS_AT, SUCCESS_AT, NO_RESULTS_BELOW) for a in asked)
+            for rule, cut in cuts.items():
+                right = sum(_right_at(a, cut, SUCCESS_AT, NO_RESULTS_BELOW) for a in asked)
+                changes.setdefault(rule, []).append((right - today) / len(asked))
+        if not changes:
+            print(f"  {name}: no half has enough confirmations")
+            continue
+        for rule, d in changes.items():
+            higher, lower = sum(x > 0 for x in d) / len(d), sum(x < 0 for x in d) / len(d)
+            print(
+                f"  {name}, {rule} ({len(d)} halves): mean {statistics.mean(d):+.3f}, higher on {higher:.2f}, "
+                f"lower on {lower:.2f}, worst {min(d):+.3f}"
+            )
 
 
 def main() -> None:
@@ -564,13 +622,14 @@ def main() -> None:
     lists.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
     scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
     scaled.add_argument("folder", type=Path)
+    scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
     args = parser.parse_args()
     if args.command == "record":
         record([args.dataset, *(a for c in args.community for a in ("--community", c))], args.out)
     elif args.command == "overlap":
         overlap(args.folder, args.dataset)
     elif args.command == "scale":
-        scale(args.folder)
+        scale(args.folder, args.splits)
     else:
         fit(args.folder)
 
