@@ -11,8 +11,16 @@ A wrong take is counted conservatively: a passage confirmation taken by an unans
 or by one whose own evidence the passage does not hold, or a "none" taken by an answerable one.
 Takes that rules 1-5 make on their own are the harness's to report, not counted here.
 
+``overlap`` tries a further route of rule 6 on the same recording: the question's first-stage
+candidates against the ones the confirmed question retrieves (rank-biased overlap, or the share of
+the first k in common). ``scale`` replays the status's success cut fitted on the confirmations
+(worker/retrieve/status/fitted_cut.py) against the rule it replaced and other anchors, on (c) and
+(d), from each answer's recorded confidence.
+
     python benchmarks/confirmation_rules.py record /work/shared/datasets/hoa-dev --out /tmp/rules
     python benchmarks/confirmation_rules.py fit /tmp/rules
+    python benchmarks/confirmation_rules.py overlap /tmp/rules
+    python benchmarks/confirmation_rules.py scale /tmp/rules
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ import argparse
 import itertools
 import json
 import runpy
+import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from worker.evaluation import confirmation_harness  # noqa: E402
 from worker.evaluation.answers import evidence_found  # noqa: E402
 from worker.retrieve import confirmed  # noqa: E402
+from worker.retrieve.status import fitted_cut  # noqa: E402
 
 GRID = {
     "extra": (0.05, 0.1, 0.15),
@@ -43,6 +54,8 @@ GRID = {
     "top_margin": (0.05, 0.1),
     "top_below_like": (0.0, 0.05, 0.1),
 }
+HERE_REWORDINGS = ROOT / "benchmarks/confirmations/hoa-dev-rewordings.jsonl"
+SHIPPED_ANCHOR = 0.4  # fitted_cut.ANCHOR_AT as shipped (``scale`` tries others)
 SHIPPED = {
     "extra": confirmed.AGREE_EXTRA,
     "margin": confirmed.AGREE_MARGIN,
@@ -59,15 +72,54 @@ SHIPPED = {
 
 def record(argv: list[str], out: Path) -> None:
     """Run the confirmations harness with the matcher's inputs written to ``out/calls.jsonl``."""
-    asking: dict[str, object] = {}
+    asking: dict[str, object] = {"epoch": 0}
     calls: list[dict] = []
+    answers: list[dict] = []
+    fits: list[dict] = []
     ask, match = confirmation_harness.ask, confirmed.Confirmations.match
+    confirm_all, remove_all = confirmation_harness.confirm_all, confirmation_harness.Keeper.remove_all
+    fit_cut = fitted_cut.fit
 
     def asked(client, settings, question):  # type: ignore[no-untyped-def]
         asking["question"] = question
-        return ask(client, settings, question)
+        asking["candidates"] = []
+        answer = ask(client, settings, question)
+        answers.append(
+            {
+                "id": question.id,
+                "community": question.community,
+                "kind": question.kind,
+                "epoch": asking["epoch"],
+                **{k: v for k, v in answer.row().items() if k not in ("id", "kind")},
+                "candidates": asking["candidates"],
+            }
+        )
+        return answer
+
+    def bumped(function):  # type: ignore[no-untyped-def]
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            done = function(*args, **kwargs)
+            asking["epoch"] = int(asking["epoch"]) + 1  # type: ignore[call-overload]
+            return done
+
+        return wrapped
+
+    def fitted(points, configured, floor=0.0, always=()):  # type: ignore[no-untyped-def]
+        q = asking.get("question")
+        fits.append(
+            {
+                "community": getattr(q, "community", None),
+                "epoch": asking["epoch"],
+                "points": [[p.score, p.answerable] for p in points],
+                "always": [p.score for p in always],
+                "configured": configured,
+                "floor": floor,
+            }
+        )
+        return fit_cut(points, configured, floor, always)
 
     def matched(self, community, question, embedding, candidates, stamp=None):  # type: ignore[no-untyped-def]
+        asking["candidates"] = [[c.id, c.relevance, c.vector_score] for c in candidates]
         taken = match(self, community, question, embedding, candidates, stamp)
         known = self.known(community, stamp)
         q = asking.get("question")
@@ -104,6 +156,9 @@ def record(argv: list[str], out: Path) -> None:
         return taken
 
     confirmation_harness.ask = asked  # type: ignore[assignment]
+    confirmation_harness.confirm_all = bumped(confirm_all)  # type: ignore[assignment]
+    confirmation_harness.Keeper.remove_all = bumped(remove_all)  # type: ignore[method-assign]
+    fitted_cut.fit = fitted  # type: ignore[assignment]
     confirmed.Confirmations.match = matched  # type: ignore[method-assign]
     sys.argv = [str(ROOT / "benchmarks/confirmations.py"), *argv, "--out", str(out)]
     try:
@@ -111,6 +166,8 @@ def record(argv: list[str], out: Path) -> None:
     finally:
         out.mkdir(parents=True, exist_ok=True)
         (out / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
+        (out / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+        (out / "fits.jsonl").write_text("".join(json.dumps(f) + "\n" for f in fits))
 
 
 def _rule6_only(matcher, taken, question, entry, passage) -> bool:  # type: ignore[no-untyped-def]
@@ -252,6 +309,305 @@ def fit(folder: Path) -> None:
         print(f"held out {held}: fitted {shown(p)} -> SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {wrong}")
 
 
+# -- overlap: the question's candidates against the confirmed question's -----------------------
+
+
+def _rbo(a: list[int], b: list[int], p: float, k: int) -> float:
+    """Rank-biased overlap of the first ``k`` of two ranked lists (normalised to 0..1 at depth k)."""
+    total = 0.0
+    for d in range(1, k + 1):
+        total += p ** (d - 1) * len(set(a[:d]) & set(b[:d])) / d
+    return total * (1 - p) / (1 - p**k)
+
+
+MEASURES: dict[str, Callable[[list[int], list[int]], float]] = {
+    **{f"rbo p={p} @{k}": (lambda a, b, p=p, k=k: _rbo(a, b, p, k)) for p in (0.8, 0.9) for k in (10, 20)},
+    **{f"shared of first {k}": (lambda a, b, k=k: len(set(a[:k]) & set(b[:k])) / k) for k in (3, 5, 10)},
+}
+OVERLAP_GRID = {
+    "measure": tuple(MEASURES),
+    "at_least": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
+    "past_like": (-0.15, -0.1, -0.05, 0.0, 0.05),
+    "margin": (0.04, 0.08, 0.12),
+    "rank": (3, 5, 10),
+    "none_too": (False, True),
+}
+
+
+def _answers(folder: Path) -> list[dict]:
+    """The recorded answers, each with ``phase``: 0 before any confirmation, 1 with the
+    rewordings' originals confirmed, 3 with half confirmed (per community)."""
+    rows = [json.loads(line) for line in (folder / "answers.jsonl").read_text().splitlines()]
+    first: dict[str, int] = {}
+    for a in rows:
+        first.setdefault(a["community"], a["epoch"])
+        a["phase"] = a["epoch"] - first[a["community"]]
+    return rows
+
+
+def _with_lists(folder: Path, dataset: Path) -> list[Call]:
+    """The recorded calls, each with its own candidates' ids and those its nearest confirmed
+    question retrieved before any confirmation (``own``, ``theirs``)."""
+    from worker.evaluation.rewordings import load_with_rewordings
+
+    answers = _answers(folder)
+    rows = [json.loads(line) for line in (folder / "calls.jsonl").read_text().splitlines()]
+    asked = [a for a in answers if a["phase"] in (1, 3)]  # one matcher call each, in order
+    assert [a["id"] for a in asked] == [r["id"] for r in rows], "answers and calls out of step"
+    lists = {json.dumps(r, sort_keys=True): [c[0] for c in a["candidates"]] for a, r in zip(asked, rows, strict=True)}
+    before = {a["id"]: [c[0] for c in a["candidates"]] for a in answers if a["phase"] == 0}
+    _, rewordings = load_with_rewordings(dataset, HERE_REWORDINGS)
+    text_id = {(q.community, q.question): q.id for q in rewordings.originals}
+    calls = _calls(folder)
+    for c in calls:
+        c.own = lists[json.dumps(c.row, sort_keys=True)]  # type: ignore[attr-defined]
+        c.theirs = before[text_id[(c.community, c.row["nearest"])]]  # type: ignore[attr-defined]
+        c.measures = {m: f(c.own, c.theirs) for m, f in MEASURES.items()}  # type: ignore[attr-defined]
+        c.shipped = _takes(c.row, SHIPPED)  # type: ignore[attr-defined]
+    return calls
+
+
+def _takes_by_overlap(c: Call, p: dict | None) -> bool:
+    if c.shipped:  # type: ignore[attr-defined]
+        return True
+    row = c.row
+    if p is None or (None not in row["asks"] and row["asks"][0] != row["asks"][1]):
+        return False
+    if row["answer"] == "none":
+        if not p["none_too"]:
+            return False
+    elif row["rank"] is None or row["rank"] >= p["rank"]:
+        return False
+    if row["similarity"] - row["rival"] < p["margin"] or row["similarity"] < row["like"] + p["past_like"]:
+        return False
+    return c.measures[p["measure"]] >= p["at_least"]  # type: ignore[attr-defined]
+
+
+def _harmful(c: Call) -> bool:
+    """Taking its nearest confirmation would hand this question a wrong answer."""
+    if c.right_target:
+        return False
+    if c.row["answer"] == "none":
+        return c.kind == "answerable"
+    return c.kind != "answerable" or not c.row["holds_evidence"]
+
+
+def _overlap_score(calls: list[Call], p: dict | None, community: str) -> tuple[float, float, int]:
+    source1, right, wrong = [], [], 0
+    for c in (c for c in calls if c.community == community):
+        took = _takes_by_overlap(c, p)
+        harmful = took and not c.row["rules_1_5"] and _harmful(c)
+        wrong += harmful
+        if c.phase != "b":
+            continue
+        if c.kind == "answerable":
+            source1.append((took and c.right_target) or (c.before_source1 and not harmful))
+        right.append((took and c.right_target) or (c.before_right and not harmful))
+    return (sum(source1) / max(len(source1), 1), sum(right) / max(len(right), 1), wrong)
+
+
+def _best_overlap(calls: list[Call], communities: list[str]) -> dict:
+    chosen, key = {}, None
+    for values in itertools.product(*OVERLAP_GRID.values()):
+        p = dict(zip(OVERLAP_GRID, values, strict=True))
+        scores = [_overlap_score(calls, p, c) for c in communities]
+        strict = p["at_least"] + p["past_like"] + p["margin"] - p["rank"] / 10 - p["none_too"]
+        k = (-sum(s[2] for s in scores), round(sum(s[0] + s[1] for s in scores), 6), strict)
+        if key is None or k > key:
+            chosen, key = p, k
+    return chosen
+
+
+def _auroc(positives: list[float], negatives: list[float]) -> float:
+    wins = sum((x > y) + 0.5 * (x == y) for x in positives for y in negatives)
+    return wins / max(len(positives) * len(negatives), 1)
+
+
+def overlap(folder: Path, dataset: Path) -> None:
+    calls = _with_lists(folder, dataset)
+    communities = sorted({c.community for c in calls})
+    # passage confirmations no shipped rule takes: rewordings of their own original, and questions
+    # the confirmation would answer wrongly
+    missed = [c for c in calls if c.phase == "b" and c.right_target and not c.shipped and c.row["answer"] == "passage"]  # type: ignore[attr-defined]
+    wrong = [c for c in calls if _harmful(c) and not c.shipped and c.row["answer"] == "passage"]  # type: ignore[attr-defined]
+    print(f"AUROC, {len(missed)} missed rewordings against {len(wrong)} questions a take would answer wrongly:")
+    for m in MEASURES:
+        print(f"  {m}: {_auroc([c.measures[m] for c in missed], [c.measures[m] for c in wrong]):.2f}")  # type: ignore[attr-defined]
+    for name, f in (
+        ("cosine to the confirmed question", lambda c: c.row["similarity"]),
+        ("margin over another answer", lambda c: c.row["similarity"] - c.row["rival"]),
+    ):
+        print(f"  {name}: {_auroc([f(c) for c in missed], [f(c) for c in wrong]):.2f}")
+    shown = lambda p: ", ".join(f"{k} {v}" for k, v in p.items())  # noqa: E731
+    for name, p in (("shipped rules alone", None), ("fitted on all", _best_overlap(calls, communities))):
+        print(f"{name}: {shown(p) if p else ''}")
+        for c in communities:
+            s1, right, n = _overlap_score(calls, p, c)
+            print(f"  {c}: SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {n}")
+    for held in communities:
+        p = _best_overlap(calls, [c for c in communities if c != held])
+        s1, right, n = _overlap_score(calls, p, held)
+        print(f"held out {held}: fitted {shown(p)} -> SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {n}")
+
+
+# -- scale: the success cut fitted on the confirmations ------------------------------------------
+
+
+def _status_at(answer: dict, cut: float, configured: float, no_results: float) -> str:
+    """The status ``answer`` would get with ``cut`` in force (its confidence and how it was decided
+    are recorded; a ``low_confidence`` at or above the configured cut was its answer kind's doing)."""
+    score, status = answer["confidence"], answer["status"]
+    if answer["decided_on"] != "relevance" or score is None or score < no_results:
+        return status
+    if status == "low_confidence" and score >= configured:
+        return status
+    return "success" if score >= cut else "low_confidence"
+
+
+def _right_at(answer: dict, cut: float, configured: float, no_results: float) -> bool:
+    status = _status_at(answer, cut, configured, no_results)
+    if answer["kind"] != "answerable":
+        return status != "success"
+    return status == "success" and bool(answer["evidence_in_context"])
+
+
+def _accuracy_cut(points: list, configured: float, floor: float, always: list) -> float:
+    """The rule the anchor replaced: the cut right on the most points (the off-domain ones among
+    them), the nearest ``configured`` among equals, calling no more "none" success than it."""
+    scores = sorted({p.score for p in [*points, *always]})
+    candidates = {configured, *((a + b) / 2 for a, b in itertools.pairwise(scores))}
+    everything = [*points, *always]
+    none = [p.score for p in everything if not p.answerable]
+    allowed = sum(s >= configured for s in none)
+    kept = [c for c in candidates if c >= floor and sum(s >= c for s in none) <= allowed] or [configured]
+    return max(kept, key=lambda c: (sum((p.score >= c) == p.answerable for p in everything), -abs(c - configured)))
+
+
+def scale(folder: Path, splits: int = 100) -> None:
+    from worker.retrieve.status import fitted_cut
+    from worker.retrieve.status.confidence import NO_RESULTS_BELOW, SUCCESS_AT
+
+    results = json.loads((folder / "results.json").read_text())
+    answers = _answers(folder)
+    fits = [json.loads(line) for line in (folder / "fits.jsonl").read_text().splitlines()]
+    anchors = (0.3, 0.4, 0.5, 0.6)
+    gains: dict[tuple, int] = {}
+    rows = []
+    for c in results["communities"]:
+        name = c["community"]
+        mine = [a for a in answers if a["community"] == name]
+        reworded = {q["of"] for q in c["rewordings"]["questions"]}
+        rewording_ids = {q["id"] for q in c["rewordings"]["questions"]}
+        before = {a["id"]: a for a in mine if a["phase"] == 0 and a["id"] not in rewording_ids}
+        held = [a for a in mine if a["phase"] == 3]
+        held_ids = {a["id"] for a in held}
+        others = list(
+            {a["id"]: a for a in mine if a["phase"] == 1 and a["id"] not in rewording_ids | reworded}.values()
+        )
+        rewordings = [a for a in mine if a["phase"] == 1 and a["id"] in rewording_ids]
+        always = [fitted_cut.Point(s, False) for s in next(f["always"] for f in fits if f["community"] == name)]
+        parts = {
+            "(b)": ([i for i in before if i in reworded], rewordings),
+            "(c)": ([i for i in before if i in reworded], others),
+            "(d)": ([i for i in before if i not in held_ids], held),
+        }
+        for part, (confirmed_ids, asked) in parts.items():
+            points = [
+                fitted_cut.Point(before[i]["confidence"], before[i]["kind"] == "answerable") for i in confirmed_ids
+            ]
+            count = (sum(p.answerable for p in points), sum(not p.answerable for p in points))
+            rules: dict[str, float] = {"configured": SUCCESS_AT}
+            if fitted_cut.enough(*count):
+                rules["most right, in force"] = _accuracy_cut(points, SUCCESS_AT, NO_RESULTS_BELOW, always)
+                low = statistics.median(p.score for p in points if not p.answerable)
+                high = statistics.median(p.score for p in points if p.answerable)
+                rules["anchor 0.4 unguarded"] = min(max(low + 0.4 * (high - low), NO_RESULTS_BELOW), SUCCESS_AT)
+                for w in anchors:
+                    fitted_cut.ANCHOR_AT = w
+                    found = fitted_cut.fit(points, SUCCESS_AT, NO_RESULTS_BELOW, always)
+                    rules[f"anchor {w}"] = found.success_at if found is not None and found.in_force else SUCCESS_AT
+            right0 = sum(_right_at(a, SUCCESS_AT, SUCCESS_AT, NO_RESULTS_BELOW) for a in asked)
+            shown = []
+            for rule, cut in rules.items():
+                right = sum(_right_at(a, cut, SUCCESS_AT, NO_RESULTS_BELOW) for a in asked)
+                gains[(rule, name, part)] = right - right0
+                shown.append(f"{rule} {cut:.3f}: {right / len(asked):.2f}")
+            rows.append(
+                f"{name} {part} confirmed {count[0]} + {count[1]} none, asked {len(asked)}: " + "; ".join(shown)
+            )
+    fitted_cut.ANCHOR_AT = SHIPPED_ANCHOR
+    print("status right on the questions asked, by the cut in force:")
+    print("\n".join(rows))
+    names = sorted({k[1] for k in gains})
+    for held in names:
+
+        def key(w: float, held: str = held) -> tuple:
+            d = [gains.get((f"anchor {w}", n, p), 0) for n in names if n != held for p in ("(b)", "(c)", "(d)")]
+            return (-sum(x < 0 for x in d), sum(d), w)
+
+        w = max(anchors, key=key)
+        changes = ", ".join(f"{p} {gains.get((f'anchor {w}', held, p), 0):+d}" for p in ("(b)", "(c)", "(d)"))
+        print(f"held out {held}: anchor chosen on the others {w}, questions gained on it {changes}")
+    _splits(answers, fits, splits)
+
+
+def _replaced_rule(points: list, configured: float, floor: float, always: list) -> float:
+    """The rule the anchor replaced, in force: the most-right cut when, left out, its gain passes a
+    one-sided sign test at 95 % (at least 2 and 1.64 standard deviations); else ``configured``."""
+    cut = _accuracy_cut(points, configured, floor, always)
+    gained = lost = 0
+    for i, p in enumerate(points):
+        other = _accuracy_cut([*points[:i], *points[i + 1 :]], configured, floor, always)
+        now, today = (p.score >= other) == p.answerable, (p.score >= configured) == p.answerable
+        gained, lost = gained + (now and not today), lost + (today and not now)
+    return cut if gained - lost >= max(2.0, 1.64 * (gained + lost) ** 0.5) else configured
+
+
+def _splits(answers: list[dict], fits: list[dict], count: int) -> None:
+    """(d) again on ``count`` seeded halves per community: the held-out half's status right with
+    each rule's cut against the configured cut's, from the answers before any confirmation."""
+    from worker.evaluation.rewordings import half_split, load_with_rewordings
+    from worker.retrieve.status import fitted_cut
+    from worker.retrieve.status.confidence import NO_RESULTS_BELOW, SUCCESS_AT
+
+    _, rewordings = load_with_rewordings(Path("/work/shared/datasets/hoa-dev"), HERE_REWORDINGS)
+    print(f"(d) on {count} seeded halves per community: held-out status right, the rule's cut against the configured")
+    for name in sorted({q.community for q in rewordings.originals}):
+        before = {a["id"]: a for a in answers if a["community"] == name and a["phase"] == 0}
+        originals = [q for q in rewordings.originals if q.community == name]
+        always = [fitted_cut.Point(s, False) for s in next(f["always"] for f in fits if f["community"] == name)]
+        changes: dict[str, list[float]] = {}
+        for seed in range(count):
+            confirmed, held = half_split(originals, seed)
+            points = [fitted_cut.Point(before[q.id]["confidence"], not q.negative) for q in confirmed]
+            answerable = sum(p.answerable for p in points)
+            if not fitted_cut.enough(answerable, len(points) - answerable):
+                continue
+            low = statistics.median(p.score for p in points if not p.answerable)
+            high = statistics.median(p.score for p in points if p.answerable)
+            found = fitted_cut.fit(points, SUCCESS_AT, NO_RESULTS_BELOW, always)
+            cuts = {
+                "most right, in force": _accuracy_cut(points, SUCCESS_AT, NO_RESULTS_BELOW, always),
+                "the rule replaced": _replaced_rule(points, SUCCESS_AT, NO_RESULTS_BELOW, always),
+                "anchored, no guards": min(max(low + SHIPPED_ANCHOR * (high - low), NO_RESULTS_BELOW), SUCCESS_AT),
+                "shipped": found.success_at if found is not None and found.in_force else SUCCESS_AT,
+            }
+            asked = [before[q.id] for q in held]
+            today = sum(_right_at(a, SUCCESS_AT, SUCCESS_AT, NO_RESULTS_BELOW) for a in asked)
+            for rule, cut in cuts.items():
+                right = sum(_right_at(a, cut, SUCCESS_AT, NO_RESULTS_BELOW) for a in asked)
+                changes.setdefault(rule, []).append((right - today) / len(asked))
+        if not changes:
+            print(f"  {name}: no half has enough confirmations")
+            continue
+        for rule, d in changes.items():
+            higher, lower = sum(x > 0 for x in d) / len(d), sum(x < 0 for x in d) / len(d)
+            print(
+                f"  {name}, {rule} ({len(d)} halves): mean {statistics.mean(d):+.3f}, higher on {higher:.2f}, "
+                f"lower on {lower:.2f}, worst {min(d):+.3f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -261,9 +617,19 @@ def main() -> None:
     rec.add_argument("--community", action="append", default=[], help="only these communities (repeatable)")
     fitting = sub.add_parser("fit", help="replay the recordings over the grid, all and leaving each community out")
     fitting.add_argument("folder", type=Path)
+    lists = sub.add_parser("overlap", help="try the candidates' overlap as a further route of rule 6")
+    lists.add_argument("folder", type=Path)
+    lists.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
+    scaled.add_argument("folder", type=Path)
+    scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
     args = parser.parse_args()
     if args.command == "record":
         record([args.dataset, *(a for c in args.community for a in ("--community", c))], args.out)
+    elif args.command == "overlap":
+        overlap(args.folder, args.dataset)
+    elif args.command == "scale":
+        scale(args.folder, args.splits)
     else:
         fit(args.folder)
 

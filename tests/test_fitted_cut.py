@@ -36,72 +36,73 @@ def points(answerable: list[float], unanswerable: list[float]) -> list[Point]:
     return [Point(s, True) for s in answerable] + [Point(s, False) for s in unanswerable]
 
 
-def test_the_best_cut_separates_and_stays_nearest_the_configured_one_among_equals():
+def test_the_cut_is_anchored_between_the_medians_and_only_lowers_the_configured_one():
     found = points([0.40, 0.45, 0.9], [0.1, 0.2])
-    # every cut in (0.2, 0.40] is right on all five: the fit takes the midpoint, as far from both as it can
-    assert fitted_cut.best_cut(found, 0.5) == pytest.approx(0.30)
-    assert fitted_cut.accuracy(found, 0.30) == 1.0 and fitted_cut.accuracy(found, 0.5) == pytest.approx(0.6)
-    # points that the configured cut already separates leave it where it is
-    assert fitted_cut.best_cut(points([0.6, 0.7], [0.1, 0.3]), 0.5) == 0.5
+    # 0.4 of the way from the median "none" (0.15) to the median answerable (0.45)
+    assert fitted_cut.anchored_cut(found, 0.5) == pytest.approx(0.15 + 0.4 * 0.30)
+    assert fitted_cut.accuracy(found, 0.27) == 1.0 and fitted_cut.accuracy(found, 0.5) == pytest.approx(0.6)
+    # a community whose questions score high keeps the configured cut: the anchor never raises it
+    assert fitted_cut.anchored_cut(points([0.8, 0.9], [0.4, 0.45]), 0.5) == 0.5
     # never below the no_results cut
-    assert fitted_cut.best_cut(points([0.05, 0.9], [0.01]), 0.5, floor=0.2) >= 0.2
+    assert fitted_cut.anchored_cut(points([0.05, 0.3], [0.0, 0.01]), 0.5, floor=0.2) == pytest.approx(0.2)
+    # one outlier does not move a median: the cut is the same with the best answerable at 0.9 or 0.5
+    assert fitted_cut.anchored_cut(points([0.40, 0.45, 0.5], [0.1, 0.2]), 0.5) == pytest.approx(0.27)
 
 
-def test_the_fit_calls_no_more_unanswerable_questions_success_than_the_configured_cut():
-    # lowering to 0.325 would win three answerable (0.35-0.45) for one "none" (0.33): refused
+def test_the_cut_calls_no_more_unanswerable_questions_success_than_the_configured_cut():
+    # anchored at 0.299, the "none" at 0.33 would be success: the configured cut stays
     found = points([0.35, 0.4, 0.45, 0.9], [0.1, 0.33])
-    assert fitted_cut.accuracy(found, 0.34) > fitted_cut.accuracy(found, 0.5)
-    assert fitted_cut.best_cut(found, 0.5) == pytest.approx(0.34)  # just above the "none", not below it
-    # a "none" the configured cut already calls success may stay so, and raising to fix it is allowed
-    assert fitted_cut.best_cut(points([0.6, 0.7, 0.8], [0.55, 0.1]), 0.5) == pytest.approx(0.575)
+    assert fitted_cut.anchored_cut(found, 0.5) == 0.5
+    # a "none" the configured cut already calls success does not stop it
+    assert fitted_cut.anchored_cut(points([0.4, 0.45, 0.5], [0.1, 0.15, 0.6]), 0.5) == pytest.approx(0.27)
 
 
 def test_leave_one_out_accuracy_by_hand():
-    # answerable 0.3, 0.6, 0.7; unanswerable 0.2, 0.65.
-    found = points([0.3, 0.6, 0.7], [0.2, 0.65])
-    # Left out, each point is decided by the cut the other four fit (midpoints, the nearest 0.5
-    # among the most accurate): 0.3 by 0.4 (wrong), 0.6 by 0.675 (wrong), 0.7 by 0.25 (right),
-    # 0.2 by 0.25 (right), 0.65 by 0.25 (wrong).
+    # answerable 0.3, 0.35, 0.7; unanswerable 0.1, 0.32.
+    found = points([0.3, 0.35, 0.7], [0.1, 0.32])
+    # Left out, each point is decided by the cut the other four anchor (0.4 of the way between
+    # their medians, unless the remaining "none" would then be success):
+    # 0.3 by 0.336 (wrong); 0.35 by 0.326 (right); 0.7 by 0.5, since 0.256 would call the 0.32
+    # "none" success (right); 0.1 by 0.332 (right); 0.32 by 0.2 (wrong).
     by_hand = []
     for i, point in enumerate(found):
-        cut = fitted_cut.best_cut([*found[:i], *found[i + 1 :]], 0.5)
+        cut = fitted_cut.anchored_cut([*found[:i], *found[i + 1 :]], 0.5)
         by_hand.append((point.score >= cut) == point.answerable)
-    assert by_hand == [False, False, True, True, False]
-    assert fitted_cut.leave_one_out(found, 0.5) == pytest.approx(2 / 5)
+    assert by_hand == [False, True, True, True, False]
+    assert fitted_cut.leave_one_out(found, 0.5) == pytest.approx(3 / 5)
 
 
 def test_a_fit_needs_ten_answerable_and_five_none_and_decides_only_when_it_does_better():
     assert fitted_cut.fit(points([0.9] * 9, [0.1] * 5), 0.5) is None
     assert fitted_cut.fit(points([0.9] * 10, [0.1] * 4), 0.5) is None
-    # answerable questions that score 0.35-0.45 and "none" ones at 0.1-0.2: the configured 0.5 hedges them all
+    # answerable questions that score 0.35-0.44 and "none" ones at 0.1-0.2: the configured 0.5 hedges them all
     found = fitted_cut.fit(points([0.35 + 0.01 * i for i in range(10)], [0.1, 0.12, 0.15, 0.18, 0.2]), 0.5)
     assert found is not None and 0.2 < found.success_at <= 0.35
     assert found.loo_accuracy == 1.0 and found.configured_accuracy == pytest.approx(5 / 15) and found.in_force
-    # already separated by the configured cut: the fit is not better, so it does not decide
+    # already separated by the configured cut: a lower cut gains nothing on them, so it does not decide
     same = fitted_cut.fit(points([0.6 + 0.01 * i for i in range(10)], [0.1] * 5), 0.5)
-    assert same is not None and not same.in_force
+    assert same is not None and same.success_at < 0.5 and (same.gained, same.lost) == (0, 0) and not same.in_force
 
 
 def test_off_domain_questions_keep_the_cut_above_them():
     # the keeper's answerable questions reach down to 0.3; off-domain questions sit up to 0.35
-    keeper = points([0.3, 0.32, *[0.6] * 8], [0.1] * 5)
+    keeper = points([0.3, 0.32, *[0.45] * 8], [0.1] * 5)
     alone = fitted_cut.fit(keeper, 0.5, 0.2)
-    assert alone is not None and alone.success_at < 0.3
+    assert alone is not None and alone.success_at == pytest.approx(0.24) and alone.in_force
     off_domain = [Point(s, False) for s in (0.0, 0.05, 0.1, 0.31, 0.33, 0.35)]
     guarded = fitted_cut.fit(keeper, 0.5, 0.2, always=off_domain)
-    assert guarded is not None and guarded.success_at > 0.35
+    assert guarded is not None and guarded.success_at == 0.5 and not guarded.in_force
     # the accuracies are the keeper's questions': the off-domain ones are not counted
     assert guarded.configured_accuracy == fitted_cut.accuracy(keeper, 0.5)
 
 
-def test_a_fit_decides_only_on_a_clear_gain():
-    def cut(gained: int, lost: int) -> FittedCut:
-        return FittedCut(0.4, 10, 5, 0.0, 0.0, 0.5, gained=gained, lost=lost)
+def test_a_fit_decides_only_below_the_configured_cut_and_on_a_gain_left_out():
+    def cut(gained: int, lost: int, success_at: float = 0.4) -> FittedCut:
+        return FittedCut(success_at, 10, 5, 0.0, 0.0, 0.5, gained=gained, lost=lost)
 
-    assert not cut(1, 0).in_force  # one question is no evidence
-    assert not cut(3, 1).in_force  # 2 < 1.64 * sqrt(4)
-    assert cut(4, 0).in_force and cut(8, 1).in_force  # 4 >= 3.28; 7 >= 4.92
-    assert not cut(8, 4).in_force  # 4 < 1.64 * sqrt(12) = 5.68
+    assert cut(1, 0).in_force and cut(3, 2).in_force
+    assert not cut(0, 0).in_force and not cut(2, 2).in_force and not cut(1, 3).in_force
+    assert not cut(5, 0, success_at=0.5).in_force  # the guards kept the configured cut
 
 
 def test_a_calibration_with_a_fitted_cut_decides_on_it():

@@ -1,54 +1,53 @@
 """The ``success`` cut a community's own confirmed questions put in force.
 
 The calibrated cut (``confidence.py``) is the same for every knowledge base: ``success`` from a
-confidence of 0.5. Where a community's answerable and unanswerable questions score alike, no cut
-is right on all of them, and the best one lies where that community's questions fall. Its keeper
-tells us where: each confirmed question says which side of the cut it belongs on, a confirmed
-passage above it (``success``), a confirmed "not in the documents" below it.
+confidence of 0.5. Where a community's questions score lower on its calibrated scale than the
+calibration's own sentences do, that cut hedges answers the documents hold. Its keeper tells us
+where its questions fall: each confirmed question says which side of the cut it belongs on, a
+confirmed passage above it (``success``), a confirmed "not in the documents" below it.
 
 Once a community has :data:`MIN_ANSWERABLE` valid passage confirmations and :data:`MIN_NONE`
-valid "none" ones, each confirmed question is asked again as if unconfirmed, its confidence read
-on the calibration, and the cut that puts the most of them on their side is fitted. Few points
-choose a cut that fits them and not the next question, so:
+valid "none" ones, each confirmed question is asked again as if unconfirmed and its confidence
+read on the calibration. The cut is not the one that puts the most of them right (on a few dozen
+points that cut follows the points, and it lost on questions it had not seen); the scale is
+re-anchored on two robust figures instead:
 
-* the candidates are the configured cut and the midpoints between neighbouring confidences, and
-  among the cuts right on the most points the one nearest the configured cut wins (the fitted cut
-  moves only as far as the points ask);
-* no candidate calls ``success`` more of the "none" questions than the configured cut does: an
-  answer called ``success`` that the documents do not hold costs an agent more than a hedged one,
-  so the fit lowers the cut only beneath the unanswerable questions it has seen;
-* its leave-one-out accuracy (each point decided by the cut fitted on the others) is set beside
-  the configured cut's accuracy on the same points, and the fitted cut decides only when, left
-  out, it puts clearly more questions right: of the questions the two cuts decide differently,
-  the ones it gains outnumber the ones it loses by at least 2 and by 1.64 standard deviations (a
-  sign test at one-sided 95 %). Otherwise the page shows the figures and the configured cut stays.
+* the median confidence of the confirmed answerable questions and of the confirmed "none" ones,
+  and the cut :data:`ANCHOR_AT` of the way from the second to the first; it only ever lowers the
+  configured cut (raising it hedged answerable rewordings) and never falls below the
+  ``no_results`` cut;
+* it calls no more of the confirmed "none" questions and of the calibration's off-domain
+  questions (``assets/off_domain_questions.txt``, asked of the knowledge base at fit time: the
+  questions from other domains any assistant is asked, which confirmations leave out) ``success``
+  than the configured cut does; otherwise the configured cut stays. Where answerable and
+  unanswerable questions score alike, a lower cut trades hedged answers for unanswerable ones
+  called ``success``, and which side wins depends only on the mix of questions asked next;
+* left out in turn, each confirmed question decided by the cut anchored on the others, it puts
+  more of them right than the configured cut (:attr:`FittedCut.in_force`); otherwise the page
+  shows the figures and the configured cut stays.
 
-Measured on hoa-dev (docs/confirmations.md): scores of answerable and unanswerable questions
-overlap there, and a fit in force traded hedged answers for unanswerable and off-topic questions
-called ``success`` on questions it had not seen; none of the four communities' confirmations
-gives a clear gain, so the configured cut stays on all four.
-
-Confirmations are what a keeper chose to confirm, not the questions a community gets: they leave
-out the questions from other domains that any assistant is asked. So the fit also counts the
-calibration's off-domain questions (``assets/off_domain_questions.txt``, asked of the knowledge
-base at fit time) as unanswerable: a cut fitted on on-subject questions alone can fall to where
-"what time does the DMV open" is ``success``, and these keep it above them. They are always in the
-fit and never in the accuracies shown, which are the keeper's questions'. The cut never falls
-below the ``no_results`` cut either.
+Measured on hoa-dev (docs/confirmations.md): with the rewordings' originals confirmed, every
+other question keeps its status on all four communities; with half of a community's questions
+confirmed, over 100 seeded halves per community, the status on the other half rises on 5 of 300
+and falls on 1 (on the harness's own half: Wyndham Forest 0.72 -> 0.78, the rest unchanged).
+Without the guards the anchored cut raises most halves of Franklin Square and Wyndham Forest, but
+lowers a fifth of Heronwood's, and with mostly answerable questions confirmed it calls Franklin
+Square's other, mostly unanswerable, questions ``success``.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
 from ...store.calibrations import FittedCut
 
 # Valid confirmations a fit needs: passages (answerable) and "none" (unanswerable).
 MIN_ANSWERABLE = 10
 MIN_NONE = 5
+# Where the cut sits from the median "none" confidence (0) to the median answerable one (1).
+ANCHOR_AT = 0.4
 
 
 @dataclass(frozen=True)
@@ -70,39 +69,35 @@ def accuracy(points: Sequence[Point], cut: float) -> float:
     return sum((p.score >= cut) == p.answerable for p in points) / len(points)
 
 
-def best_cut(points: Sequence[Point], configured: float, floor: float = 0.0) -> float:
-    """The cut right on the most points, the nearest to ``configured`` among equals, never below ``floor``."""
-    answerable = sorted(p.score for p in points if p.answerable)
-    unanswerable = sorted(p.score for p in points if not p.answerable)
-    scores = sorted({p.score for p in points})
-    candidates = {configured, *((a + b) / 2 for a, b in pairwise(scores))}
-    if scores:
-        candidates |= {scores[0], scores[-1] + 1e-6}
-
-    def right(cut: float) -> int:  # answerable at or above the cut, unanswerable below it
-        return len(answerable) - bisect_left(answerable, cut) + bisect_left(unanswerable, cut)
-
-    def called_success(cut: float) -> int:  # unanswerable ones at or above it
-        return len(unanswerable) - bisect_left(unanswerable, cut)
-
-    allowed = called_success(configured)
-    kept = [c for c in candidates if c >= floor and called_success(c) <= allowed] or [configured]
-    return max(kept, key=lambda c: (right(c), -abs(c - configured)))
+def anchored_cut(points: Sequence[Point], configured: float, floor: float = 0.0, always: Sequence[Point] = ()) -> float:
+    """The cut :data:`ANCHOR_AT` of the way from the points' median "none" confidence to their
+    median answerable one, between ``floor`` and ``configured``; ``configured`` when it would call
+    more of the unanswerable points and ``always`` (off-domain questions) ``success``."""
+    answerable = [p.score for p in points if p.answerable]
+    unanswerable = [p.score for p in points if not p.answerable]
+    if not answerable or not unanswerable:
+        return configured
+    low, high = statistics.median(unanswerable), statistics.median(answerable)
+    cut = min(max(low + ANCHOR_AT * (high - low), floor), configured)
+    negatives = [*unanswerable, *(p.score for p in always)]
+    if sum(s >= cut for s in negatives) > sum(s >= configured for s in negatives):
+        return configured
+    return cut
 
 
 def leave_one_out(
     points: Sequence[Point], configured: float, floor: float = 0.0, always: Sequence[Point] = ()
 ) -> float:
-    """The share of ``points`` the cut fitted on the others (and ``always``) puts on their side."""
+    """The share of ``points`` the cut anchored on the others (and ``always``) puts on their side."""
     return sum(left_out(points, configured, floor, always)) / len(points) if points else 0.0
 
 
 def left_out(
     points: Sequence[Point], configured: float, floor: float = 0.0, always: Sequence[Point] = ()
 ) -> list[bool]:
-    """For each point, whether the cut fitted on the others (and ``always``) puts it on its side."""
+    """For each point, whether the cut anchored on the others (and ``always``) puts it on its side."""
     return [
-        (point.score >= best_cut([*points[:i], *points[i + 1 :], *always], configured, floor)) == point.answerable
+        (point.score >= anchored_cut([*points[:i], *points[i + 1 :]], configured, floor, always)) == point.answerable
         for i, point in enumerate(points)
     ]
 
@@ -110,8 +105,8 @@ def left_out(
 def fit(
     points: Sequence[Point], configured: float, floor: float = 0.0, always: Sequence[Point] = ()
 ) -> FittedCut | None:
-    """The fitted cut on the keeper's ``points`` and the off-domain questions' (``always``); None
-    when the keeper's are too few (:func:`enough`)."""
+    """The cut anchored on the keeper's ``points``, guarded by the off-domain questions'
+    (``always``); None when the keeper's are too few (:func:`enough`)."""
     answerable = sum(p.answerable for p in points)
     unanswerable = len(points) - answerable
     if not enough(answerable, unanswerable):
@@ -119,7 +114,7 @@ def fit(
     fitted = left_out(points, configured, floor, always)
     today = [(p.score >= configured) == p.answerable for p in points]
     return FittedCut(
-        success_at=round(best_cut([*points, *always], configured, floor), 6),
+        success_at=round(anchored_cut(points, configured, floor, always), 6),
         answerable=answerable,
         unanswerable=unanswerable,
         loo_accuracy=sum(fitted) / len(points),
