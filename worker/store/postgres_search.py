@@ -21,6 +21,7 @@ from .search import (
     DocumentDate,
     SearchParams,
     answered,
+    as_float32,
     chunk_of,
     refuses_community,
 )
@@ -48,7 +49,7 @@ class PostgresBackend:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
             try:
                 cur = conn.cursor(row_factory=psycopg.rows.dict_row)
-                return cur.execute(sqlfiles.query("hybrid_search"), params.sql_params()).fetchall()
+                return cur.execute(sqlfiles.query("hybrid_search"), params.sql_params(as_float32)).fetchall()
             except psycopg.errors.QueryCanceled as exc:
                 raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
 
@@ -62,7 +63,7 @@ class PostgresBackend:
         return [chunk_of(row) for row in rows]
 
     def answer(self, params: SearchParams, call: AnswerCall) -> Answered:
-        args = {**params.sql_params(), **call.sql_params()}
+        args = {**params.sql_params(as_float32), **call.sql_params()}
         for attempt in range(1, ANSWER_ATTEMPTS + 1):
             try:
                 with self.db.connection() as conn:

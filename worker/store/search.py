@@ -8,6 +8,7 @@ RPC route).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any, Protocol
@@ -29,6 +30,16 @@ CHUNK_FIELDS = (
     "content",
     "token_count",
 )
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    """A vector's text form, for PostgREST's JSON (psycopg sends the binary one, :func:`as_float32`)."""
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+def as_float32(vector: np.ndarray) -> np.ndarray:
+    """A vector as pgvector's psycopg adapter sends it (binary, every float32 exact)."""
+    return np.asarray(vector, dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -54,10 +65,12 @@ class SearchParams:
             digest.update(np.asarray(embedding, dtype=np.float32).tobytes())
         return digest.hexdigest()
 
-    def sql_params(self) -> dict[str, Any]:
+    def sql_params(self, vector: Callable[[np.ndarray], Any] = vector_literal) -> dict[str, Any]:
+        """The search function's arguments, the question's vector as ``vector`` gives it (its text
+        form by default, which PostgREST's JSON carries; psycopg sends pgvector's binary form)."""
         return {
             "query_text": self.query_text,
-            "query_embedding": None if self.embedding is None else vector_literal(self.embedding),
+            "query_embedding": None if self.embedding is None else vector(self.embedding),
             "match_count": self.match_count,
             "vector_weight": self.vector_weight,
             "fts_weight": self.fts_weight,
@@ -199,11 +212,6 @@ class DocumentDate:
     document_id: str
     name: str
     effective_date: date | None
-
-
-def vector_literal(vector: np.ndarray) -> str:
-    # Text form works for both psycopg and PostgREST (JSON) without a driver-specific adapter.
-    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
 
 
 def chunk_of(row: dict[str, Any]) -> ChunkResult:
