@@ -252,15 +252,16 @@ def _takes(row: dict, p: dict) -> bool:
 
 def score(calls: list[Call], p: dict, community: str) -> tuple[float, float, int]:
     """SOURCE 1 and status right on the community's rewordings, and wrong takes of rule 6."""
+    return _scored(calls, community, lambda c: _takes(c.row, p))
+
+
+def _scored(calls: list[Call], community: str, takes) -> tuple[float, float, int]:
+    """SOURCE 1 and status right on the community's rewordings, and wrong takes beyond rules
+    1-5, when ``takes`` says which questions take their nearest confirmation."""
     source1, right, wrong = [], [], 0
     for c in (c for c in calls if c.community == community):
-        took = _takes(c.row, p)
-        harmful = False
-        if took and not c.row["rules_1_5"] and not c.right_target:
-            if c.row["answer"] == "none":
-                harmful = c.kind == "answerable"
-            else:
-                harmful = c.kind != "answerable" or not c.row["holds_evidence"]
+        took = takes(c)
+        harmful = took and not c.row["rules_1_5"] and _harmful(c)
         wrong += harmful
         if c.phase != "b":
             continue
@@ -298,14 +299,20 @@ def fit(folder: Path) -> None:
     communities = sorted({c.community for c in calls if c.community})
     shown = lambda p: " / ".join(f"{p[k]:g}" for k in GRID)  # noqa: E731
     print("numbers:", " / ".join(GRID))
-    for name, p in (("shipped", SHIPPED), ("fitted on all", best(calls, communities))):
-        print(f"{name}: {shown(p)}")
+    _fitted_and_held_out(calls, communities, ("shipped", SHIPPED), best, score, shown)
+
+
+def _fitted_and_held_out(calls, communities, first, best_of, score_of, shown) -> None:
+    """``first`` and the numbers fitted on every community, scored on each; then each community
+    scored with the numbers fitted on the others."""
+    for name, p in (first, ("fitted on all", best_of(calls, communities))):
+        print(f"{name}: {shown(p) if p else ''}")
         for c in communities:
-            s1, right, wrong = score(calls, p, c)
+            s1, right, wrong = score_of(calls, p, c)
             print(f"  {c}: SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {wrong}")
     for held in communities:
-        p = best(calls, [c for c in communities if c != held])
-        s1, right, wrong = score(calls, p, held)
+        p = best_of(calls, [c for c in communities if c != held])
+        s1, right, wrong = score_of(calls, p, held)
         print(f"held out {held}: fitted {shown(p)} -> SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {wrong}")
 
 
@@ -393,17 +400,7 @@ def _harmful(c: Call) -> bool:
 
 
 def _overlap_score(calls: list[Call], p: dict | None, community: str) -> tuple[float, float, int]:
-    source1, right, wrong = [], [], 0
-    for c in (c for c in calls if c.community == community):
-        took = _takes_by_overlap(c, p)
-        harmful = took and not c.row["rules_1_5"] and _harmful(c)
-        wrong += harmful
-        if c.phase != "b":
-            continue
-        if c.kind == "answerable":
-            source1.append((took and c.right_target) or (c.before_source1 and not harmful))
-        right.append((took and c.right_target) or (c.before_right and not harmful))
-    return (sum(source1) / max(len(source1), 1), sum(right) / max(len(right), 1), wrong)
+    return _scored(calls, community, lambda c: _takes_by_overlap(c, p))
 
 
 def _best_overlap(calls: list[Call], communities: list[str]) -> dict:
@@ -439,15 +436,7 @@ def overlap(folder: Path, dataset: Path) -> None:
     ):
         print(f"  {name}: {_auroc([f(c) for c in missed], [f(c) for c in wrong]):.2f}")
     shown = lambda p: ", ".join(f"{k} {v}" for k, v in p.items())  # noqa: E731
-    for name, p in (("shipped rules alone", None), ("fitted on all", _best_overlap(calls, communities))):
-        print(f"{name}: {shown(p) if p else ''}")
-        for c in communities:
-            s1, right, n = _overlap_score(calls, p, c)
-            print(f"  {c}: SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {n}")
-    for held in communities:
-        p = _best_overlap(calls, [c for c in communities if c != held])
-        s1, right, n = _overlap_score(calls, p, held)
-        print(f"held out {held}: fitted {shown(p)} -> SOURCE 1 {s1:.2f}, status right {right:.2f}, wrong takes {n}")
+    _fitted_and_held_out(calls, communities, ("shipped rules alone", None), _best_overlap, _overlap_score, shown)
 
 
 # -- scale: the success cut fitted on the confirmations ------------------------------------------
