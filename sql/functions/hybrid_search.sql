@@ -229,8 +229,8 @@ begin
   select (select ('{' || string_agg(idx || ':' || w, ',' order by idx) || '}/999999999')::sparsevec
             from by_index),
          -- the normaliser counts every query lexeme, found in the corpus or not: a question
-         -- whose one matching word is "2019" is not a full match ("who won the world series
-         -- in 2019" scored fts 1.0 against governing documents when only found words counted)
+         -- whose one matching word is "2019" is not a full match (counting only the words found,
+         -- "who won the world series in 2019" would score fts 1.0 against governing documents)
          (select sum(idf * qtf) from all_terms),
          r.words, r.weights, r.counts, r.floors
     into qvec, idf_mass, read_words, read_weight, read_count, read_floor
