@@ -20,6 +20,7 @@ many chunks the documents made.
   the budget has room, SOURCE 1 first.
 * ``fill``: today's chunks; a caller's ``token_budget`` is filled to the token with the beginning
   of the best ranked chunk not yet in (cut, marked "…", at least 24 tokens of text).
+* ``carry-fill``: ``carry``, then ``fill`` with the room left.
 
 Passage vectors are cached under ``ARC_DATA_DIR/cache`` (give each variant its own data dir);
 ``ARC_STATEMENT_TIMEOUT_MS=120000`` lets a loaded machine ingest the long declarations.
@@ -47,7 +48,7 @@ from worker.ingest.ingestor import Ingestor
 from worker.models import ChunkResult
 from worker.retrieve import context as context_stage
 
-VARIANTS = ("today", "stock", "overlap", "carry", "fill")
+VARIANTS = ("today", "stock", "overlap", "carry", "fill", "carry-fill")
 BUDGETS = (500, 1000, 2000)
 ARC = harness.ARC
 SAME = {"n8n": "n8n default, same tokens", "hybrid": "hybrid, same tokens"}
@@ -67,9 +68,7 @@ def stock_chunks(blocks: list[chunking.Block]) -> list[chunking.Chunk]:
     for block in blocks:
         starts.append(len(text))
         text += block.text + "\n\n"
-    splitter = RecursiveCharacterTextSplitter(
-        chunk_size=STOCK_SIZE, chunk_overlap=STOCK_OVERLAP, add_start_index=True
-    )
+    splitter = RecursiveCharacterTextSplitter(chunk_size=STOCK_SIZE, chunk_overlap=STOCK_OVERLAP, add_start_index=True)
     chunks = []
     for i, piece in enumerate(splitter.create_documents([text])):
         at = piece.metadata["start_index"]
@@ -131,11 +130,12 @@ def patch_context(variant: str) -> None:
 
     def assemble(ranked: list[ChunkResult], **kw) -> context_stage.Context:
         built = shipped(ranked, **kw)
-        if variant == "carry" and kw.get("neighbours") is not None and built.chunks:
-            return carried(built, kw["neighbours"], kw["counter"], kw["token_budget"], kw.get("citations", "compact"))
+        citations = kw.get("citations", "compact")
+        if "carry" in variant and kw.get("neighbours") is not None and built.chunks:
+            built = carried(built, kw["neighbours"], kw["counter"], kw["token_budget"], citations)
         # a budget the caller set alone: the pipeline fills with the whole ranking (fill = len(ranked))
-        if variant == "fill" and ranked and kw.get("fill") == len(ranked) and built.chunks:
-            return filled(built, ranked, kw["counter"], kw["token_budget"], kw.get("citations", "compact"))
+        if "fill" in variant and ranked and kw.get("fill") == len(ranked) and built.chunks:
+            built = filled(built, ranked, kw["counter"], kw["token_budget"], citations)
         return built
 
     context_stage.assemble = assemble  # type: ignore[assignment]
@@ -228,6 +228,7 @@ def run(dataset_dir: Path, variant: str, out: Path) -> None:
     communities = results.communities()
     summary = {}
     for c in [*communities, "all"]:
+
         def mine(outcomes, c=c):
             return [o for o in outcomes if c == "all" or o.question.community == c]
 
@@ -317,7 +318,11 @@ def report(out: Path) -> None:
         "`ARC_DATA_DIR` for its passage vectors):",
         "",
         "```",
-        *[f"ARC_STATEMENT_TIMEOUT_MS=120000 ARC_DATA_DIR=DATA/{v} {r['command']}" for v, r in runs.items()],
+        *[
+            f"ARC_STATEMENT_TIMEOUT_MS=120000 ARC_DATA_DIR=DATA/{v} python benchmarks/granularity.py run HOA_DEV {v} "
+            "--out benchmarks/granularity"
+            for v in runs
+        ],
         "python benchmarks/granularity.py report --out benchmarks/granularity",
         "```",
         "",
@@ -351,13 +356,11 @@ def report(out: Path) -> None:
     for c in [*communities, "all"]:
         for v, r in runs.items():
             row = r["communities"][c]
-            lines.append(
-                f"| {c} | {v} | {_pair(row['own'])} ({row['own']['tokens']:.0f}) | "
-                f"{_f(row['own n8n']['evidence'])} / {_f(row['own hybrid']['evidence'])} | "
-                f"{_pair(row['1000'])} ({row['1000']['tokens']:.0f}) | {_f(row['1000 n8n']['evidence'])} / {_f(row['1000 hybrid']['evidence'])} | "
-                f"{_pair(row['2000'])} ({row['2000']['tokens']:.0f}) | {_f(row['2000 n8n']['evidence'])} / {_f(row['2000 hybrid']['evidence'])} | "
-                f"{_pair(row['500'])} | {_f(row['status_right'])} | {_f(row['negatives_success'])} |"
-            )
+            cells = [f"{_pair(row['own'])} ({row['own']['tokens']:.0f})", _anchors(row, "own")]
+            for b in ("1000", "2000"):
+                cells += [f"{_pair(row[b])} ({row[b]['tokens']:.0f})", _anchors(row, b)]
+            cells += [_pair(row["500"]), _f(row["status_right"]), _f(row["negatives_success"])]
+            lines.append(f"| {c} | {v} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Point 4 per variant",
@@ -397,10 +400,18 @@ def _changes(runs: dict) -> list[str]:
         if v == "today":
             continue
         for at in ("own", *[str(b) for b in BUDGETS]):
-            gained = [q["id"] for q in r["questions"] if q["kind"] == "answerable" and q[at][0] and not base[q["id"]][at][0]]
-            lost = [q["id"] for q in r["questions"] if q["kind"] == "answerable" and not q[at][0] and base[q["id"]][at][0]]
+            gained = [
+                q["id"] for q in r["questions"] if q["kind"] == "answerable" and q[at][0] and not base[q["id"]][at][0]
+            ]
+            lost = [
+                q["id"] for q in r["questions"] if q["kind"] == "answerable" and not q[at][0] and base[q["id"]][at][0]
+            ]
             lines.append(f"| {v} | {at} | {', '.join(gained) or '-'} | {', '.join(lost) or '-'} |")
     return lines
+
+
+def _anchors(row: dict, at: str) -> str:
+    return f"{_f(row[f'{at} n8n']['evidence'])} / {_f(row[f'{at} hybrid']['evidence'])}"
 
 
 def _pair(point: dict) -> str:
