@@ -326,6 +326,8 @@ def report(out: Path) -> None:
         "python benchmarks/granularity.py report --out benchmarks/granularity",
         "```",
         "",
+        "What the numbers say, and why nothing is shipped: docs/answer-quality.md, *Alternatives measured*.",
+        "",
         "## Chunks",
         "",
         "| variant | " + " | ".join(communities) + " |",
