@@ -1,5 +1,5 @@
 """Chunk granularity at equal tokens: today's chunks against a stock splitter's, overlap, and
-passages that carry their neighbours' sentences (measured, not shipped).
+passages that carry their neighbours' sentences (shipped for a caller-sized context).
 
 Each variant runs the whole answer harness (``arc-retrieval eval``: every community ingested
 through the normal path into its own database, every question through the webhook) with one
@@ -15,9 +15,11 @@ many chunks the documents made.
 * ``overlap``: today's chunks, each that follows another of its section opening with that
   chunk's last sentence (when the whole still fits the model; the sentences are packed to 224
   tokens so that it usually does).
-* ``carry``: today's chunks, embedded as today; in the context each passage is shown with the
+* ``carry``: today's chunks, embedded as today; in every context each passage is shown with the
   sentence before it and the sentence after it (from the chunks around it, in its section) while
-  the budget has room, SOURCE 1 first.
+  the budget has room, SOURCE 1 first. The pipeline does this for a context the caller sized
+  (``token_budget``), so ``today`` now carries at the budgets too; the committed ``today``
+  figures were measured before it did.
 * ``fill``: today's chunks; a caller's ``token_budget`` is filled to the token with the beginning
   of the best ranked chunk not yet in (cut, marked "…", at least 24 tokens of text).
 * ``carry-fill``: ``carry``, then ``fill`` with the room left.
@@ -79,11 +81,7 @@ def stock_chunks(blocks: list[chunking.Block]) -> list[chunking.Chunk]:
 
 
 def last_sentence(text: str) -> str:
-    return chunking._SENTENCE_END.split(text.strip())[-1].strip()
-
-
-def first_sentence(text: str) -> str:
-    return chunking._SENTENCE_END.split(text.strip())[0].strip()
+    return chunking.SENTENCE_END.split(text.strip())[-1].strip()
 
 
 def overlapped(chunks: list[chunking.Chunk], count: Callable[[str], int], limit: int) -> list[chunking.Chunk]:
@@ -129,49 +127,16 @@ def patch_context(variant: str) -> None:
     shipped = context_stage.assemble
 
     def assemble(ranked: list[ChunkResult], **kw) -> context_stage.Context:
+        if "carry" in variant:
+            kw["carry"] = True  # every context, not only one a caller sized (the pipeline's rule)
         built = shipped(ranked, **kw)
         citations = kw.get("citations", "compact")
-        if "carry" in variant and kw.get("neighbours") is not None and built.chunks:
-            built = carried(built, kw["neighbours"], kw["counter"], kw["token_budget"], citations)
         # a budget the caller set alone: the pipeline fills with the whole ranking (fill = len(ranked))
         if "fill" in variant and ranked and kw.get("fill") == len(ranked) and built.chunks:
             built = filled(built, ranked, kw["counter"], kw["token_budget"], citations)
         return built
 
     context_stage.assemble = assemble  # type: ignore[assignment]
-
-
-def carried(built, fetch, counter, budget: int, citations) -> context_stage.Context:
-    """``built`` with each passage's sentence before and after added, SOURCE 1 first, while the
-    whole context stays within ``budget``."""
-    chunks = list(built.chunks)
-    ids = {c.id for c in chunks}
-    passages = context_stage._passages(chunks)
-    best = built
-    for passage in passages:
-        first, last = passage[0], passage[-1]
-        around = {n.chunk_index: n for n in fetch(first)} | {n.chunk_index: n for n in fetch(last)}
-        for side in ("before", "after"):
-            edge = first if side == "before" else last
-            other = around.get(edge.chunk_index + (-1 if side == "before" else 1))
-            if other is None or other.id in ids or other.section_path != edge.section_path:
-                continue
-            if chunking.is_table(other.content) or chunking.is_table(edge.content):
-                continue
-            sentence = last_sentence(other.content) if side == "before" else first_sentence(other.content)
-            if not sentence:
-                continue
-            text = f"{sentence} {edge.content}" if side == "before" else f"{edge.content} {sentence}"
-            grown = edge.model_copy(update={"content": text})
-            trial = [grown if c.id == edge.id else c for c in chunks]
-            rendered = context_stage._render(trial, counter, citations)
-            if rendered.tokens <= budget:
-                chunks, best = trial, rendered
-                if edge.id == first.id:
-                    first = grown
-                if edge.id == last.id:
-                    last = grown
-    return best
 
 
 def filled(built, ranked, counter, budget: int, citations) -> context_stage.Context:

@@ -163,3 +163,74 @@ def test_the_fill_needs_only_the_floor_unless_told_otherwise():
     assert len(assemble(ranked, **rules).chunks) == 10  # no best few kept (ARC_MIN_CONTEXT_CHUNKS=0)
     hard = assemble(ranked, fill_needs=0.5, **rules)  # a caller's hard minimum
     assert [c.id for c in hard.chunks] == [c.id for c in ranked if c.final_score >= 0.5] == [0, 1, 2, 3]
+
+
+def _section(texts: list[str], section: str = "Article IV > Section 2") -> list:
+    """One document's consecutive chunks of one section."""
+    return [chunk(i, 0.0).model_copy(update={"document_id": "ccrs", "document_name": "Declaration",
+                                             "section_path": section, "chunk_index": i, "content": text})
+            for i, text in enumerate(texts)]
+
+
+def test_a_budgeted_passage_carries_the_sentence_before_and_after_it_from_its_section():
+    before, hit, after = _section([
+        "Owners may lease a lot for a term of at least twelve months. Short stays are not leases.",
+        "No lot shall be leased for hotel or transient purposes.",
+        "This does not apply to a lot the Association owns. Leases must be in writing.",
+    ])
+    ranked = [hit.model_copy(update={"final_score": 0.8})]
+    around = {c.id: [n for n in (before, hit, after) if abs(n.chunk_index - c.chunk_index) == 1] for c in (hit,)}
+    rules = dict(counter=default_counter(), min_relevance=0.5, min_chunks=1, floor=0.0,
+                 neighbours=lambda c: around[c.id], carry=True)
+    assert "Short stays" not in assemble(ranked, token_budget=1000, **{**rules, "carry": False}).text
+    context = assemble(ranked, token_budget=1000, **rules)
+    assert "Short stays are not leases. No lot shall be leased" in context.text
+    assert "transient purposes. This does not apply to a lot the Association owns." in context.text
+    assert "Leases must be in writing" not in context.text and "twelve months" not in context.text
+    # no room: the passage alone, whole
+    tight = assemble(ranked, token_budget=context.tokens - 12, **rules)
+    assert "No lot shall be leased for hotel or transient purposes." in tight.text and tight.tokens < context.tokens
+    # another section's sentence is not this passage's
+    other = [c.model_copy(update={"section_path": "Article V"}) for c in (before, after)]
+    around = {hit.id: other}
+    alone = assemble(ranked, token_budget=1000, **rules)
+    assert "Short stays" not in alone.text and "This does not apply" not in alone.text
+
+
+LEASING = "# Declaration\n\n## Leasing\n\n" + " ".join(
+    f"Rule {n} of the leasing article covers the {topic} of a leased lot."
+    for n, topic in enumerate(["registration", "insurance", "parking", "pets", "noise", "trash", "guests",
+                               "signs", "pools", "fences", "repairs", "keys", "fees", "notices", "meters",
+                               "mailboxes", "gates", "lawns", "roofs", "decks", "sheds", "boats", "lights",
+                               "drains", "paint", "windows", "doors", "steps", "walls", "grills"] * 2, start=1)
+) + "\n"
+
+
+@pytest.fixture(scope="module")
+def leasing(make_database, embedder, tmp_path_factory) -> Iterator:
+    """One section of short sentences, longer than a chunk: chunks that end and begin whole."""
+    url = make_database("carry")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write([ingestor.prepare_text(parse_markdown(LEASING), DocumentFields(document_id="ccrs",
+                                                                                   document_type="ccr"))])
+    found = build_retriever(Runtime(make_settings(tmp_path_factory.mktemp("carry"), url), db, embedder))
+    yield found
+    found.close()
+    db.close()
+
+
+def test_only_a_caller_sized_context_carries_the_sentences_around_its_passages(leasing):
+    chunks = leasing.backend.search(SearchParams(query_text="leasing rule", embedding=None, fts_weight=1.0,
+                                                 vector_weight=0.0))
+    assert len({c.chunk_index for c in chunks}) >= 2, "the section takes more than one chunk"
+    question = "What does the leasing article say about the insurance of a leased lot?"
+    default = leasing.answer(RetrievalRequest(query=question, top_k=1))
+    sized = leasing.answer(RetrievalRequest(query=question, top_k=1, token_budget=2000))
+    shown = [c for c in default.chunks if c.source is not None]
+    assert [c.id for c in shown] == [c.id for c in sized.chunks if c.source is not None] and len(shown) == 1
+    assert shown[0].content in default.context and shown[0].content in sized.context
+    assert len(sized.context) > len(default.context) and sized.context_tokens <= 2000
+    carried = sized.context.replace(shown[0].content, "|").split("|")
+    assert "Rule" in carried[0] + carried[1], "a sentence of the chunks around it comes with it"

@@ -43,7 +43,7 @@ class Chunk:
         return "\n".join(context) + "\n\n" + self.content if context else self.content
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")
+SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")
 
 
 def chunk_blocks(blocks: Iterable[Block], count_tokens: Callable[[str], int], max_tokens: int) -> list[Chunk]:
@@ -143,7 +143,7 @@ def _split_to_fit(text: str, count_tokens: Callable[[str], int], budget: int) ->
 
 
 def _sentences(text: str, count_tokens: Callable[[str], int], budget: int) -> Iterable[str]:
-    for sentence in _SENTENCE_END.split(text):
+    for sentence in SENTENCE_END.split(text):
         if count_tokens(sentence) <= budget:
             yield sentence
             continue

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..ingest.chunking import SECTION_SEPARATOR, is_table
+from ..ingest.chunking import SECTION_SEPARATOR, SENTENCE_END, is_table
 from ..models import ChunkResult, Citations
 from ..tokens import TokenCounter
 from .in_force import dates, dates_line
@@ -165,6 +165,7 @@ def assemble(
     neighbours: NeighbourFetch | None = None,
     fill: int = 0,
     fill_needs: float | None = None,
+    carry: bool = False,
     citations: Citations = "compact",
 ) -> Context:
     """Walk ``ranked`` (best first) and keep what fits.
@@ -177,6 +178,9 @@ def assemble(
     (neighbours not counted) and as far as the budget goes, each with the neighbour it is cut
     from; these need ``fill_needs`` (default ``floor``; a caller's hard minimum passes its own).
     A caller who sized the context gets it used, and the default context's chunks go in first.
+
+    ``carry``: the room the passages leave goes to the sentence before and after each one, from
+    the chunks around it in its section (:func:`_with_sentences_around`; needs ``neighbours``).
 
     ``citations``: how each ``[SOURCE n]`` block names its passage (see :func:`format_source`).
     """
@@ -220,7 +224,45 @@ def assemble(
     while context.tokens > token_budget and len(chosen) > 1:
         chosen.pop()
         context = _render(chosen, counter, citations)
+    if carry and neighbours is not None:
+        context = _with_sentences_around(context, neighbours, counter, token_budget, citations)
     return context
+
+
+def _with_sentences_around(
+    built: Context, fetch: NeighbourFetch, counter: TokenCounter, token_budget: int, citations: Citations
+) -> Context:
+    """``built`` with each passage carrying the sentence before it and the sentence after it,
+    where the chunk around it is of the same section and the context still fits the budget,
+    SOURCE 1 first.
+
+    A chunk boundary can fall between a rule and the sentence that qualifies it ("... except
+    that ...", "This does not apply to ..."): the stock splitters' overlap carries that sentence
+    into both chunks; here the passage shown carries it instead, so the index keeps one vector a
+    chunk and the agent reads the sentence where it belongs (docs/answer-quality.md)."""
+    chunks = list(built.chunks)
+    held = {c.id for c in chunks}
+    best = built
+    for passage in _passages(chunks):
+        first, last = passage[0], passage[-1]
+        around = {n.chunk_index: n for edge in {first.id: first, last.id: last}.values() for n in fetch(edge)}
+        for edge, step in ((first, -1), (last, 1)):
+            other = around.get(edge.chunk_index + step)
+            if other is None or other.id in held or other.section_path != edge.section_path:
+                continue
+            if is_table(other.content) or is_table(edge.content):
+                continue
+            pieces = SENTENCE_END.split(other.content.strip())
+            sentence = (pieces[-1] if step < 0 else pieces[0]).strip()
+            if not sentence:
+                continue
+            current = next(c for c in chunks if c.id == edge.id)
+            text = f"{sentence} {current.content}" if step < 0 else f"{current.content} {sentence}"
+            trial = [c.model_copy(update={"content": text}) if c.id == edge.id else c for c in chunks]
+            rendered = _render(trial, counter, citations)
+            if rendered.tokens <= token_budget:
+                chunks, best = trial, rendered
+    return best
 
 
 def _add_neighbours(
