@@ -526,3 +526,75 @@ def test_only_a_section_amended_after_the_date_takes_its_amendments_better_match
     # the amendment's best chunk lends its match; a better own match, an amendment already in force
     # by then, a superseded document and a chunk nothing replaced keep theirs
     assert lifted == {1: (0.7, 0.7), 2: (0.9, 0.9), 3: (0.2, 0.2), 4: (0.2, 0.2), 5: (0.3, 0.3)}
+
+
+LIVESTOCK_SHOW = """# Community Events
+
+## County fair
+
+Residents who raise or breed livestock or poultry may show them at the county fair; the
+Association rents a trailer to carry the animals there each summer.
+"""
+
+ONE_LINE_AMENDMENT = """# Third Amendment to the Declaration
+
+Article VII, Section 4 of the Declaration is hereby deleted in its entirety and replaced with the
+following: Up to four hens per lot.
+"""
+
+
+def test_as_of_a_date_a_one_line_amendment_answers_in_its_sections_words(make_database, embedder, tmp_path):
+    """A question in the words of the original rule, asked as of a day after a one-line amendment
+    replaced it: the amendment answers first (the section is out of force that day), ahead of a
+    passage that only shares the question's words."""
+    url = make_database("asofoneline")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
+            _doc(
+                ingestor, LIVESTOCK_SHOW, document_id="events", document_type="other", effective_date=date(1995, 1, 1)
+            ),
+            _doc(
+                ingestor,
+                ONE_LINE_AMENDMENT,
+                document_id="third-amendment",
+                document_type="ccr",
+                effective_date=date(2005, 6, 1),
+                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
+            ),
+        ]
+    )
+    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    question = "May animals, livestock or poultry be raised, bred or kept on a lot?"
+    after = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2010-01-01"}).get_json()
+    first = next(c for c in after["chunks"] if c["source"] == 1)
+    assert first["document_id"] == "third-amendment", [(c["document_id"], c["final_score"]) for c in after["chunks"]]
+    assert not any("poultry of any kind" in c["content"] for c in after["chunks"])
+    before = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2000-01-01"}).get_json()
+    assert "poultry of any kind" in next(c for c in before["chunks"] if c["source"] == 1)["content"]
+    assert "third-amendment" not in {c["document_id"] for c in before["chunks"]}
+    db.close()
+
+
+def test_only_an_amendment_in_force_takes_the_match_of_a_section_it_replaced():
+    from worker.models import ChunkResult
+    from worker.retrieve.in_force import amendments_take_their_sections_match
+
+    def chunk(i: int, document_id: str, fused: float, amended_by: str | None = None) -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=document_id, document_type="ccr",
+                           section_path="", page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content="x", token_count=1, fused_score=fused, vector_score=fused, amended_by=amended_by)
+
+    in_force = [chunk(1, "a-2005", 0.2), chunk(2, "a-2005", 0.3), chunk(3, "a-1995", 0.9), chunk(4, "rules", 0.1),
+                chunk(5, "ccrs", 0.4)]
+    # the sections a-2005 and a-1995 amended (out of force that day), and one a-2020 amended (not
+    # among the candidates: not in force yet, so its section is among them)
+    unfiltered = [chunk(10, "ccrs", 0.6, "a-2005"), chunk(11, "ccrs", 0.8, "a-2005"), chunk(12, "ccrs", 0.5, "a-1995"),
+                  chunk(5, "ccrs", 0.4, "a-2020"), *in_force]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in amendments_take_their_sections_match(in_force, unfiltered)}
+    # the amendment's best chunk takes its best section's match; its other chunk, an amendment
+    # already matching better and chunks that replaced nothing keep theirs
+    assert lifted == {1: (0.2, 0.2), 2: (0.8, 0.8), 3: (0.9, 0.9), 4: (0.1, 0.1), 5: (0.4, 0.4)}

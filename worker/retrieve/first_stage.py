@@ -169,9 +169,11 @@ class FirstStage:
                     found = state.rows or []
                     community = state.community or community
             found = self._replacements(found, community, options.as_of, state.dates if state is not None else None)
-            if options.as_of is not None and in_force.later_amendments(found, options.as_of):
+            if options.as_of is not None and found:
+                # the same search without the date: the versions of each section on either side of it
                 unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
                 found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
+                found = in_force.amendments_take_their_sections_match(found, unfiltered)
             named = frozenset(named_documents(processed.normalized, {c.document_id: c.document_name for c in found}))
             candidates = first_stage_order(
                 found,

@@ -13,7 +13,11 @@ stage reads that view into the answer:
 - a date before any document took effect has nothing in force (:func:`nothing_in_force`);
 - as of a date, a section a later amendment rewrote answers where that amendment matches the
   question (:func:`stand_in_for_later_amendments`): people ask in the words of the rule they know
-  today, and the version in force that day is the one that should answer them.
+  today, and the version in force that day is the one that should answer them;
+- as of a date, an amendment in effect by then answers where the section it replaced matches the
+  question (:func:`amendments_take_their_sections_match`): the original's words say what the rule
+  is about, a one-line amendment ("Section 4 is deleted and replaced by ...") says only what it is
+  now, and the original is out of force that day.
 """
 
 from __future__ import annotations
@@ -85,6 +89,40 @@ def stand_in_for_later_amendments(
         # best holds later amendments only, so a lender is one not in force on as_of
         amended = chunk.replaced is not None and chunk.replaced.how == "amended"
         lender = best.get(chunk.replaced.document_id) if amended and chunk.replaced is not None else None
+        if lender is not None and (lender.fused_score or 0.0) > (chunk.fused_score or 0.0):
+            chunk = chunk.model_copy(update={f: getattr(lender, f) for f in _MATCH_FIELDS})
+        out.append(chunk)
+    return out
+
+
+def amendments_take_their_sections_match(
+    in_force: list[ChunkResult], unfiltered: Iterable[ChunkResult]
+) -> list[ChunkResult]:
+    """``in_force`` (the candidates in force on a date), the best chunk of each amendment among
+    them taking the best match of the sections it amended among ``unfiltered`` (the same search
+    without a date) when that is better than its own. An amendment among the candidates had taken
+    effect that day, so the sections it amended were out of force and it answers in their place;
+    only chunks already in force that day are lifted, nothing enters the candidates."""
+    amending = {c.document_id for c in in_force}
+    kept = {c.id for c in in_force}
+    originals: dict[str, ChunkResult] = {}
+    for chunk in unfiltered:
+        by = chunk.amended_by
+        if by is None or by not in amending or chunk.id in kept:
+            continue
+        known = originals.get(by)
+        if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
+            originals[by] = chunk
+    best: dict[str, ChunkResult] = {}
+    for chunk in in_force:
+        if chunk.document_id in originals:
+            known = best.get(chunk.document_id)
+            if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
+                best[chunk.document_id] = chunk
+    lifted = {c.id: originals[c.document_id] for c in best.values()}
+    out = []
+    for chunk in in_force:
+        lender = lifted.get(chunk.id)
         if lender is not None and (lender.fused_score or 0.0) > (chunk.fused_score or 0.0):
             chunk = chunk.model_copy(update={f: getattr(lender, f) for f in _MATCH_FIELDS})
         out.append(chunk)
