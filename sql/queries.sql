@@ -105,6 +105,7 @@ select bm25_refresh_step(%(max_rows)s, %(community)s)
 select bm25_stale_chunks(%(community)s)
 
 -- name: hybrid_search
+-- The full-text leg also reads the question's compounds as the knowledge base spells them.
 select * from hybrid_search(
   query_text         => %(query_text)s,
   query_embedding    => %(query_embedding)s::vector,
@@ -115,7 +116,9 @@ select * from hybrid_search(
   document_types     => %(document_types)s::text[],
   binding_only       => %(binding_only)s,
   include_superseded => %(include_superseded)s,
-  expansion_text     => %(expansion_text)s,
+  expansion_text     => nullif(concat_ws(' ', nullif(%(expansion_text)s::text, ''),
+                                 nullif(array_to_string(arc_compound_spellings(%(compound_words)s::text[],
+                                                                               %(community)s::text), ' '), '')), ''),
   community          => %(community)s,
   filter_as_of       => %(filter_as_of)s::date
 )
@@ -237,8 +240,8 @@ where created_at > now() - interval '14 days'
 group by 1
 order by 1 desc
 
--- name: word_frequencies
-select word, df from arc_word_frequencies(%(words)s::text[], %(community)s::text)
+-- name: compound_spellings
+select arc_compound_spellings(%(words)s::text[], %(community)s::text)
 
 -- name: calibration_chunks
 -- A fixed sample of the chunks a status calibration asks back (034, which Supabase's RPC serves too).
@@ -469,7 +472,7 @@ select arc_answer(
   expansion_text     => %(expansion_text)s,
   community          => %(community)s,
   filter_as_of       => %(filter_as_of)s::date,
-  lookup_words       => %(lookup_words)s::text[],
+  compound_words     => %(compound_words)s::text[],
   calibration_model  => %(calibration_model)s,
   known_version      => %(known_version)s::bigint,
   neighbours_of      => %(neighbours_of)s

@@ -347,8 +347,9 @@ def test_a_token_limited_to_communities_gets_403_and_nothing_of_another(make_dat
 
 
 def test_the_vocabulary_reads_the_question_s_community(database_factory, embedder):
-    """020's word frequencies after 030 keyed bm25_terms by community (032): one association writes
-    "back yard", its sister "backyard"; each question is spelled its own community's way."""
+    """The compounds' spelling reads the question's community (bm25_terms by community, 032): one
+    association writes "back yard", its sister "backyard"; each question is spelled its own
+    community's way."""
     from worker.store.postgres_search import PostgresBackend
 
     url = database_factory("vocabulary")
@@ -361,18 +362,18 @@ def test_the_vocabulary_reads_the_question_s_community(database_factory, embedde
                                               DocumentFields(document_id="rules", name="Rules",
                                                              document_type="other"))], community=community)
     backend = PostgresBackend(db)
-    words = ["backyard", "yard", "the"]
-    assert backend.word_frequencies(words, "cedar-hollow") == {"backyard": 0, "yard": 1, "the": -1}
-    assert backend.word_frequencies(words, "cedar-ridge") == {"backyard": 1, "yard": 0, "the": -1}
-    assert backend.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}  # every community
+    words = ["a", "shed", "in", "the", "backyard"]
+    assert backend.compound_spellings(words, "cedar-hollow") == ["back", "yard"]
+    assert backend.compound_spellings(words, "cedar-ridge") == []
+    assert backend.compound_spellings(words) == []  # every community: "backyard" is written somewhere
     # the same function over Supabase's RPC route (the stand-in runs it by its named arguments)
     from tests.postgrest_standin import PostgrestStandin
     from worker.store.supabase_search import SupabaseBackend
 
     with PostgrestStandin(url) as server:
         rpc = SupabaseBackend(server.url, server.api_key)
-        assert rpc.word_frequencies(words, "cedar-ridge") == {"backyard": 1, "yard": 0, "the": -1}
-        assert rpc.word_frequencies(words) == {"backyard": 1, "yard": 1, "the": -1}
+        assert rpc.compound_spellings(words, "cedar-hollow") == ["back", "yard"]
+        assert rpc.compound_spellings(words, "cedar-ridge") == []
     db.close()
 
 

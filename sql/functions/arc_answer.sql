@@ -3,8 +3,9 @@
 -- per question (docs/performance.md, "One round trip").
 --
 -- The search's arguments are hybrid_search's. Besides them:
---   lookup_words       the question's words whose frequency decides the compounds' spelling
---                      (arc_word_frequencies; worker/retrieve/vocabulary.py);
+--   compound_words     the question's words (lower case, in order): the full-text leg also reads
+--                      their compounds as the knowledge base spells them (arc_compound_spellings,
+--                      added to expansion_text; worker/retrieve/vocabulary.py);
 --   calibration_model  the key the community's status calibration is stored under (036);
 --   known_version      the community's version a cached result was read at: when it is still the
 --                      community's version the search is not run again ("rows" is null);
@@ -13,13 +14,17 @@
 --                      context assembly adds where a chunk is cut mid-thought.
 -- It returns one JSON object: the community the question reads (the one named, or the knowledge
 -- base's only one; null when the knowledge base holds none, and then nothing else), its version,
--- the words' frequencies, the stored calibration (arc_status_calibration's row), the confirmations'
+-- the stored calibration
+-- (arc_status_calibration's row), the confirmations'
 -- stamp (arc_confirmation_stamp), the candidates ("rows", hybrid_search's rows), the best
 -- candidates' neighbours ("neighbours") and the documents that replaced a candidate, each with the
 -- day it took effect ("dates", arc_document_dates' rows); the last two are null with "rows". A community
 -- that is not there, or none named among several, raises hybrid_search's errors (22023).
 drop function if exists arc_answer(text, vector, integer, double precision, double precision, text, text[],
   boolean, boolean, text, text, date, text[], text, bigint);
+-- the same types with lookup_words, which a parameter's new name cannot replace in place:
+drop function if exists arc_answer(text, vector, integer, double precision, double precision, text, text[],
+  boolean, boolean, text, text, date, text[], text, bigint, integer);
 
 create or replace function arc_answer(
   query_text          text,
@@ -34,7 +39,7 @@ create or replace function arc_answer(
   expansion_text      text default null,
   community           text default null,
   filter_as_of        date default null,
-  lookup_words        text[] default null,
+  compound_words      text[] default null,
   calibration_model   text default null,
   known_version       bigint default null,
   neighbours_of       integer default 0
@@ -50,6 +55,7 @@ declare
   found    jsonb := null;
   around   jsonb := null;
   replacing jsonb := null;
+  spelled  text[] := '{}';
 begin
   scope := arc_answer.community;
   if scope is null then
@@ -63,6 +69,9 @@ begin
   end if;
   version := case when scope is null then null else knowledge_base_version(scope) end;
   if scope is null or known_version is null or version is distinct from known_version then
+    if scope is not null then
+      spelled := arc_compound_spellings(compound_words, scope);
+    end if;
     select coalesce(jsonb_agg(to_jsonb(h)), '[]'::jsonb) into found
     from hybrid_search(
       query_text         => arc_answer.query_text,
@@ -74,7 +83,8 @@ begin
       document_types     => arc_answer.document_types,
       binding_only       => arc_answer.binding_only,
       include_superseded => arc_answer.include_superseded,
-      expansion_text     => arc_answer.expansion_text,
+      expansion_text     => nullif(concat_ws(' ', nullif(arc_answer.expansion_text, ''),
+                                                 nullif(array_to_string(spelled, ' '), '')), ''),
       -- the community resolved above, named: hybrid_search then plans for it as it does for a
       -- caller that names it (its own vector index); null only to raise hybrid_search's error
       community          => coalesce(scope, arc_answer.community),
@@ -100,8 +110,6 @@ begin
   return jsonb_build_object(
     'community', scope,
     'version', version,
-    'frequencies', (select coalesce(jsonb_object_agg(f.word, f.df), '{}'::jsonb)
-                    from arc_word_frequencies(coalesce(lookup_words, '{}'), scope) f),
     'calibration', case when calibration_model is null then null
                         else (select to_jsonb(c) from arc_status_calibration(scope, calibration_model) c) end,
     'confirmations', arc_confirmation_stamp(scope),

@@ -36,7 +36,7 @@ from .preprocess import ProcessedQuery, preprocess
 from .scoring import first_stage_order
 from .search_cache import Held, SearchCache
 from .timing import Timer
-from .vocabulary import CompoundCandidates, Spellings, compound_candidates, compound_expansions, expand
+from .vocabulary import compound_words, expand
 
 log = logging.getLogger("arc.pipeline")
 
@@ -100,10 +100,9 @@ class FirstStage:
         self.authority = authority
         self.default_fusion = default_fusion
         self.embedding_timeout = embedding_timeout
-        # The communities and each one's compound spellings as this process last read them; the one
-        # call checks both against the database (:meth:`_answer`).
+        # The communities as this process last read them; the one call checks them against the
+        # database (:meth:`_answer`).
         self._communities: tuple[str, ...] | None = None
-        self._spellings = Spellings()
         self._embed_pool = BoundedExecutor("embedding", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
         self._search_pool = BoundedExecutor("full-text", workers=PROVIDER_WORKERS, queue=PROVIDER_QUEUE)
 
@@ -134,13 +133,12 @@ class FirstStage:
             chosen = reading.weights(processed.weights)
             weights = options.weights or Weights(vector=chosen[0], fts=chosen[1])
             fusion = options.fusion or self.default_fusion
-            compounds = compound_candidates(processed.normalized)
-            spelled = self._spellings.get(community)
-            expansion = expand(processed.normalized) + self._compounds(compounds, spelled, community)
+            expansion = expand(processed.normalized)
         params = SearchParams(
             query_text=processed.normalized,
             embedding=None,
             expansion_text=" ".join(expansion) or None,
+            compound_words=compound_words(processed.normalized),
             match_count=options.candidates,
             vector_weight=weights.vector,
             fts_weight=weights.fts,
@@ -162,7 +160,7 @@ class FirstStage:
                 found = full_text_only.result()
             else:
                 searched = replace(params, embedding=embedding)
-                state = self._answer(searched, options.community, compounds, calibration_model)
+                state = self._answer(searched, options.community, calibration_model)
                 if state is None:  # a backend that cannot answer in one call
                     found = self._search(searched)
                 else:
@@ -210,19 +208,15 @@ class FirstStage:
             held = self._communities = tuple(self.backend.communities())
         return held
 
-    def _answer(
-        self, params: SearchParams, requested: str | None, compounds: CompoundCandidates, calibration_model: str | None
-    ) -> Answered | None:
-        """The search and what the answer reads besides, in one call (``arc_answer``): a cached
-        result is sent back only when the community's version moved; the compounds' spelling is
-        this process's at the version last seen, and a question whose spelling turns out to have
-        changed is searched again with it."""
+    def _answer(self, params: SearchParams, requested: str | None, calibration_model: str | None) -> Answered | None:
+        """The search and what the answer reads besides, in one call (``arc_answer``, which also
+        spells the question's compounds the knowledge base's way): a cached result is sent back
+        only when the community's version moved."""
         if not self.backend.one_call:
             return None
         answer = self.backend.answer
         held = self.search_cache.held(params)
         call = AnswerCall(
-            lookup_words=tuple(compounds.lookups()),
             calibration_model=calibration_model,
             known_version=held.version if held is not None else None,
             neighbours_of=NEIGHBOURS_OF,
@@ -243,12 +237,6 @@ class FirstStage:
             self._communities = None
             # the cached version was the other community's: a search skipped on it is run now
             return state if state.rows is not None else answer(asked, replace(call, known_version=None))
-        self._spellings.put(state.community, state.version, state.frequencies)
-        spelled = compound_expansions(compounds, state.frequencies)
-        wanted = " ".join(expand(params.query_text) + spelled) or None
-        if wanted != params.expansion_text:  # this process's spelling was out of date: search with today's
-            state = answer(replace(asked, expansion_text=wanted), replace(call, known_version=None))
-            params = replace(params, expansion_text=wanted)
         if state.rows is None:
             assert held is not None  # rows are left out only for the version a cached result was read at
             self.search_cache.hits += 1
@@ -263,20 +251,18 @@ class FirstStage:
     ) -> Iterator[list[ChunkResult]]:
         """Each text's candidates in first-stage order, asked as a question in ``community`` is
         (``language_code``: the texts' language when it is not English, weighted as a question in
-        it is), without steer or request weights: one embedding call and one lookup of every
-        text's compound words for the batch, then one search each."""
+        it is), without steer or request weights: one embedding call for the batch, then one search
+        each."""
         processed = [preprocess(t) for t in texts]
         vectors = self.embedder.embed_queries([p.normalized for p in processed])
-        compounds = [compound_candidates(p.normalized) for p in processed]
-        words = sorted({w for c in compounds for w in c.lookups()})
-        frequency = self.backend.word_frequencies(words, community)
-        for p, vector, candidates in zip(processed, vectors, compounds, strict=True):
-            expansion = expand(p.normalized) + compound_expansions(candidates, frequency)
+        for p, vector in zip(processed, vectors, strict=True):
+            expansion = expand(p.normalized)
             weights = language.FOREIGN_WEIGHTS if language_code not in (None, "en") else p.weights
             params = SearchParams(
                 query_text=p.normalized,
                 embedding=vector,
                 expansion_text=" ".join(expansion) or None,
+                compound_words=compound_words(p.normalized),
                 vector_weight=weights[0],
                 fts_weight=weights[1],
                 fusion=self.default_fusion,
@@ -299,15 +285,6 @@ class FirstStage:
             return found
         dates = read if read is not None else self.backend.document_dates(community, replacing)
         return in_force.mark_replacements(found, dates, as_of)
-
-    def _compounds(
-        self, candidates: CompoundCandidates, spelled: dict[str, int] | None, community: str | None
-    ) -> list[str]:
-        """The community's own spelling of the question's compounds (vocabulary.py), from the
-        frequencies this process holds for it (None: read them now, a backend without one call)."""
-        if self.backend.one_call:
-            return compound_expansions(candidates, spelled or {})  # the one call checks them
-        return compound_expansions(candidates, self.backend.word_frequencies(candidates.lookups(), community))
 
     def _search(self, params: SearchParams) -> list[ChunkResult]:
         if not self.search_cache.enabled:

@@ -9,10 +9,7 @@ association's); the embedding leg reads the question as typed.
 
 from __future__ import annotations
 
-import itertools
 import re
-import threading
-from dataclasses import dataclass
 
 # question phrase (a regex, matched case-insensitively on word boundaries) -> document words
 SYNONYMS: dict[str, str] = {
@@ -64,83 +61,12 @@ def expand(question: str) -> list[str]:
 # "backyard" against "back yard", "sunroom" against "sun room", "lawn mower" against "lawnmower":
 # the question and the documents (or the scan's OCR) write one compound two ways, and the
 # full-text leg matches neither. Which way the documents write it is asked of the knowledge base
-# itself (sql/functions/arc_word_frequencies.sql, per community), so nothing here lists words.
+# itself, inside the search's call (sql/functions/arc_compound_spellings.sql, per community), so
+# nothing here lists words.
 _LETTERS = re.compile(r"[A-Za-z]+")
-SPLIT_MIN = 7  # a word this long may be two words run together ...
-PART_MIN = 3  # ... of at least this many letters each
 
 
-@dataclass(frozen=True)
-class CompoundCandidates:
-    words: tuple[str, ...]
-    splits: dict[str, tuple[tuple[str, str], ...]]
-    joins: tuple[tuple[str, str], ...]
-
-    def lookups(self) -> list[str]:
-        """Every word whose frequency in the knowledge base decides something."""
-        needed = set(self.words) | {a + b for a, b in self.joins}
-        needed |= {part for pairs in self.splits.values() for pair in pairs for part in pair}
-        return sorted(needed)
-
-
-def compound_candidates(question: str) -> CompoundCandidates:
-    words = tuple(w.lower() for w in _LETTERS.findall(question))
-    splits = {
-        w: tuple((w[:i], w[i:]) for i in range(PART_MIN, len(w) - PART_MIN + 1))
-        for w in set(words)
-        if len(w) >= SPLIT_MIN
-    }
-    joins = tuple((a, b) for a, b in itertools.pairwise(words) if len(a) >= PART_MIN and len(b) >= PART_MIN)
-    return CompoundCandidates(words, splits, joins)
-
-
-def compound_expansions(candidates: CompoundCandidates, frequency: dict[str, int]) -> list[str]:
-    """The documents' spelling of the question's compounds: a word no chunk holds, split where
-    both halves are the documents' words (the split whose rarer half is commonest), and two
-    adjacent words joined where the documents write them as one (stopwords never join)."""
-    present = set(candidates.words)
-    extra: list[str] = []
-    for word, pairs in sorted(candidates.splits.items()):
-        if frequency.get(word, 0) != 0:
-            continue
-        found = [
-            (min(frequency.get(a, 0), frequency.get(b, 0)), a, b)
-            for a, b in pairs
-            if frequency.get(a, 0) > 0 and frequency.get(b, 0) > 0
-        ]
-        if found:
-            _, a, b = max(found)
-            extra += [a, b]
-    for a, b in candidates.joins:
-        if (
-            frequency.get(a, -1) >= 0
-            and frequency.get(b, -1) >= 0
-            and frequency.get(a + b, 0) > 0
-            and a + b not in present
-        ):
-            extra.append(a + b)
-    return [w for i, w in enumerate(extra) if w not in present and w not in extra[:i]]
-
-
-class Spellings:
-    """Per community, the words' frequencies a process has read (the one call returns them), for
-    the version they were read at: a question's compounds are spelled from them before its search,
-    and the call that searches says whether the version still holds (``first_stage.py``)."""
-
-    def __init__(self, max_words: int = 20_000):
-        self.max_words = max_words
-        self._held: dict[str, tuple[int, dict[str, int]]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, community: str) -> dict[str, int] | None:
-        with self._lock:
-            held = self._held.get(community)
-        return None if held is None else held[1]
-
-    def put(self, community: str, version: int, frequencies: dict[str, int]) -> None:
-        with self._lock:
-            held = self._held.get(community)
-            if held is None or held[0] != version or len(held[1]) > self.max_words:
-                self._held[community] = (version, dict(frequencies))
-            else:
-                held[1].update(frequencies)
+def compound_words(question: str) -> tuple[str, ...]:
+    """The question's words, lower case, in order: the search also reads their compounds as the
+    knowledge base spells them (a word it lacks split in two, two words joined)."""
+    return tuple(w.lower() for w in _LETTERS.findall(question))

@@ -3,6 +3,7 @@ primary, or spread over read replicas when there are any (``replicas.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -105,13 +106,10 @@ class PostgresBackend:
             rows = self.replicas.read(run, self.replicas.floor)
         return [chunk_of(row) for row in rows]
 
-    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
-        if not words:
-            return {}
+    def compound_spellings(self, words: Sequence[str], community: str | None = None) -> list[str]:
         with self.db.connection() as conn:
-            return dict(
-                conn.execute(sqlfiles.query("word_frequencies"), {"words": words, "community": community}).fetchall()
-            )
+            found = conn.execute(sqlfiles.query("compound_spellings"), {"words": list(words), "community": community})
+            return list(one_row(found)[0])
 
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
         with self.db.connection() as conn:

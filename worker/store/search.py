@@ -8,7 +8,7 @@ RPC route).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any, Protocol
@@ -54,6 +54,9 @@ class SearchParams:
     binding_only: bool = False
     include_superseded: bool = False
     expansion_text: str | None = None  # extra words for the full-text leg only (worker/retrieve/vocabulary.py)
+    # the question's words: the full-text leg also reads their compounds as the knowledge base
+    # spells them (sql/functions/arc_compound_spellings.sql), added to expansion_text by the database
+    compound_words: tuple[str, ...] = ()
     community: str | None = None  # the one community both legs read (sql/functions/hybrid_search.sql)
     as_of: date | None = None  # only what was in force that day (in_force.py); superseded documents then count
 
@@ -79,6 +82,7 @@ class SearchParams:
             "binding_only": self.binding_only,
             "include_superseded": self.include_superseded or self.as_of is not None,
             "expansion_text": self.expansion_text,
+            "compound_words": list(self.compound_words),
             "community": self.community,
             "filter_as_of": None if self.as_of is None else self.as_of.isoformat(),
         }
@@ -87,14 +91,13 @@ class SearchParams:
 @dataclass(frozen=True)
 class Answered:
     """What a question's one call (``sql/functions/arc_answer.sql``) read: the community it reads
-    (None: the knowledge base holds none), that community's version, the words' frequencies, the
-    stored status calibration's row, the confirmations' stamp, the candidates (None: the cached
+    (None: the knowledge base holds none), that community's version, the stored status
+    calibration's row, the confirmations' stamp, the candidates (None: the cached
     ones, read at ``known_version``, still stand), the best candidates' neighbours and the dates
     of the documents that replaced a candidate."""
 
     community: str | None
     version: int
-    frequencies: dict[str, int]
     calibration: dict[str, Any] | None
     confirmations: str | None
     rows: list[ChunkResult] | None
@@ -113,14 +116,12 @@ class CommunityRefused(Exception):
 class AnswerCall:
     """What a question's one call asks besides the search."""
 
-    lookup_words: tuple[str, ...] = ()
     calibration_model: str | None = None
     known_version: int | None = None
     neighbours_of: int = 0  # how many of the best fused candidates come with their neighbours
 
     def sql_params(self) -> dict[str, Any]:
         return {
-            "lookup_words": list(self.lookup_words),
             "calibration_model": self.calibration_model,
             "known_version": self.known_version,
             "neighbours_of": self.neighbours_of,
@@ -133,7 +134,6 @@ def answered(body: dict[str, Any] | None) -> Answered:
     return Answered(
         community=body.get("community"),
         version=int(body.get("version") or 0),
-        frequencies={str(k): int(v) for k, v in (body.get("frequencies") or {}).items()},
         calibration=body.get("calibration"),
         confirmations=body.get("confirmations"),
         rows=None if rows is None else [chunk_of(row) for row in rows],
@@ -190,9 +190,9 @@ class SearchBackend(Protocol):
 
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]: ...
 
-    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
-        """How many of a community's chunks hold each word (0: none, -1: a stopword); None sums
-        over every community (020, per community since 032)."""
+    def compound_spellings(self, words: Sequence[str], community: str | None = None) -> list[str]:
+        """The knowledge base's spelling of the compounds of a question's ``words``
+        (sql/functions/arc_compound_spellings.sql); None reads every community."""
         ...
 
     def document_dates(self, community: str, ids: list[str] | None = None) -> dict[str, DocumentDate]:

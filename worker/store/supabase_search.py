@@ -3,6 +3,7 @@ a ``supabase`` client): the same SQL functions as on Postgres."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 from typing import Any, cast
 
@@ -36,6 +37,11 @@ class SupabaseBackend:
 
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         args = params.sql_params()
+        # hybrid_search takes the compounds' spelling in its expansion (the one call, arc_answer,
+        # spells them itself): asked first, one more request, for a question that has words
+        words = args.pop("compound_words")
+        spelled = self.compound_spellings(words, params.community) if words else []
+        args["expansion_text"] = " ".join(w for w in (params.expansion_text, *spelled) if w) or None
         # PostgREST picks the function by its argument names; a null vector is simply omitted.
         args = {k: v for k, v in args.items() if v is not None}
         return [chunk_of(row) for row in self._rpc("hybrid_search", args)]
@@ -55,13 +61,10 @@ class SupabaseBackend:
     def neighbours(self, chunk_id: int, radius: int = 1) -> list[ChunkResult]:
         return [chunk_of(row) for row in self._rpc("chunk_neighbours", {"chunk_id": chunk_id, "radius": radius})]
 
-    def word_frequencies(self, words: list[str], community: str | None = None) -> dict[str, int]:
-        if not words:
-            return {}
-        return {
-            row["word"]: int(row["df"])
-            for row in self._rpc("arc_word_frequencies", {"words": words, "community": community})
-        }
+    def compound_spellings(self, words: Sequence[str], community: str | None = None) -> list[str]:
+        return list(
+            rpc.call(self.client, "arc_compound_spellings", {"words": list(words), "community": community}) or []
+        )
 
     def calibration_chunks(self, limit: int, community: str | None = None) -> list[str]:
         return [
