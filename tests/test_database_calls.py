@@ -176,3 +176,22 @@ def test_a_neighbour_and_an_amendments_date_come_with_the_one_call(elm, embedder
     # first); then one call each, the cached answer's too
     assert [int(a.timings_ms["database_calls"]) for a in asked][1:] == [1, 1]
     assert again.chunks[0].replaced == first.chunks[0].replaced
+
+
+def test_a_caller_sized_context_after_a_default_one_reads_its_neighbours_in_its_call(elm, embedder, monkeypatch):
+    """The search cache holds the default context's neighbours (the best few candidates'); a
+    context the caller sizes goes further down the ranking and reads every candidate's, in its one
+    call, rather than one call per chunk the cached entry lacks."""
+    from worker.retrieve import first_stage
+
+    monkeypatch.setattr(first_stage, "NEIGHBOURS_OF", 1)
+    retriever = Retriever(embedder=embedder, backend=PostgresBackend(elm), reranker=None, search_cache=SearchCache())
+    try:
+        asked = [retriever.answer(RetrievalRequest(query=GATE, community="elm", **more))
+                 for more in ({}, {}, {"token_budget": 4000}, {"token_budget": 4000})]
+    finally:
+        retriever.close()
+    sized = asked[2]
+    assert sum(1 for c in sized.chunks if c.source is not None) > 2, "the budget took chunks past the first"
+    # (the default context, its neighbours read for one candidate only here, may ask for more)
+    assert [int(a.timings_ms["database_calls"]) for a in asked][2:] == [1, 1]

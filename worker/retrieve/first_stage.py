@@ -50,8 +50,10 @@ FULL_TEXT_HEAD_START = 0.25
 PROVIDER_WORKERS = 4
 PROVIDER_QUEUE = 8
 # The one call returns the neighbours of this many of the best fused candidates, the chunks context
-# assembly adds where a chunk of the context is cut mid-thought; a chunk further down that needs its
-# neighbours costs one more call (docs/performance.md, "One round trip").
+# assembly adds where a chunk of the default context is cut mid-thought; a chunk further down that
+# needs its neighbours costs one more call (docs/performance.md, "One round trip"). A context the
+# caller sized goes as far down the ranking as its budget, each passage with the sentences around
+# it: it reads every candidate's neighbours.
 NEIGHBOURS_OF = 16
 
 
@@ -160,7 +162,9 @@ class FirstStage:
                 found = full_text_only.result()
             else:
                 searched = replace(params, embedding=embedding)
-                state = self._answer(searched, options.community, calibration_model)
+                sized = options.token_budget is not None or options.top_k is not None
+                around = 2 * params.match_count if sized else NEIGHBOURS_OF
+                state = self._answer(searched, options.community, calibration_model, around)
                 if state is None:  # a backend that cannot answer in one call
                     found = self._search(searched)
                 else:
@@ -208,7 +212,9 @@ class FirstStage:
             held = self._communities = tuple(self.backend.communities())
         return held
 
-    def _answer(self, params: SearchParams, requested: str | None, calibration_model: str | None) -> Answered | None:
+    def _answer(
+        self, params: SearchParams, requested: str | None, calibration_model: str | None, neighbours_of: int
+    ) -> Answered | None:
         """The search and what the answer reads besides, in one call (``arc_answer``, which also
         spells the question's compounds the knowledge base's way): a cached result is sent back
         only when the community's version moved."""
@@ -216,10 +222,12 @@ class FirstStage:
             return None
         answer = self.backend.answer
         held = self.search_cache.held(params)
+        if held is not None and held.neighbours_of < neighbours_of:
+            held = None  # read for a smaller context: read again, with the neighbours this one needs
         call = AnswerCall(
             calibration_model=calibration_model,
             known_version=held.version if held is not None else None,
-            neighbours_of=NEIGHBOURS_OF,
+            neighbours_of=neighbours_of,
         )
         # The community as the request named it: the database resolves an unnamed one itself, so a
         # community added since this process last looked makes the question refused, as it must be.
@@ -241,7 +249,7 @@ class FirstStage:
             assert held is not None  # rows are left out only for the version a cached result was read at
             self.search_cache.hits += 1
             return replace(state, rows=held.rows, neighbours=held.neighbours, dates=held.dates)
-        self.search_cache.put(params, Held(state.version, state.rows, state.neighbours, state.dates))
+        self.search_cache.put(params, Held(state.version, state.rows, state.neighbours, state.dates, neighbours_of))
         return state
 
     # -- the calibration's questions -----------------------------------------------------------

@@ -22,11 +22,12 @@ class Held:
     rows: list[ChunkResult]
     neighbours: dict[int, list[ChunkResult]] | None = None
     dates: dict[str, DocumentDate] | None = None
+    neighbours_of: int = 0  # how many of the best rows the neighbours were read for
 
     def copy(self) -> Held:
         # callers change their chunks' scores in place: each gets its own
         neighbours = None if self.neighbours is None else {k: list(v) for k, v in self.neighbours.items()}
-        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates)
+        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates, self.neighbours_of)
 
 
 class SearchCache:
