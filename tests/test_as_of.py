@@ -470,31 +470,34 @@ structure's roof must match the colors of the house.
 """
 
 
-def test_as_of_a_date_the_section_a_later_amendment_rewrote_answers_in_its_words(make_database, embedder, tmp_path):
-    """A question put in the words of the rule in force today ("hens in a backyard coop") asked as
-    of a day before that rule: the section it later rewrote answers first, ahead of a passage that
-    only shares the question's words."""
-    url = make_database("asoflater")
-    db = Database(url)
+def _amended(make_database, embedder, tmp_path, other: tuple[str, str], amendment: tuple[str, str]):
+    """The declaration (1990), ``other`` (text, id; 1995) and ``amendment`` (text, id; 2005, of
+    Article VII Section 4): the database and a webhook client on it."""
+    db = Database(make_database("asofamended"))
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     ingestor.write(
         [
             _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
-            _doc(
-                ingestor, YARD_RULES, document_id="yard-rules", document_type="other", effective_date=date(1995, 1, 1)
-            ),
+            _doc(ingestor, other[0], document_id=other[1], document_type="other", effective_date=date(1995, 1, 1)),
             _doc(
                 ingestor,
-                AMENDMENT,
-                document_id="second-amendment",
+                amendment[0],
+                document_id=amendment[1],
                 document_type="ccr",
                 effective_date=date(2005, 6, 1),
                 amends=(Amendment("ccrs", ("Article VII Section 4",)),),
             ),
         ]
     )
-    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
+    return db, create_app(runtime=Runtime(make_settings(tmp_path, db.url), db, embedder)).test_client()
+
+
+def test_as_of_a_date_the_section_a_later_amendment_rewrote_answers_in_its_words(make_database, embedder, tmp_path):
+    """A question put in the words of the rule in force today ("hens in a backyard coop") asked as
+    of a day before that rule: the section it later rewrote answers first, ahead of a passage that
+    only shares the question's words."""
+    db, client = _amended(make_database, embedder, tmp_path, (YARD_RULES, "yard-rules"), (AMENDMENT, "second-amendment"))
     question = "Can I keep hens in a backyard coop?"
     before = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2000-01-01"}).get_json()
     first = next(c for c in before["chunks"] if c["source"] == 1)
@@ -547,27 +550,9 @@ def test_as_of_a_date_a_one_line_amendment_answers_in_its_sections_words(make_da
     """A question in the words of the original rule, asked as of a day after a one-line amendment
     replaced it: the amendment answers first (the section is out of force that day), ahead of a
     passage that only shares the question's words."""
-    url = make_database("asofoneline")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingestor.write(
-        [
-            _doc(ingestor, DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1990, 1, 1)),
-            _doc(
-                ingestor, LIVESTOCK_SHOW, document_id="events", document_type="other", effective_date=date(1995, 1, 1)
-            ),
-            _doc(
-                ingestor,
-                ONE_LINE_AMENDMENT,
-                document_id="third-amendment",
-                document_type="ccr",
-                effective_date=date(2005, 6, 1),
-                amends=(Amendment("ccrs", ("Article VII Section 4",)),),
-            ),
-        ]
+    db, client = _amended(
+        make_database, embedder, tmp_path, (LIVESTOCK_SHOW, "events"), (ONE_LINE_AMENDMENT, "third-amendment")
     )
-    client = create_app(runtime=Runtime(make_settings(tmp_path, url), db, embedder)).test_client()
     question = "May animals, livestock or poultry be raised, bred or kept on a lot?"
     after = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2010-01-01"}).get_json()
     first = next(c for c in after["chunks"] if c["source"] == 1)

@@ -78,12 +78,7 @@ def stand_in_for_later_amendments(
     it is better than its own: the amendment is not in force yet, so the section it replaced
     answers in its place. An amendment of several sections lends its match to each of them."""
     later = later_amendments(in_force, as_of)
-    best: dict[str, ChunkResult] = {}
-    for chunk in unfiltered:
-        if chunk.document_id in later:
-            known = best.get(chunk.document_id)
-            if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
-                best[chunk.document_id] = chunk
+    best = _best_by(unfiltered, lambda c: c.document_id if c.document_id in later else None)
     out = []
     for chunk in in_force:
         # best holds later amendments only, so a lender is one not in force on as_of
@@ -105,20 +100,8 @@ def amendments_take_their_sections_match(
     only chunks already in force that day are lifted, nothing enters the candidates."""
     amending = {c.document_id for c in in_force}
     kept = {c.id for c in in_force}
-    originals: dict[str, ChunkResult] = {}
-    for chunk in unfiltered:
-        by = chunk.amended_by
-        if by is None or by not in amending or chunk.id in kept:
-            continue
-        known = originals.get(by)
-        if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
-            originals[by] = chunk
-    best: dict[str, ChunkResult] = {}
-    for chunk in in_force:
-        if chunk.document_id in originals:
-            known = best.get(chunk.document_id)
-            if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
-                best[chunk.document_id] = chunk
+    originals = _best_by(unfiltered, lambda c: c.amended_by if c.amended_by in amending and c.id not in kept else None)
+    best = _best_by(in_force, lambda c: c.document_id if c.document_id in originals else None)
     lifted = {c.id: originals[c.document_id] for c in best.values()}
     out = []
     for chunk in in_force:
@@ -127,6 +110,19 @@ def amendments_take_their_sections_match(
             chunk = chunk.model_copy(update={f: getattr(lender, f) for f in _MATCH_FIELDS})
         out.append(chunk)
     return out
+
+
+def _best_by(chunks: Iterable[ChunkResult], key: Callable[[ChunkResult], str | None]) -> dict[str, ChunkResult]:
+    """For each ``key`` (None: the chunk is left out), its chunk of the best fused score."""
+    best: dict[str, ChunkResult] = {}
+    for chunk in chunks:
+        k = key(chunk)
+        if k is None:
+            continue
+        known = best.get(k)
+        if known is None or (chunk.fused_score or 0.0) > (known.fused_score or 0.0):
+            best[k] = chunk
+    return best
 
 
 def neighbours_in_force(found: list[ChunkResult], as_of: date, dates: Mapping[str, DocumentDate]) -> list[ChunkResult]:
