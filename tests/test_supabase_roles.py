@@ -112,5 +112,7 @@ def test_the_worker_answers_as_the_owner(supabase_like, embedder):
     client = create_app(runtime=Runtime(settings, supabase_like["db"], embedder)).test_client()
     answer = client.post("/webhook/arc-retrieval", json={"query": "What is the maximum fence height?"}).get_json()
     assert answer["status"] == "success" and "fence" in answer["context"].lower()
+    # the query log is written off the answer's path: its row is in once the writer has flushed
+    assert client.application.extensions["arc"].knowledge.query_log.flush()
     with psycopg.connect(supabase_like["url"]) as conn:
         assert conn.execute("select count(*) from query_log").fetchone()[0] >= 1
