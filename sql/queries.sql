@@ -475,5 +475,7 @@ select arc_answer(
   compound_words     => %(compound_words)s::text[],
   calibration_model  => %(calibration_model)s,
   known_version      => %(known_version)s::bigint,
-  neighbours_of      => %(neighbours_of)s
+  neighbours_of      => %(neighbours_of)s,
+  neighbours_depth   => %(neighbours_depth)s,
+  min_version        => %(min_version)s::bigint
 )

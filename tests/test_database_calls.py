@@ -35,6 +35,9 @@ OTHER = "Can I build a shed in my backyard?"
 POSTGRES_CALLS = [2, 1, 1]
 # The same through PostgREST's RPC route, one request each.
 RPC_CALLS = [2, 1, 1]
+# Over read replicas, one more: the primary's version first (never stale: another process may have
+# just ingested), then the call on a replica, which checks it has replayed that version itself.
+REPLICA_CALLS = [3, 2, 2]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +77,14 @@ def test_a_plain_question_through_supabase_rpc(sample_runtime, postgrest):
     assert len(postgrest.calls) - before >= sum(RPC_CALLS), "the stand-in saw every counted call"
 
 
+def test_a_plain_question_over_read_replicas(sample_runtime):
+    from worker.store.replicas import ReadReplicas
+
+    replicas = ReadReplicas(sample_runtime.db, [sample_runtime.db])  # the primary as its own replica
+    assert calls_for(sample_runtime, PostgresBackend(sample_runtime.db, replicas)) == REPLICA_CALLS
+    assert replicas.stats[0].searches > 0 and replicas.primary_stats.searches == 0
+
+
 def test_the_webhook_says_its_count(client):
     answer = client.post("/webhook/arc-retrieval", json={"query": QUESTION}).get_json()
     calls = answer["timings_ms"]["database_calls"]
@@ -102,7 +113,7 @@ def test_the_query_log_is_written_off_the_answers_path_and_kept_on_close(sample_
 # into the context.
 POOL_GATE = "# Pool Rules\n\n## Gates\n\n" + "The gate of the community swimming pool enclosure " + ", ".join(
     f"must be kept closed and latched by every resident and guest entering through gate number {n}"
-    for n in range(1, 25)
+    for n in range(1, 61)
 ) + ".\n"
 DECLARATION = """# Declaration
 
@@ -195,3 +206,23 @@ def test_a_caller_sized_context_after_a_default_one_reads_its_neighbours_in_its_
     assert sum(1 for c in sized.chunks if c.source is not None) > 2, "the budget took chunks past the first"
     # (the default context, its neighbours read for one candidate only here, may ask for more)
     assert [int(a.timings_ms["database_calls"]) for a in asked][2:] == [1, 1]
+
+
+@pytest.mark.parametrize("route", ["postgres", "rpc"])
+def test_a_carried_neighbours_own_neighbours_come_with_the_one_call(elm, embedder, route):
+    """A context the caller sizes carries the sentences around each passage, a neighbour it added
+    too: that neighbour's own neighbours come with the call, so no chunk costs one more."""
+    sized = RetrievalRequest(query=GATE, community="elm", candidates=1, token_budget=2000, debug=True)
+    retriever = None
+    with PostgrestStandin(elm.url) as server:
+        backend = PostgresBackend(elm) if route == "postgres" else SupabaseBackend(server.url, server.api_key)
+        retriever = Retriever(embedder=embedder, backend=backend, reranker=None, search_cache=SearchCache())
+        try:
+            retriever.answer(RetrievalRequest(query=HENS, community="elm"))  # reads the communities
+            answer = retriever.answer(sized)
+        finally:
+            retriever.close()
+    ranked = {c.id for c in answer.chunks if c.vector_rank is not None or c.fts_rank is not None}
+    added = [c for c in answer.chunks if c.source is not None and c.id not in ranked]
+    assert added, "the context took a neighbour that is not a candidate"
+    assert int(answer.timings_ms["database_calls"]) == 1

@@ -9,20 +9,28 @@
 --   calibration_model  the key the community's status calibration is stored under (036);
 --   known_version      the community's version a cached result was read at: when it is still the
 --                      community's version the search is not run again ("rows" is null);
---   neighbours_of      how many of the best fused candidates come with their neighbours ("neighbours":
---                      each one's id -> chunk_neighbours(id, 1) without itself), the passages
---                      context assembly adds where a chunk is cut mid-thought.
+--   neighbours_of      how many of the best fused candidates come with their neighbours, the passages
+--                      context assembly adds where a chunk is cut mid-thought;
+--   neighbours_depth   1: those candidates' neighbours; 2: the neighbours' own as well (a context
+--                      whose passages carry the sentences around them reads past a neighbour it
+--                      added);
+--   min_version        a read replica's check (worker/store/replicas.py): a database that has not
+--                      replayed this knowledge-base version yet returns only {"replayed": its
+--                      version, "lag": its replay lag in seconds, null on a primary} and searches
+--                      nothing; given, the answer carries both too.
 -- It returns one JSON object: the community the question reads (the one named, or the knowledge
 -- base's only one; null when the knowledge base holds none, and then nothing else), its version,
--- the stored calibration
--- (arc_status_calibration's row), the confirmations'
--- stamp (arc_confirmation_stamp), the candidates ("rows", hybrid_search's rows), the best
--- candidates' neighbours ("neighbours") and the documents that replaced a candidate, each with the
+-- the stored calibration (arc_status_calibration's row), the confirmations' stamp
+-- (arc_confirmation_stamp), the candidates ("rows", hybrid_search's rows), the best candidates'
+-- neighbours ("neighbours": {"of": a chunk's id -> its neighbours' ids in document order, itself
+-- left out; "chunks": those neighbours, each once, chunk_neighbours' rows}) and the documents
+-- that replaced a candidate, each with the
 -- day it took effect ("dates", arc_document_dates' rows); the last two are null with "rows". A community
 -- that is not there, or none named among several, raises hybrid_search's errors (22023).
 drop function if exists arc_answer(text, vector, integer, double precision, double precision, text, text[],
   boolean, boolean, text, text, date, text[], text, bigint);
--- the same types with lookup_words, which a parameter's new name cannot replace in place:
+-- the same types with lookup_words, which a parameter's new name cannot replace in place, and
+-- without neighbours_depth and min_version:
 drop function if exists arc_answer(text, vector, integer, double precision, double precision, text, text[],
   boolean, boolean, text, text, date, text[], text, bigint, integer);
 
@@ -42,7 +50,9 @@ create or replace function arc_answer(
   compound_words      text[] default null,
   calibration_model   text default null,
   known_version       bigint default null,
-  neighbours_of       integer default 0
+  neighbours_of       integer default 0,
+  neighbours_depth    integer default 1,
+  min_version         bigint default null
 )
 returns jsonb
 language plpgsql
@@ -56,12 +66,21 @@ declare
   around   jsonb := null;
   replacing jsonb := null;
   spelled  text[] := '{}';
+  replayed jsonb := null;
 begin
+  if min_version is not null then
+    replayed := jsonb_build_object(
+      'replayed', knowledge_base_version(),
+      'lag', extract(epoch from now() - pg_last_xact_replay_timestamp()));
+    if (replayed ->> 'replayed')::bigint < min_version then
+      return replayed;
+    end if;
+  end if;
   scope := arc_answer.community;
   if scope is null then
     select min(b.community), count(*) into scope, held from bm25_corpus b where b.n_docs > 0;
     if held = 0 then
-      return jsonb_build_object('community', null);
+      return coalesce(replayed, '{}'::jsonb) || jsonb_build_object('community', null);
     end if;
     if held > 1 then
       scope := null;  -- hybrid_search names the error
@@ -90,15 +109,30 @@ begin
       community          => coalesce(scope, arc_answer.community),
       filter_as_of       => arc_answer.filter_as_of
     ) h;
-    select coalesce(jsonb_object_agg(c.id::text, (
-             select coalesce(jsonb_agg(to_jsonb(n) order by n.chunk_index), '[]'::jsonb)
-             from chunk_neighbours(c.id, 1) n
-             where n.id <> c.id)), '{}'::jsonb)
-      into around
-    from (select (r ->> 'id')::bigint as id
-          from jsonb_array_elements(found) r
-          order by (r ->> 'fused_score')::double precision desc, (r ->> 'id')::bigint
-          limit greatest(neighbours_of, 0)) c;
+    with centres as (
+      select (r ->> 'id')::bigint as id
+      from jsonb_array_elements(found) r
+      order by (r ->> 'fused_score')::double precision desc, (r ->> 'id')::bigint
+      limit greatest(neighbours_of, 0)
+    ), reached as (  -- the chunks whose neighbours are sent
+      select c.id from centres c
+      union
+      select n.id from centres c, chunk_neighbours(c.id, 1) n where neighbours_depth > 1
+    ), pairs as (
+      select k.id as of_id, n.id, n.chunk_index, to_jsonb(n) as body
+      from reached k
+      left join lateral chunk_neighbours(k.id, 1) n on n.id <> k.id
+    )
+    select jsonb_build_object(
+             'of', coalesce((select jsonb_object_agg(g.of_id::text, g.ids)
+                             from (select of_id,
+                                          coalesce(jsonb_agg(id order by chunk_index) filter (where id is not null),
+                                                   '[]'::jsonb) as ids
+                                   from pairs group by of_id) g), '{}'::jsonb),
+             'chunks', coalesce((select jsonb_agg(d.body)
+                                 from (select distinct on (id) body from pairs where id is not null) d),
+                                '[]'::jsonb))
+      into around;
     -- the documents that superseded or amended a candidate, with the day each took effect
     select coalesce(jsonb_agg(to_jsonb(d)), '[]'::jsonb) into replacing
     from arc_document_dates(scope, (
@@ -107,7 +141,7 @@ begin
                 lateral (values (r ->> 'superseded_by'), (r -> 'metadata' ->> 'amended_by')) x(document_id)
            where x.document_id is not null)) d;
   end if;
-  return jsonb_build_object(
+  return coalesce(replayed, '{}'::jsonb) || jsonb_build_object(
     'community', scope,
     'version', version,
     'calibration', case when calibration_model is null then null
@@ -120,4 +154,4 @@ begin
 end
 $$;
 
-select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint, integer)');
+select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint, integer, integer, bigint)');

@@ -26,7 +26,15 @@ from ..embeddings import CachedEmbedder
 from ..errors import UnknownCommunity
 from ..models import ChunkResult, Weights
 from ..store import communities
-from ..store.search import AnswerCall, Answered, CommunityRefused, DocumentDate, SearchBackend, SearchParams
+from ..store.search import (
+    AnswerCall,
+    Answered,
+    CommunityRefused,
+    DocumentDate,
+    NeighbourReach,
+    SearchBackend,
+    SearchParams,
+)
 from . import in_force, language
 from .authority import Adjustments
 from .executor import BoundedExecutor
@@ -52,9 +60,17 @@ PROVIDER_QUEUE = 8
 # The one call returns the neighbours of this many of the best fused candidates, the chunks context
 # assembly adds where a chunk of the default context is cut mid-thought; a chunk further down that
 # needs its neighbours costs one more call (docs/performance.md, "One round trip"). A context the
-# caller sized goes as far down the ranking as its budget, each passage with the sentences around
-# it: it reads every candidate's neighbours.
+# caller sized goes as far down the ranking as its budget: it reads every candidate's neighbours,
+# and where its passages carry the sentences around them (a budget the caller set), the
+# neighbours' own too.
 NEIGHBOURS_OF = 16
+
+
+def _reach(options: AnswerOptions) -> NeighbourReach:
+    """Whose neighbours the question's one call reads (see ``NEIGHBOURS_OF``)."""
+    if not options.sized:
+        return NeighbourReach(of=NEIGHBOURS_OF)
+    return NeighbourReach(of=2 * options.candidates, depth=2 if options.carry else 1)
 
 
 @dataclass(frozen=True)
@@ -162,9 +178,7 @@ class FirstStage:
                 found = full_text_only.result()
             else:
                 searched = replace(params, embedding=embedding)
-                sized = options.token_budget is not None or options.top_k is not None
-                around = 2 * params.match_count if sized else NEIGHBOURS_OF
-                state = self._answer(searched, options.community, calibration_model, around)
+                state = self._answer(searched, options.community, calibration_model, _reach(options))
                 if state is None:  # a backend that cannot answer in one call
                     found = self._search(searched)
                 else:
@@ -213,7 +227,7 @@ class FirstStage:
         return held
 
     def _answer(
-        self, params: SearchParams, requested: str | None, calibration_model: str | None, neighbours_of: int
+        self, params: SearchParams, requested: str | None, calibration_model: str | None, reach: NeighbourReach
     ) -> Answered | None:
         """The search and what the answer reads besides, in one call (``arc_answer``, which also
         spells the question's compounds the knowledge base's way): a cached result is sent back
@@ -222,12 +236,12 @@ class FirstStage:
             return None
         answer = self.backend.answer
         held = self.search_cache.held(params)
-        if held is not None and held.neighbours_of < neighbours_of:
+        if held is not None and not held.reach.covers(reach):
             held = None  # read for a smaller context: read again, with the neighbours this one needs
         call = AnswerCall(
             calibration_model=calibration_model,
             known_version=held.version if held is not None else None,
-            neighbours_of=neighbours_of,
+            neighbours=reach,
         )
         # The community as the request named it: the database resolves an unnamed one itself, so a
         # community added since this process last looked makes the question refused, as it must be.
@@ -249,7 +263,7 @@ class FirstStage:
             assert held is not None  # rows are left out only for the version a cached result was read at
             self.search_cache.hits += 1
             return replace(state, rows=held.rows, neighbours=held.neighbours, dates=held.dates)
-        self.search_cache.put(params, Held(state.version, state.rows, state.neighbours, state.dates, neighbours_of))
+        self.search_cache.put(params, Held(state.version, state.rows, state.neighbours, state.dates, reach))
         return state
 
     # -- the calibration's questions -----------------------------------------------------------

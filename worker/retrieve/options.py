@@ -65,6 +65,16 @@ class AnswerOptions:
         return DEFAULT_TOP_K if self.top_k is None else self.top_k
 
     @property
+    def sized(self) -> bool:
+        """The caller sized the context: it goes as far down the ranking as that size."""
+        return self.top_k is not None or self.token_budget is not None
+
+    @property
+    def carry(self) -> bool:
+        """Passages carry the sentences around them: a budget the caller set is theirs to spend."""
+        return self.token_budget is not None
+
+    @property
     def budget(self) -> int:
         """The context's token budget (given or the default)."""
         return DEFAULT_TOKEN_BUDGET if self.token_budget is None else self.token_budget

@@ -408,8 +408,7 @@ class Retriever:
             neighbours=None if explicit else self._neighbours_for(options.as_of, community, read),
             fill=fill,
             fill_needs=options.min_relevance if explicit else 0.0,
-            # a budget the caller set is theirs to spend: passages carry the sentences around them
-            carry=options.token_budget is not None,
+            carry=options.carry,
             citations=options.citations,
         )
 

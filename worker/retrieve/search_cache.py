@@ -4,12 +4,12 @@ read at (the one call says whether that version still holds, ``first_stage.py``)
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cachetools import TTLCache
 
 from ..models import ChunkResult
-from ..store.search import DocumentDate, SearchParams
+from ..store.search import DocumentDate, NeighbourReach, SearchParams
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,12 @@ class Held:
     rows: list[ChunkResult]
     neighbours: dict[int, list[ChunkResult]] | None = None
     dates: dict[str, DocumentDate] | None = None
-    neighbours_of: int = 0  # how many of the best rows the neighbours were read for
+    reach: NeighbourReach = field(default_factory=NeighbourReach)  # whose neighbours were read
 
     def copy(self) -> Held:
         # callers change their chunks' scores in place: each gets its own
         neighbours = None if self.neighbours is None else {k: list(v) for k, v in self.neighbours.items()}
-        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates, self.neighbours_of)
+        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates, self.reach)
 
 
 class SearchCache:

@@ -4,6 +4,7 @@ primary, or spread over read replicas when there are any (``replicas.py``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -13,7 +14,7 @@ from ..models import ChunkResult
 from . import sqlfiles
 from .calibrations import PostgresCalibrations
 from .database import Database
-from .replicas import ReadReplicas
+from .replicas import Checked, ReadReplicas
 from .rows import one_row
 from .search import (
     AnswerCall,
@@ -40,11 +41,9 @@ class PostgresBackend:
         self.db = db
         self.replicas = replicas
 
-    @property
-    def one_call(self) -> bool:
-        """A question's reads in one call (:meth:`answer`); not over read replicas, where the
-        primary's version is read first to choose a replica that has replayed it."""
-        return self.replicas is None
+    # A question's reads in one call (:meth:`answer`); over read replicas two: the primary's
+    # version, then the call on a replica that has replayed it (the call checks that itself).
+    one_call = True
 
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
@@ -64,23 +63,32 @@ class PostgresBackend:
         return [chunk_of(row) for row in rows]
 
     def answer(self, params: SearchParams, call: AnswerCall) -> Answered:
+        if self.replicas is not None:
+            return self._answer_on_replica(params, call, self.replicas)
         args = {**params.sql_params(as_float32), **call.sql_params()}
         for attempt in range(1, ANSWER_ATTEMPTS + 1):
             try:
                 with self.db.connection() as conn:
-                    return answered(one_row(conn.execute(sqlfiles.query("answer"), args))[0])
-            except psycopg.errors.InvalidParameterValue as exc:
-                if refuses_community(str(exc)):
-                    raise CommunityRefused(str(exc).splitlines()[0]) from exc
-                raise
-            except psycopg.errors.QueryCanceled as exc:
-                raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
+                    return answered(_answer_call(conn, args))
             except DatabaseUnavailable as exc:
                 # a connection that broke while it sat in the pool (its liveness check is skipped
                 # for one used moments ago, database.py): the call is a read, asked again on another
                 if attempt == ANSWER_ATTEMPTS or not isinstance(exc.__cause__, psycopg.OperationalError):
                     raise
         raise AssertionError("unreachable")
+
+    def _answer_on_replica(self, params: SearchParams, call: AnswerCall, replicas: ReadReplicas) -> Answered:
+        """The call on a replica that has replayed the primary's version (read first: another
+        process may have just ingested), which the call checks itself."""
+        floor = replicas.primary_version()
+        args = {**params.sql_params(as_float32), **replace(call, min_version=floor).sql_params()}
+
+        def run(conn: psycopg.Connection) -> Checked[Answered]:
+            body = _answer_call(conn, args)
+            lag = None if body.get("lag") is None else float(body["lag"])
+            return Checked(answered(body) if int(body["replayed"]) >= floor else None, lag)
+
+        return replicas.read_checked(run, floor)
 
     def version(self, community: str | None = None) -> int:
         if self.replicas is not None:
@@ -128,6 +136,18 @@ class PostgresBackend:
     def calibration_store(self) -> PostgresCalibrations:
         """The stored status calibrations, on the primary (a replica host reads the one measured there)."""
         return PostgresCalibrations(self.db)
+
+
+def _answer_call(conn: psycopg.Connection, args: dict[str, Any]) -> dict[str, Any]:
+    """``arc_answer``'s object, its refusals as the worker's errors."""
+    try:
+        return one_row(conn.execute(sqlfiles.query("answer"), args))[0] or {}
+    except psycopg.errors.InvalidParameterValue as exc:
+        if refuses_community(str(exc)):
+            raise CommunityRefused(str(exc).splitlines()[0]) from exc
+        raise
+    except psycopg.errors.QueryCanceled as exc:
+        raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
 
 
 def _version_query(community: str | None) -> tuple[str, dict[str, Any]]:

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import psycopg
 
@@ -32,6 +32,15 @@ T = TypeVar("T")
 
 # How often a question re-reads the version of a replica that is behind, while it waits.
 POLL_SECONDS = 0.005
+
+
+@dataclass(frozen=True)
+class Checked(Generic[T]):
+    """A read on a database that may not have replayed the version asked for: its result (None:
+    it had not) and the replay lag it reported (None: not read)."""
+
+    result: T | None
+    lag: float | None = None
 
 
 @dataclass
@@ -88,20 +97,57 @@ class ReadReplicas:
 
     def read(self, work: Callable[[psycopg.Connection], T], min_version: int) -> T:
         """``work`` on the first replica in turn that has replayed ``min_version``, else the primary."""
+
+        def checked(conn: psycopg.Connection, stats: ReplicaStats) -> Checked[T]:
+            if not self._caught_up(conn, min_version, stats):
+                return Checked(None)
+            return Checked(work(conn))
+
+        return self._first(checked, work)
+
+    def read_checked(self, work: Callable[[psycopg.Connection], Checked[T]], min_version: int) -> T:
+        """``work``, a read that checks itself whether the database has replayed ``min_version``
+        (no result when it has not), on the first replica in turn that has, else the primary:
+        one round trip on a replica that is up to date."""
+
+        def checked(conn: psycopg.Connection, stats: ReplicaStats) -> Checked[T]:
+            found = work(conn)
+            if found.lag is not None:
+                stats.lag_seconds = found.lag
+            if found.result is None and self._caught_up(conn, min_version, stats):
+                found = work(conn)
+            return found
+
+        def on_primary(conn: psycopg.Connection) -> T:
+            found = work(conn).result
+            if found is None:
+                raise DatabaseUnavailable("the primary is behind the version it reported")
+            return found
+
+        return self._first(checked, on_primary)
+
+    def _first(
+        self,
+        attempt: Callable[[psycopg.Connection, ReplicaStats], Checked[T]],
+        on_primary: Callable[[psycopg.Connection], T],
+    ) -> T:
+        """``attempt`` on each healthy replica in turn until one has the result, else
+        ``on_primary`` on the primary (which has every version it reported)."""
         for index in self._order():
             replica, stats = self.replicas[index], self.stats[index]
             try:
                 with replica.connection(timeout=self.timeout) as conn:
-                    if not self._caught_up(conn, min_version, stats):
-                        stats.behind += 1
-                        continue
-                    result = work(conn)
-                stats.searches += 1
-                return result
+                    found = attempt(conn, stats)
             except (DatabaseUnavailable, psycopg.Error) as exc:
                 self._failed(stats, exc)
+                continue
+            if found.result is None:
+                stats.behind += 1
+                continue
+            stats.searches += 1
+            return found.result
         with self.primary.connection() as conn:
-            result = work(conn)
+            result = on_primary(conn)
         self.primary_stats.searches += 1
         return result
 

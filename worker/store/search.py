@@ -113,18 +113,35 @@ class CommunityRefused(Exception):
 
 
 @dataclass(frozen=True)
+class NeighbourReach:
+    """Whose neighbours a question's one call reads: those of the ``of`` best fused candidates
+    and, at ``depth`` 2, those neighbours' own (a passage that carries the sentences around it
+    reads past a neighbour the context added)."""
+
+    of: int = 0
+    depth: int = 1
+
+    def covers(self, other: NeighbourReach) -> bool:
+        return self.of >= other.of and self.depth >= other.depth
+
+
+@dataclass(frozen=True)
 class AnswerCall:
     """What a question's one call asks besides the search."""
 
     calibration_model: str | None = None
     known_version: int | None = None
-    neighbours_of: int = 0  # how many of the best fused candidates come with their neighbours
+    neighbours: NeighbourReach = NeighbourReach()
+    # a read replica's check: the knowledge-base version it must have replayed (replicas.py)
+    min_version: int | None = None
 
     def sql_params(self) -> dict[str, Any]:
         return {
             "calibration_model": self.calibration_model,
             "known_version": self.known_version,
-            "neighbours_of": self.neighbours_of,
+            "neighbours_of": self.neighbours.of,
+            "neighbours_depth": self.neighbours.depth,
+            "min_version": self.min_version,
         }
 
 
@@ -156,9 +173,11 @@ def _dates(rows: list[dict[str, Any]] | None) -> dict[str, DocumentDate] | None:
 
 
 def _neighbours(body: dict[str, Any] | None) -> dict[int, list[ChunkResult]] | None:
+    """Each chunk's neighbours as the call sends them: ids per chunk, every neighbour's row once."""
     if body is None:
         return None
-    return {int(chunk_id): [chunk_of(row) for row in rows] for chunk_id, rows in body.items()}
+    chunks = {int(row["id"]): chunk_of(row) for row in body["chunks"]}
+    return {int(chunk_id): [chunks[int(i)] for i in ids] for chunk_id, ids in body["of"].items()}
 
 
 def refuses_community(message: str) -> bool:
