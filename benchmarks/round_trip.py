@@ -8,12 +8,14 @@ in its own process: every sample question asked once to warm the embedding cache
 ``--rounds`` times through the knowledge service with the search cache off (so each answer
 searches), directly and through the proxy; then the same through Supabase's RPC route, the
 PostgREST stand-in of the tests (``tests/postgrest_standin.py``) in front of the cluster, the
-proxy in front of the stand-in. Reports p50/p95 of the whole answer, the worker's own time (total
-less embedding and search) and the database calls where the answer counts them.
+proxy in front of the stand-in. Each ``--token-budget`` asks every question again with that
+budget (a caller-sized context, its passages carrying the sentences around them). Reports p50/p95
+of the whole answer, the worker's own time (total less embedding and search) and the database
+calls where the answer counts them.
 
     git worktree add --detach /tmp/prev 8afa120
     git worktree add --detach /tmp/prev-26e1f58 26e1f58
-    .venv/bin/python benchmarks/round_trip.py --prev /tmp/prev --prev /tmp/prev-26e1f58 --out benchmarks/round_trip
+    .venv/bin/python benchmarks/round_trip.py --prev /tmp/prev --prev /tmp/prev-26e1f58 --token-budget 2000 --out benchmarks/round_trip
 
 Needs PostgreSQL 15 with pgvector 0.8.0 installed at /usr/lib/postgresql/15 (run as root, it
 starts the cluster as the ``postgres`` user).
@@ -47,7 +49,7 @@ from worker.config import Settings
 from worker.models import RetrievalRequest
 from worker.runtime import open_runtime
 
-questions = json.loads(sys.argv[1]); rounds = int(sys.argv[2])
+questions = json.loads(sys.argv[1]); rounds = int(sys.argv[2]); extra = json.loads(sys.argv[3])
 runtime = open_runtime(Settings.from_env())
 try:  # the knowledge service, as every door calls it; before it existed, the retriever the app built
     from worker.service.knowledge import KnowledgeService
@@ -67,12 +69,12 @@ else:
         def ask(request):
             return knowledge.ask(request, caller=LOCAL)
 for q in questions:
-    ask(RetrievalRequest(query=q))
+    ask(RetrievalRequest(query=q, **extra))
 totals, own, calls, wall = [], [], [], []
 for _ in range(rounds):
     for q in questions:
         start = time.perf_counter()
-        answer = ask(RetrievalRequest(query=q))
+        answer = ask(RetrievalRequest(query=q, **extra))
         wall.append((time.perf_counter() - start) * 1000)
         t = answer.timings_ms
         totals.append(t["total"])
@@ -162,13 +164,14 @@ def run_cli(code: Path, env: dict[str, str], *args: str) -> None:
 
 
 def measure(code: Path, url: str, data_dir: Path, questions: list[str], rounds: int,
-            supabase: tuple[str, str] | None = None) -> dict:
+            supabase: tuple[str, str] | None = None, extra: dict | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code), "DATABASE_URL": url, "ARC_DATA_DIR": str(data_dir),
            "ARC_SEARCH_CACHE_SECONDS": "0", "ARC_LOG_LEVEL": "warning"}
     env.pop("OPENAI_API_KEY", None)
     if supabase is not None:
         env["SUPABASE_URL"], env["SUPABASE_KEY"] = supabase
-    done = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(questions), str(rounds)], cwd=code, env=env,
+    done = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(questions), str(rounds), json.dumps(extra or {})],
+                          cwd=code, env=env,
                           check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{code}: the measurement failed:\n{done.stderr[-3000:]}")
@@ -193,12 +196,16 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "round_trip")
+    parser.add_argument("--token-budget", type=int, action="append", default=[],
+                        help="also ask every question with this token_budget (repeatable): a caller-sized "
+                             "context, whose passages carry the sentences around them")
     args = parser.parse_args()
     questions = [json.loads(line)["question"]
                  for line in (ROOT / "worker" / "sample_corpus" / "questions.jsonl").read_text().splitlines() if line]
     cluster = Cluster()
     codes = [(_commit(prev), prev.resolve()) for prev in args.prev] + [("this", ROOT)]
     delayed = f"+{args.delay_ms:g} ms per round trip"
+    requests = [("default", {})] + [(f"token_budget {n}", {"token_budget": n}) for n in args.token_budget]
     rows = []
     sys.path.insert(0, str(ROOT))
     from tests.postgrest_standin import PostgrestStandin
@@ -230,9 +237,10 @@ def main() -> None:
                     networks = [("loopback", direct, (standin.url, standin.api_key)),
                                 (delayed, direct, (f"http://127.0.0.1:{rpc_proxy.port}", standin.api_key))]
                 for network, url, supabase in networks:
-                    found = measure(code, url, work, questions, args.rounds, supabase)
-                    rows.append((backend, label, network, found))
-                    print(backend, label, network, pct(found["wall"], 0.5), file=sys.stderr)
+                    for request, extra in requests:
+                        found = measure(code, url, work, questions, args.rounds, supabase, extra)
+                        rows.append((backend, label, network, request, found))
+                        print(backend, label, network, request, pct(found["wall"], 0.5), file=sys.stderr)
                 if standin is not None:
                     standin.__exit__(None, None, None)
     finally:
@@ -242,7 +250,9 @@ def main() -> None:
         "",
         "Command: `.venv/bin/python benchmarks/round_trip.py "
         + " ".join(f"--prev {p}" for p in args.prev)
-        + f" --delay-ms {args.delay_ms:g} --rounds {args.rounds}`",
+        + f" --delay-ms {args.delay_ms:g} --rounds {args.rounds}"
+        + "".join(f" --token-budget {n}" for n in args.token_budget)
+        + "`",
         "",
         f"PostgreSQL 15 + pgvector 0.8.0 on loopback, sample corpus, local model, search cache off (each answer "
         f"searches), embeddings cached; {len(questions)} questions x {args.rounds} rounds, sequential. The proxy "
@@ -250,13 +260,14 @@ def main() -> None:
         f"PostgREST stand-in, which opens a connection per request as PostgREST's pool would not, the same for "
         f"every code). Previous releases: " + ", ".join(f"`{label}`" for label, _ in codes[:-1]) + ".",
         "",
-        "| backend | code | network | p50 ms | p95 ms | worker's own p50 ms | database calls (median) |",
-        "|---|---|---|---|---|---|---|",
+        "| backend | code | network | request | p50 ms | p95 ms | worker's own p50 ms | database calls "
+        "(median, most) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for backend, label, network, found in rows:
-        calls = statistics.median(found["calls"]) if found["calls"] else "-"
-        lines.append(f"| {backend} | {label} | {network} | {pct(found['wall'], 0.5)} | {pct(found['wall'], 0.95)} | "
-                     f"{pct(found['own'], 0.5)} | {calls} |")
+    for backend, label, network, request, found in rows:
+        calls = f"{statistics.median(found['calls']):g}, {max(found['calls']):g}" if found["calls"] else "-"
+        lines.append(f"| {backend} | {label} | {network} | {request} | {pct(found['wall'], 0.5)} | "
+                     f"{pct(found['wall'], 0.95)} | {pct(found['own'], 0.5)} | {calls} |")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -476,6 +476,7 @@ select arc_answer(
   calibration_model  => %(calibration_model)s,
   known_version      => %(known_version)s::bigint,
   neighbours_of      => %(neighbours_of)s,
+  neighbours_leg_top => %(neighbours_leg_top)s,
   neighbours_depth   => %(neighbours_depth)s,
   min_version        => %(min_version)s::bigint
 )

@@ -85,6 +85,34 @@ def test_a_plain_question_over_read_replicas(sample_runtime):
     assert replicas.stats[0].searches > 0 and replicas.primary_stats.searches == 0
 
 
+def test_a_question_after_a_quiet_while_costs_one_call(elm, embedder, monkeypatch):
+    """A quiet worker (a question every few seconds) lends connections that sat past the pool's
+    check: the question's call goes without the check, so it still costs one round trip."""
+    monkeypatch.setattr(database, "CHECK_AFTER_SECONDS", 0.0)  # every connection has sat too long
+    asked = answers_in_elm(embedder, PostgresBackend(elm), [HENS, GATE, HENS])
+    assert [int(a.timings_ms["database_calls"]) for a in asked][1:] == [1, 1]
+
+
+def test_a_connection_that_broke_while_it_sat_costs_no_answer(elm, embedder, monkeypatch):
+    """The unchecked connection lent to the question's call broke while it sat (the server ended
+    it): the call, a read, is asked again on a checked one, and the question is answered."""
+    import psycopg
+
+    monkeypatch.setattr(database, "CHECK_AFTER_SECONDS", 0.0)
+    retriever = Retriever(embedder=embedder, backend=PostgresBackend(elm), reranker=None, search_cache=SearchCache())
+    try:
+        first = retriever.answer(RetrievalRequest(query=HENS, community="elm"))
+        with elm.connection() as conn:  # the pool's one connection
+            pid = conn.info.backend_pid
+        with psycopg.connect(elm.url, autocommit=True) as admin:
+            admin.execute("select pg_terminate_backend(%s)", (pid,))
+        again = retriever.answer(RetrievalRequest(query=HENS, community="elm"))
+    finally:
+        retriever.close()
+    assert [c.id for c in again.chunks] == [c.id for c in first.chunks]
+    assert int(again.timings_ms["database_calls"]) >= 2  # the broken statement, then the call again
+
+
 def test_the_webhook_says_its_count(client):
     answer = client.post("/webhook/arc-retrieval", json={"query": QUESTION}).get_json()
     calls = answer["timings_ms"]["database_calls"]
@@ -189,14 +217,14 @@ def test_a_neighbour_and_an_amendments_date_come_with_the_one_call(elm, embedder
     assert again.chunks[0].replaced == first.chunks[0].replaced
 
 
-def test_a_caller_sized_context_after_a_default_one_reads_its_neighbours_in_its_call(elm, embedder, monkeypatch):
+def test_a_caller_sized_context_after_a_default_one_reads_its_neighbours_in_its_call(elm, embedder):
     """The search cache holds the default context's neighbours (the best few candidates'); a
     context the caller sizes goes further down the ranking and reads every candidate's, in its one
     call, rather than one call per chunk the cached entry lacks."""
-    from worker.retrieve import first_stage
+    from worker.retrieve.pipeline import ContextPolicy
 
-    monkeypatch.setattr(first_stage, "NEIGHBOURS_OF", 1)
-    retriever = Retriever(embedder=embedder, backend=PostgresBackend(elm), reranker=None, search_cache=SearchCache())
+    retriever = Retriever(embedder=embedder, backend=PostgresBackend(elm), reranker=None, search_cache=SearchCache(),
+                          policy=ContextPolicy(neighbours_of=1, leg_top=0))
     try:
         asked = [retriever.answer(RetrievalRequest(query=GATE, community="elm", **more))
                  for more in ({}, {}, {"token_budget": 4000}, {"token_budget": 4000})]

@@ -11,6 +11,8 @@
 --                      community's version the search is not run again ("rows" is null);
 --   neighbours_of      how many of the best fused candidates come with their neighbours, the passages
 --                      context assembly adds where a chunk is cut mid-thought;
+--   neighbours_leg_top each leg's best this many come with theirs too (context assembly puts them
+--                      in beside the fused order's best, worker/retrieve/context.py);
 --   neighbours_depth   1: those candidates' neighbours; 2: the neighbours' own as well (a context
 --                      whose passages carry the sentences around them reads past a neighbour it
 --                      added);
@@ -51,6 +53,7 @@ create or replace function arc_answer(
   calibration_model   text default null,
   known_version       bigint default null,
   neighbours_of       integer default 0,
+  neighbours_leg_top  integer default 0,
   neighbours_depth    integer default 1,
   min_version         bigint default null
 )
@@ -110,10 +113,14 @@ begin
       filter_as_of       => arc_answer.filter_as_of
     ) h;
     with centres as (
-      select (r ->> 'id')::bigint as id
+      (select (r ->> 'id')::bigint as id
+       from jsonb_array_elements(found) r
+       order by (r ->> 'fused_score')::double precision desc, (r ->> 'id')::bigint
+       limit greatest(neighbours_of, 0))
+      union
+      select (r ->> 'id')::bigint
       from jsonb_array_elements(found) r
-      order by (r ->> 'fused_score')::double precision desc, (r ->> 'id')::bigint
-      limit greatest(neighbours_of, 0)
+      where (r ->> 'vector_rank')::integer <= neighbours_leg_top or (r ->> 'fts_rank')::integer <= neighbours_leg_top
     ), reached as (  -- the chunks whose neighbours are sent
       select c.id from centres c
       union
@@ -154,4 +161,4 @@ begin
 end
 $$;
 
-select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint, integer, integer, bigint)');
+select arc_service_role_only('function', 'arc_answer(text, vector, integer, double precision, double precision, text, text[], boolean, boolean, text, text, date, text[], text, bigint, integer, integer, integer, bigint)');

@@ -57,20 +57,6 @@ FULL_TEXT_HEAD_START = 0.25
 # still finishing for requests that have just given up. Past that: 503 ProvidersBusy.
 PROVIDER_WORKERS = 4
 PROVIDER_QUEUE = 8
-# The one call returns the neighbours of this many of the best fused candidates, the chunks context
-# assembly adds where a chunk of the default context is cut mid-thought; a chunk further down that
-# needs its neighbours costs one more call (docs/performance.md, "One round trip"). A context the
-# caller sized goes as far down the ranking as its budget: it reads every candidate's neighbours,
-# and where its passages carry the sentences around them (a budget the caller set), the
-# neighbours' own too.
-NEIGHBOURS_OF = 16
-
-
-def _reach(options: AnswerOptions) -> NeighbourReach:
-    """Whose neighbours the question's one call reads (see ``NEIGHBOURS_OF``)."""
-    if not options.sized:
-        return NeighbourReach(of=NEIGHBOURS_OF)
-    return NeighbourReach(of=2 * options.candidates, depth=2 if options.carry else 1)
 
 
 @dataclass(frozen=True)
@@ -132,10 +118,16 @@ class FirstStage:
     # -- a resident's question -----------------------------------------------------------------
 
     def run(
-        self, options: AnswerOptions, timer: Timer, boosts: Boosts = Boosts(), calibration_model: str | None = None
+        self,
+        options: AnswerOptions,
+        timer: Timer,
+        boosts: Boosts = Boosts(),
+        calibration_model: str | None = None,
+        reach: NeighbourReach | None = None,
     ) -> Searched:
-        """``calibration_model``: the key the status calibration is stored under, read with the
-        search (:class:`Searched`'s ``state``)."""
+        """``calibration_model``: the key the status calibration is stored under, and ``reach``:
+        the candidates whose neighbours context assembly may add, read with the search
+        (:class:`Searched`'s ``state``)."""
         warnings: list[str] = []
         with timer.stage("preprocess"):
             # Before anything costs: a request without its community, or for an unknown one, is refused.
@@ -178,7 +170,7 @@ class FirstStage:
                 found = full_text_only.result()
             else:
                 searched = replace(params, embedding=embedding)
-                state = self._answer(searched, options.community, calibration_model, _reach(options))
+                state = self._answer(searched, options.community, calibration_model, reach or NeighbourReach())
                 if state is None:  # a backend that cannot answer in one call
                     found = self._search(searched)
                 else:

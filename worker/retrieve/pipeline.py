@@ -21,7 +21,7 @@ import numpy as np
 from ..embeddings import CachedEmbedder
 from ..models import DEFAULT_COMMUNITY, ChunkResult, QueryInfo, RetrievalRequest, RetrievalResponse, Status
 from ..store import calls
-from ..store.search import SearchBackend
+from ..store.search import NeighbourReach, SearchBackend
 from ..tokens import TokenCounter, default_counter
 from . import context as context_stage
 from . import in_force, language, rerank_services
@@ -57,6 +57,11 @@ class ContextPolicy:
     steer_boost: float = 1.1  # a document type the question names (``CC&Rs say``)
     name_boost: float = 1.1  # a document the question names (``the shops bylaws``, retrieve/naming.py)
     leg_top: int = 3  # each leg's best few follow those first chunks (context.leg_tops_first)
+    # The question's one call brings the neighbours of this many of the best fused candidates and
+    # of each leg's best few, the chunks the default context adds where a chunk is cut mid-thought;
+    # a chunk further down that needs its neighbours costs one more call (docs/performance.md,
+    # "Round trips to the database").
+    neighbours_of: int = 16
     sentence_top: int = 0  # the first candidates re-ordered by their best sentence (sentences.py);
     sentence_share: float = 0.0  # its share of the blend (0: off; measured in docs/answers.md)
 
@@ -171,6 +176,7 @@ class Retriever:
                 timer,
                 Boosts(steer=self.policy.steer_boost, name=self.policy.name_boost),
                 calibration_model=self.calibrator.key if self.calibrator.enabled else None,
+                reach=self._reach(options),
             )
             ranked = self._rerank(searched, options, timer)
             candidates = bring_amendments(ranked.candidates, options.max_chunks)
@@ -438,6 +444,14 @@ class Retriever:
             log.warning("sentence scoring failed; first-stage order kept", extra={"reason": type(exc).__name__})
             return candidates
         return sentence_stage.reorder(candidates, best, top=top, share=self.policy.sentence_share, boosts=boosts)
+
+    def _reach(self, options: AnswerOptions) -> NeighbourReach:
+        """Whose neighbours the question's one call reads: a context the caller sized goes as far
+        down the ranking as its size, so every candidate's, and where its passages carry the
+        sentences around them, the neighbours' own too."""
+        if not options.sized:
+            return NeighbourReach(of=self.policy.neighbours_of, leg_top=self.policy.leg_top)
+        return NeighbourReach(of=2 * options.candidates, depth=2 if options.carry else 1)
 
     def _neighbours_for(
         self, as_of: date | None, community: str, read: dict[int, list[ChunkResult]] | None

@@ -7,7 +7,9 @@ The pool checks a connection is alive before lending it (one round trip) only wh
 unused for :data:`CHECK_AFTER_SECONDS`: across a network that check doubled every call. One used
 moments ago is lent as it is; if it broke meanwhile (the server restarted), the statement fails
 with a connection error, the pool drops it, and a question's search, a read, is asked again on
-another (``postgres_search.py``, ``ANSWER_ATTEMPTS``).
+another (``postgres_search.py``, ``ANSWER_ATTEMPTS``). That read asks for its first connection
+unchecked however long it sat (``connection(checked=False)``): a quiet worker, a question every
+few seconds, would otherwise pay the check on every question; its later attempts are checked.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -34,6 +37,9 @@ log = logging.getLogger("arc.database")
 
 # A pooled connection returned longer ago than this is checked before it is lent again.
 CHECK_AFTER_SECONDS = 5.0
+# False while a caller that retries a broken connection itself takes one (the pool runs its check
+# in the caller's thread).
+_checking: ContextVar[bool] = ContextVar("arc_pool_checks", default=True)
 
 
 class Database:
@@ -97,15 +103,23 @@ class Database:
     def _check(self, conn: psycopg.Connection) -> None:
         """The pool's liveness check, for a connection that has sat unused a while (see above)."""
         returned = self._returned.get(conn)
-        if returned is not None and time.monotonic() - returned < CHECK_AFTER_SECONDS and not conn.closed:
+        recent = returned is not None and time.monotonic() - returned < CHECK_AFTER_SECONDS
+        if not conn.closed and (recent or not _checking.get()):
             return
         ConnectionPool.check_connection(conn)
 
     @contextmanager
-    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection]:
-        """A pooled autocommit connection; :class:`DatabaseUnavailable` if none comes in time."""
+    def connection(self, timeout: float | None = None, *, checked: bool = True) -> Iterator[psycopg.Connection]:
+        """A pooled autocommit connection; :class:`DatabaseUnavailable` if none comes in time.
+
+        ``checked=False``: lent without the liveness check however long it sat, for a read whose
+        caller asks again on a connection error (see the module's docstring)."""
+        token = _checking.set(checked)
+        lent = False
         try:
             with self.pool.connection(timeout=timeout or self.connect_timeout) as conn:
+                _checking.reset(token)  # the statements inside are the caller's, checks included
+                lent = True
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise DatabaseUnavailable(str(exc).splitlines()[0] if str(exc) else "database unavailable") from exc
@@ -113,6 +127,9 @@ class Database:
             if type(exc).__name__ == "PoolTimeout":
                 raise DatabaseUnavailable("no database connection available") from exc
             raise
+        finally:
+            if not lent:
+                _checking.reset(token)
 
     def ping(self, timeout: float = 1.0) -> bool:
         try:

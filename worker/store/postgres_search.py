@@ -68,7 +68,8 @@ class PostgresBackend:
         args = {**params.sql_params(as_float32), **call.sql_params()}
         for attempt in range(1, ANSWER_ATTEMPTS + 1):
             try:
-                with self.db.connection() as conn:
+                # a read asked again on a broken connection: its first goes unchecked
+                with self.db.connection(checked=attempt > 1) as conn:
                     return answered(_answer_call(conn, args))
             except DatabaseUnavailable as exc:
                 # a connection that broke while it sat in the pool (its liveness check is skipped

@@ -114,15 +114,16 @@ class CommunityRefused(Exception):
 
 @dataclass(frozen=True)
 class NeighbourReach:
-    """Whose neighbours a question's one call reads: those of the ``of`` best fused candidates
-    and, at ``depth`` 2, those neighbours' own (a passage that carries the sentences around it
-    reads past a neighbour the context added)."""
+    """Whose neighbours a question's one call reads: those of the ``of`` best fused candidates and
+    of each leg's best ``leg_top`` and, at ``depth`` 2, those neighbours' own (a passage that
+    carries the sentences around it reads past a neighbour the context added)."""
 
     of: int = 0
+    leg_top: int = 0
     depth: int = 1
 
     def covers(self, other: NeighbourReach) -> bool:
-        return self.of >= other.of and self.depth >= other.depth
+        return self.of >= other.of and self.leg_top >= other.leg_top and self.depth >= other.depth
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class AnswerCall:
             "calibration_model": self.calibration_model,
             "known_version": self.known_version,
             "neighbours_of": self.neighbours.of,
+            "neighbours_leg_top": self.neighbours.leg_top,
             "neighbours_depth": self.neighbours.depth,
             "min_version": self.min_version,
         }
