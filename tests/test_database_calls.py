@@ -217,6 +217,26 @@ def test_a_neighbour_and_an_amendments_date_come_with_the_one_call(elm, embedder
     assert again.chunks[0].replaced == first.chunks[0].replaced
 
 
+@pytest.mark.parametrize("route", ["postgres", "rpc"])
+def test_a_question_as_of_a_date_costs_one_call(elm, embedder, route):
+    """As of a date, the rules that lend an amended section's match across the date read the same
+    search over every version: it comes with the call."""
+    dated = [RetrievalRequest(query=HENS, community="elm", as_of=day, debug=True)
+             for day in (date(2000, 1, 1), date(2010, 1, 1))]
+    with PostgrestStandin(elm.url) as server:
+        backend = PostgresBackend(elm) if route == "postgres" else SupabaseBackend(server.url, server.api_key)
+        retriever = Retriever(embedder=embedder, backend=backend, reranker=None, search_cache=SearchCache())
+        try:
+            retriever.answer(RetrievalRequest(query=GATE, community="elm"))  # reads the communities
+            before, after = (retriever.answer(request) for request in dated)
+        finally:
+            retriever.close()
+    assert {c.document_id for c in before.chunks if c.source is not None} >= {"ccrs"}
+    assert "first-amendment" not in {c.document_id for c in before.chunks if c.source is not None}
+    assert "first-amendment" in {c.document_id for c in after.chunks if c.source is not None}
+    assert [int(a.timings_ms["database_calls"]) for a in (before, after)] == [1, 1]
+
+
 def test_a_caller_sized_context_after_a_default_one_reads_its_neighbours_in_its_call(elm, embedder):
     """The search cache holds the default context's neighbours (the best few candidates'); a
     context the caller sizes goes further down the ranking and reads every candidate's, in its one

@@ -26,8 +26,9 @@
 -- (arc_confirmation_stamp), the candidates ("rows", hybrid_search's rows), the best candidates'
 -- neighbours ("neighbours": {"of": a chunk's id -> its neighbours' ids in document order, itself
 -- left out; "chunks": those neighbours, each once, chunk_neighbours' rows}) and the documents
--- that replaced a candidate, each with the
--- day it took effect ("dates", arc_document_dates' rows); the last two are null with "rows". A community
+-- that replaced a candidate, each with the day it took effect ("dates", arc_document_dates' rows),
+-- and as of a date the same search over every version ("unfiltered", hybrid_search's rows with
+-- include_superseded and no date); the last three are null with "rows". A community
 -- that is not there, or none named among several, raises hybrid_search's errors (22023).
 drop function if exists arc_answer(text, vector, integer, double precision, double precision, text, text[],
   boolean, boolean, text, text, date, text[], text, bigint);
@@ -70,6 +71,9 @@ declare
   replacing jsonb := null;
   spelled  text[] := '{}';
   replayed jsonb := null;
+  dated    boolean;
+  searched jsonb;
+  unfiltered jsonb := null;
 begin
   if min_version is not null then
     replayed := jsonb_build_object(
@@ -94,24 +98,34 @@ begin
     if scope is not null then
       spelled := arc_compound_spellings(compound_words, scope);
     end if;
-    select coalesce(jsonb_agg(to_jsonb(h)), '[]'::jsonb) into found
-    from hybrid_search(
-      query_text         => arc_answer.query_text,
-      query_embedding    => arc_answer.query_embedding,
-      match_count        => arc_answer.match_count,
-      vector_weight      => arc_answer.vector_weight,
-      fts_weight         => arc_answer.fts_weight,
-      fusion             => arc_answer.fusion,
-      document_types     => arc_answer.document_types,
-      binding_only       => arc_answer.binding_only,
-      include_superseded => arc_answer.include_superseded,
-      expansion_text     => nullif(concat_ws(' ', nullif(arc_answer.expansion_text, ''),
-                                                 nullif(array_to_string(spelled, ' '), '')), ''),
-      -- the community resolved above, named: hybrid_search then plans for it as it does for a
-      -- caller that names it (its own vector index); null only to raise hybrid_search's error
-      community          => coalesce(scope, arc_answer.community),
-      filter_as_of       => arc_answer.filter_as_of
-    ) h;
+    -- The search; as of a date, then the same search over every version ("unfiltered"): a
+    -- section an amendment rewrote on either side of the date lends or takes the other's match
+    -- (worker/retrieve/in_force.py).
+    foreach dated in array case when filter_as_of is null then array[true] else array[true, false] end loop
+      select coalesce(jsonb_agg(to_jsonb(h)), '[]'::jsonb) into searched
+      from hybrid_search(
+        query_text         => arc_answer.query_text,
+        query_embedding    => arc_answer.query_embedding,
+        match_count        => arc_answer.match_count,
+        vector_weight      => arc_answer.vector_weight,
+        fts_weight         => arc_answer.fts_weight,
+        fusion             => arc_answer.fusion,
+        document_types     => arc_answer.document_types,
+        binding_only       => arc_answer.binding_only,
+        include_superseded => arc_answer.include_superseded or not dated,
+        expansion_text     => nullif(concat_ws(' ', nullif(arc_answer.expansion_text, ''),
+                                                   nullif(array_to_string(spelled, ' '), '')), ''),
+        -- the community resolved above, named: hybrid_search then plans for it as it does for a
+        -- caller that names it (its own vector index); null only to raise hybrid_search's error
+        community          => coalesce(scope, arc_answer.community),
+        filter_as_of       => case when dated then arc_answer.filter_as_of end
+      ) h;
+      if dated then
+        found := searched;
+      else
+        unfiltered := searched;
+      end if;
+    end loop;
     with centres as (
       (select (r ->> 'id')::bigint as id
        from jsonb_array_elements(found) r
@@ -155,6 +169,7 @@ begin
                         else (select to_jsonb(c) from arc_status_calibration(scope, calibration_model) c) end,
     'confirmations', arc_confirmation_stamp(scope),
     'rows', found,
+    'unfiltered', unfiltered,
     'neighbours', around,
     'dates', replacing
   );

@@ -179,7 +179,9 @@ class FirstStage:
             found = self._replacements(found, community, options.as_of, state.dates if state is not None else None)
             if options.as_of is not None and found:
                 # the same search without the date: the versions of each section on either side of it
-                unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
+                unfiltered = state.unfiltered if state is not None else None
+                if unfiltered is None:  # a backend that cannot answer in one call
+                    unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
                 found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
                 found = in_force.amendments_take_their_sections_match(found, unfiltered)
             named = frozenset(named_documents(processed.normalized, {c.document_id: c.document_name for c in found}))
@@ -254,8 +256,12 @@ class FirstStage:
         if state.rows is None:
             assert held is not None  # rows are left out only for the version a cached result was read at
             self.search_cache.hits += 1
-            return replace(state, rows=held.rows, neighbours=held.neighbours, dates=held.dates)
-        self.search_cache.put(params, Held(state.version, state.rows, state.neighbours, state.dates, reach))
+            return replace(
+                state, rows=held.rows, neighbours=held.neighbours, dates=held.dates, unfiltered=held.unfiltered
+            )
+        self.search_cache.put(
+            params, Held(state.version, state.rows, state.neighbours, state.dates, reach, state.unfiltered)
+        )
         return state
 
     # -- the calibration's questions -----------------------------------------------------------

@@ -15,19 +15,22 @@ from ..store.search import DocumentDate, NeighbourReach, SearchParams
 @dataclass(frozen=True)
 class Held:
     """A search's result as read at ``version``: its rows and, when the one call read them, the
-    best rows' neighbours (chunk id -> the chunks around it) and the dates of the documents that
-    replaced a row (none of which can change without the version)."""
+    best rows' neighbours (chunk id -> the chunks around it), the dates of the documents that
+    replaced a row and, as of a date, the search over every version (none of which can change
+    without the version)."""
 
     version: int
     rows: list[ChunkResult]
     neighbours: dict[int, list[ChunkResult]] | None = None
     dates: dict[str, DocumentDate] | None = None
     reach: NeighbourReach = field(default_factory=NeighbourReach)  # whose neighbours were read
+    unfiltered: list[ChunkResult] | None = None  # as of a date, the search over every version
 
     def copy(self) -> Held:
         # callers change their chunks' scores in place: each gets its own
         neighbours = None if self.neighbours is None else {k: list(v) for k, v in self.neighbours.items()}
-        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates, self.reach)
+        unfiltered = None if self.unfiltered is None else [c.model_copy() for c in self.unfiltered]
+        return Held(self.version, [c.model_copy() for c in self.rows], neighbours, self.dates, self.reach, unfiltered)
 
 
 class SearchCache:

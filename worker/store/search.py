@@ -106,6 +106,8 @@ class Answered:
     neighbours: dict[int, list[ChunkResult]] | None = None
     # the documents that replaced a candidate, with the day each took effect, read with the rows
     dates: dict[str, DocumentDate] | None = None
+    # as of a date, the same search over every version (no date, superseded included)
+    unfiltered: list[ChunkResult] | None = None
 
 
 class CommunityRefused(Exception):
@@ -158,6 +160,7 @@ def answered(body: dict[str, Any] | None) -> Answered:
         rows=None if rows is None else [chunk_of(row) for row in rows],
         neighbours=_neighbours(body.get("neighbours")),
         dates=_dates(body.get("dates")),
+        unfiltered=None if body.get("unfiltered") is None else [chunk_of(row) for row in body["unfiltered"]],
     )
 
 
