@@ -78,7 +78,14 @@ def record(argv: list[str], out: Path) -> None:
     fits: list[dict] = []
     ask, match = confirmation_harness.ask, confirmed.Confirmations.match
     confirm_all, remove_all = confirmation_harness.confirm_all, confirmation_harness.Keeper.remove_all
+    keeper_chunks = confirmation_harness.Keeper.chunks
     fit_cut = fitted_cut.fit
+    texts: list[dict] = []
+
+    def chunks(self):  # type: ignore[no-untyped-def]
+        found = keeper_chunks(self)
+        texts.extend({"community": self.community, "id": c.id, "section": c.section_path, "content": c.content} for c in found)
+        return found
 
     def asked(client, settings, question):  # type: ignore[no-untyped-def]
         asking["question"] = question
@@ -151,6 +158,10 @@ def record(argv: list[str], out: Path) -> None:
                 "holds_evidence": bool(passage and evidence_found(list(q.evidence), passage.content)),  # type: ignore[attr-defined]
                 "asks": [confirmed.asking(question), entry.asks],
                 "rules_1_5": taken is not None and not _rule6_only(self, taken, question, entry, passage),
+                "taken": taken.id if taken is not None else None,
+                "question": question,
+                "similarities": [round(float(s), 5) for s in sims],
+                "entries": [[e.id, e.answer, e.chunk_id] for e in known.entries],
             }
         )
         return taken
@@ -158,6 +169,7 @@ def record(argv: list[str], out: Path) -> None:
     confirmation_harness.ask = asked  # type: ignore[assignment]
     confirmation_harness.confirm_all = bumped(confirm_all)  # type: ignore[assignment]
     confirmation_harness.Keeper.remove_all = bumped(remove_all)  # type: ignore[method-assign]
+    confirmation_harness.Keeper.chunks = chunks  # type: ignore[method-assign]
     fitted_cut.fit = fitted  # type: ignore[assignment]
     confirmed.Confirmations.match = matched  # type: ignore[method-assign]
     sys.argv = [str(ROOT / "benchmarks/confirmations.py"), *argv, "--out", str(out)]
@@ -168,6 +180,7 @@ def record(argv: list[str], out: Path) -> None:
         (out / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
         (out / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
         (out / "fits.jsonl").write_text("".join(json.dumps(f) + "\n" for f in fits))
+        (out / "chunks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in texts))
 
 
 def _rule6_only(matcher, taken, question, entry, passage) -> bool:  # type: ignore[no-untyped-def]
