@@ -82,6 +82,7 @@ def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmatio
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),
         words=embedder.embed_queries,
+        passages=embedder.embed,
     )
 
 
