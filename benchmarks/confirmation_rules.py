@@ -11,6 +11,10 @@ A wrong take is counted conservatively: a passage confirmation taken by an unans
 or by one whose own evidence the passage does not hold, or a "none" taken by an answerable one.
 Takes that rules 1-5 make on their own are the harness's to report, not counted here.
 
+``passage`` tries, on the same recording, the question against the confirmed passage rather than
+the confirmed question (rule 7 and the designs beside it: the passage's sentence the confirmed
+question matches best, and the question's similarity as a quantile of the knowledge base's
+different-question similarities), each chosen on all communities and leaving each out.
 ``overlap`` tries a further route of rule 6 on the same recording: the question's first-stage
 candidates against the ones the confirmed question retrieves (rank-biased overlap, or the share of
 the first k in common). ``scale`` replays the status's success cut fitted on the confirmations
@@ -19,6 +23,7 @@ the first k in common). ``scale`` replays the status's success cut fitted on the
 
     python benchmarks/confirmation_rules.py record /work/shared/datasets/hoa-dev --out /tmp/rules
     python benchmarks/confirmation_rules.py fit /tmp/rules
+    python benchmarks/confirmation_rules.py passage /tmp/rules
     python benchmarks/confirmation_rules.py overlap /tmp/rules
     python benchmarks/confirmation_rules.py scale /tmp/rules
 """
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import runpy
 import statistics
 import sys
@@ -84,7 +90,9 @@ def record(argv: list[str], out: Path) -> None:
 
     def chunks(self):  # type: ignore[no-untyped-def]
         found = keeper_chunks(self)
-        texts.extend({"community": self.community, "id": c.id, "section": c.section_path, "content": c.content} for c in found)
+        texts.extend(
+            {"community": self.community, "id": c.id, "section": c.section_path, "content": c.content} for c in found
+        )
         return found
 
     def asked(client, settings, question):  # type: ignore[no-untyped-def]
@@ -162,6 +170,7 @@ def record(argv: list[str], out: Path) -> None:
                 "question": question,
                 "similarities": [round(float(s), 5) for s in sims],
                 "entries": [[e.id, e.answer, e.chunk_id] for e in known.entries],
+                "passages": [[c.id, c.document_name, c.section_path, c.content] for c in candidates[:10]],
             }
         )
         return taken
@@ -452,6 +461,148 @@ def overlap(folder: Path, dataset: Path) -> None:
     _fitted_and_held_out(calls, communities, ("shipped rules alone", None), _best_overlap, _overlap_score, shown)
 
 
+# -- passage: the question against the confirmed passage, not only the confirmed question --------
+
+PASSAGE_GRID = {"at_least": (), "rank": (2, 3, 5, 10), "vector_rank": (1, 2, 3, 5, 40)}
+DESIGNS = {
+    # the question's cosine to the confirmed passage over the confirmed question's (rule 7)
+    "passage ratio": (0.9, 0.95, 1.0, 1.05, 1.1, 1.2),
+    # the same, against the passage's sentence the confirmed question matches best
+    "sentence ratio": (0.9, 0.95, 1.0, 1.05, 1.1, 1.2),
+    # the question's cosine to that sentence
+    "sentence similarity": (0.4, 0.45, 0.5, 0.55, 0.6, 0.65),
+    # the question's similarity as a quantile of the knowledge base's different-question similarities
+    "kb percentile": (0.8, 0.85, 0.9, 0.95, 0.98, 1.0),
+}
+_SENTENCE = re.compile(r"(?<=[.;:!?])\s+|\n+")
+
+
+def _unit_rows(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    return m / np.maximum(np.linalg.norm(m, axis=-1, keepdims=True), 1e-9)
+
+
+def _with_passages(folder: Path, dataset: Path) -> list[Call]:
+    """The recorded calls, each with the designs' measures (``c.designs``) for its nearest
+    confirmation when that is a passage among its first candidates; the passage is embedded as
+    the ingest embedded it (``confirmed.passage_text``), with the local model."""
+    from worker.config import Settings
+    from worker.embeddings import build_embedder
+    from worker.models import ChunkResult
+
+    embedder = build_embedder(Settings.from_env())
+    calls = _with_lists(folder, dataset)
+    texts: dict[str, None] = {}
+    for c in calls:
+        row = c.row
+        c.designs = {}  # type: ignore[attr-defined]
+        if row["answer"] != "passage" or row["rank"] is None or row["rank"] >= len(row.get("passages", ())):
+            continue
+        pid, name, section, content = row["passages"][row["rank"]]
+        chunk = ChunkResult(
+            id=pid, document_id="", document_name=name, document_type="", section_path=section,
+            page_number=None, chunk_index=0, is_binding=True, superseded_by=None, content=content, token_count=0,
+        )  # fmt: skip
+        c.passage_text = confirmed.passage_text(chunk)  # type: ignore[attr-defined]
+        c.sentences = [s.strip() for s in _SENTENCE.split(content) if len(s.split()) >= 3] or [content]  # type: ignore[attr-defined]
+        texts.update(dict.fromkeys([c.passage_text, *c.sentences]))  # type: ignore[attr-defined]
+    passages = dict(zip(texts, _unit_rows(embedder.embed(list(texts))), strict=True))
+    questions = sorted({t for c in calls for t in (c.row["question"], *c.row["confirmed"])})
+    asked = dict(zip(questions, _unit_rows(embedder.embed_queries(questions)), strict=True))
+    reference = _unit_rows(embedder.embed_queries(confirmed.homeowner_questions()))
+    among = reference @ reference.T
+    np.fill_diagonal(among, -1.0)
+    homeowner_nearest = list(among.max(axis=1))
+    for c in calls:
+        row = c.row
+        if not hasattr(c, "passage_text"):
+            continue
+        q, original = asked[row["question"]], asked[row["nearest"]]
+        p = passages[c.passage_text]  # type: ignore[attr-defined]
+        sentences = np.stack([passages[s] for s in c.sentences])  # type: ignore[attr-defined]
+        best = int(np.argmax(sentences @ original))
+        mine, theirs = float(sentences[best] @ q), float(sentences[best] @ original)
+        confirmed_vectors = np.stack([asked[t] for t in row["confirmed"]])
+        sims = confirmed_vectors @ confirmed_vectors.T
+        answers = [(a, chunk) for _, a, chunk in row["entries"]]
+        different = [
+            max(sims[i, j] for j in range(len(answers)) if answers[j] != answers[i])
+            for i in range(len(answers))
+            if any(answers[j] != answers[i] for j in range(len(answers)))
+        ] + homeowner_nearest
+        c.designs = {  # type: ignore[attr-defined]
+            "passage ratio": float(q @ p) / max(float(original @ p), 1e-6),
+            "sentence ratio": mine / max(theirs, 1e-6),
+            "sentence similarity": mine,
+            "kb percentile": float(np.mean(np.asarray(different) < row["similarity"])),
+        }
+    return calls
+
+
+def _takes_by_passage(c: Call, design: str, p: dict | None) -> bool:
+    """Rules 1-6 as shipped before rule 7, or ``design``'s measure at least ``p["at_least"]`` with
+    rules 1-3's tests, rule 2's scale and the passage's ranks ``p["rank"]``, ``p["vector_rank"]``."""
+    row = c.row
+    if _takes(row, SHIPPED):
+        return True
+    if p is None or design not in c.designs:  # type: ignore[attr-defined]
+        return False
+    if (None not in row["asks"] and row["asks"][0] != row["asks"][1]) or row["similarity"] - row[
+        "rival"
+    ] < confirmed.MARGIN:
+        return False
+    floor = row["near"] if row["rank"] < confirmed.NEAR_RANK else row["like"]
+    if row["similarity"] < floor or row["rank"] >= min(p["rank"], confirmed.AGREE_RANK):
+        return False
+    return row["vector_rank"] < p["vector_rank"] and c.designs[design] >= p["at_least"]  # type: ignore[attr-defined]
+
+
+def passage(folder: Path, dataset: Path) -> None:
+    calls = _with_passages(folder, dataset)
+    communities = sorted({c.community for c in calls})
+    refused = [c for c in calls if c.designs and not _takes(c.row, SHIPPED)]  # type: ignore[attr-defined]
+    missed = [c for c in refused if c.phase == "b" and c.right_target]
+    wrong = [c for c in refused if _harmful(c)]
+    print(
+        f"AUROC, {len(missed)} rewordings rules 1-6 refuse against {len(wrong)} questions a take would answer wrongly:"
+    )
+    for name in DESIGNS:
+        print(f"  {name}: {_auroc([c.designs[name] for c in missed], [c.designs[name] for c in wrong]):.2f}")  # type: ignore[attr-defined]
+    print(
+        f"  question cosine: {_auroc([c.row['similarity'] for c in missed], [c.row['similarity'] for c in wrong]):.2f}"
+    )
+    for name, levels in DESIGNS.items():
+        grid = {**PASSAGE_GRID, "at_least": levels}
+
+        def score_of(calls: list[Call], p: dict | None, community: str, name: str = name) -> tuple[float, float, int]:
+            return _scored(calls, community, lambda c: _takes_by_passage(c, name, p))
+
+        def best_of(calls: list[Call], communities: list[str], grid: dict = grid, score_of=score_of) -> dict:  # type: ignore[no-untyped-def]
+            chosen, key = {}, None
+            for values in itertools.product(*grid.values()):
+                p = dict(zip(grid, values, strict=True))
+                scores = [score_of(calls, p, c) for c in communities]
+                strict = p["at_least"] - p["rank"] / 10 - p["vector_rank"] / 40
+                k = (-sum(s[2] for s in scores), round(sum(s[0] + s[1] for s in scores), 6), strict)
+                if key is None or k > key:
+                    chosen, key = p, k
+            return chosen
+
+        print(f"\n{name}:")
+        shown = lambda p: ", ".join(f"{k} {v}" for k, v in p.items())  # noqa: E731
+        _fitted_and_held_out(calls, communities, ("rules 1-6 alone", None), best_of, score_of, shown)
+    print("\ncalls past every other test of rule 7, by the passage ratio:")
+    shipped_ranks = {"at_least": 0.0, "rank": confirmed.ANCHOR_RANK, "vector_rank": confirmed.ANCHOR_VECTOR_RANK}
+    past = [
+        c
+        for c in calls
+        if c.designs and not _takes(c.row, SHIPPED) and _takes_by_passage(c, "passage ratio", shipped_ranks)
+    ]  # type: ignore[attr-defined]
+    for c in sorted(past, key=lambda c: -c.designs["passage ratio"]):  # type: ignore[attr-defined]
+        verdict = "its original's" if c.right_target else ("wrong" if _harmful(c) else "harmless")
+        print(f"  {c.designs['passage ratio']:.2f} {c.community} ({verdict}): {c.row['question']}")  # type: ignore[attr-defined]
+
+
 # -- scale: the success cut fitted on the confirmations ------------------------------------------
 
 
@@ -622,12 +773,17 @@ def main() -> None:
     lists = sub.add_parser("overlap", help="try the candidates' overlap as a further route of rule 6")
     lists.add_argument("folder", type=Path)
     lists.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    near = sub.add_parser("passage", help="try the question against the confirmed passage and its sentences")
+    near.add_argument("folder", type=Path)
+    near.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
     scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
     scaled.add_argument("folder", type=Path)
     scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
     args = parser.parse_args()
     if args.command == "record":
         record([args.dataset, *(a for c in args.community for a in ("--community", c))], args.out)
+    elif args.command == "passage":
+        passage(args.folder, args.dataset)
     elif args.command == "overlap":
         overlap(args.folder, args.dataset)
     elif args.command == "scale":
