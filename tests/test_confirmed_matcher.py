@@ -190,18 +190,41 @@ def test_a_rewording_takes_when_retrieval_puts_the_confirmed_passage_at_its_top(
 # Rule 7, with the real model: hoa-dev's passages, questions and retrieval's ranks as the harness saw them.
 LEASE_Q = "just closed on my place in franklin square, can i rent it out right away?"
 LEASE_DOCUMENT = "Amendments to the By-Laws (October 7, 2003): Article XIII Sections 1-4, late fees, fines, leasing"
-LEASE = '"Section 3. No residence upon a lot may be leased or rented in the first two (2) years of ownership, except in hardship situations defined as death or disability of the lot owner or owners. The Board shall have the authority to promulgate rules to maintain the integrity of the provisions hereof. All leases or rentals shall be filed with the Association or its managing agent describing all relevant details concerning the lease prior to occupancy by the lessee. Visitation and occupancy by "guests" may be regulated by the Board so as to maintain the single family residence requirements of the documents.\n\nArticle XIII of the By-Laws is amended to add the following language as Section 4 thereof:\n\n"Section 4. All leases or rentals shall be for a one (1) year minimum term, and no residence upon a Lot may be rented more than once in any twelve month period.'
+LEASE = (
+    '"Section 3. No residence upon a lot may be leased or rented in the first two (2) years of '
+    'ownership, except in hardship situations defined as death or disability of the lot owner or '
+    'owners. The Board shall have the authority to promulgate rules to maintain the integrity of the '
+    'provisions hereof. All leases or rentals shall be filed with the Association or its managing '
+    'agent describing all relevant details concerning the lease prior to occupancy by the lessee. '
+    'Visitation and occupancy by "guests" may be regulated by the Board so as to maintain the single '
+    'family residence requirements of the documents.\n\nArticle XIII of the By-Laws is amended to add '
+    'the following language as Section 4 thereof:\n\n"Section 4. All leases or rentals shall be for a '
+    'one (1) year minimum term, and no residence upon a Lot may be rented more than once in any twelve '
+    'month period.'
+)
 FIREWORKS_Q = "did the fireworks ban vote ever pass? i heard it was close"
 FIREWORKS_DOCUMENT = "2022 Annual Homeowner's Meeting \u2014 minutes (2022-05-12)"
 FIREWORKS_SECTION = "Minutes > Fireworks Amendment"
-FIREWORKS = 'Background: Members were asked to vote at the end of 2021/start of 2022 on an amendment to the bylaws to prohibit fireworks (this is the second time membership was asked to ban fireworks). The measure failed to reach the required 75% approval threshold as required in the CCRs to make the change (it was two votes shy of passing, 42 approved, 15 denied, 1 outstanding vote).\n\nA group of members agreed to meet to brainstorm ideas for going forward and how to raise awareness in the neighborhood about fireworks safety and whether to run another vote to ban them through an amendment to the HOA governing documents.\n\nThe board will send out communication in advance of the Fourth of July to remind people of the rules around which fireworks are legal and when they are allowed in city limits.\n\nIt was suggested to add an emergency management plan for the neighborhood to respond to natural disasters and evacuation plans. More information will be gathered from Pierce County’s Department of Emergency Management which has neighborhood programs.'
+FIREWORKS = (
+    'Background: Members were asked to vote at the end of 2021/start of 2022 on an amendment to the '
+    'bylaws to prohibit fireworks (this is the second time membership was asked to ban fireworks). The '
+    'measure failed to reach the required 75% approval threshold as required in the CCRs to make the '
+    'change (it was two votes shy of passing, 42 approved, 15 denied, 1 outstanding vote).\n\nA group '
+    'of members agreed to meet to brainstorm ideas for going forward and how to raise awareness in the '
+    'neighborhood about fireworks safety and whether to run another vote to ban them through an '
+    'amendment to the HOA governing documents.\n\nThe board will send out communication in advance of '
+    'the Fourth of July to remind people of the rules around which fireworks are legal and when they '
+    'are allowed in city limits.\n\nIt was suggested to add an emergency management plan for the '
+    'neighborhood to respond to natural disasters and evacuation plans. More information will be '
+    'gathered from Pierce County’s Department of Emergency Management which has neighborhood programs.'
+)
 
 
 def _real_chunk(id: int, document: str, section: str, content: str) -> ChunkResult:
     return _chunk(id, content).model_copy(update={"document_name": document, "section_path": section})
 
 
-def _anchored_matcher(embedder, *, passages: bool) -> Confirmations:
+def _anchored_matcher(embedder, *, passages: bool, embed_passages=None) -> Confirmations:
     def stored(id: int, query: str, chunk_id: int) -> StoredConfirmation:
         return replace(
             _stored(id, query, chunk_id, 0), embedding=embedder.embed_query(query), embedding_model=embedder.model
@@ -213,7 +236,7 @@ def _anchored_matcher(embedder, *, passages: bool) -> Confirmations:
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),
         words=embedder.embed_queries,
-        passages=embedder.embed if passages else None,
+        passages=embed_passages or (embedder.embed if passages else None),
     )
 
 
@@ -264,3 +287,17 @@ def test_a_different_question_on_the_same_subject_is_not_as_near_the_passage(emb
     own = float(known.matrix[1] @ embedder.embed([passage_text(vote)])[0])
     assert (vote.vector_score or 0) < ANCHOR_RATIO * own
     assert matcher.match("c", other, question, candidates) is None
+
+
+def test_an_embedder_failing_on_the_passage_costs_rule_7_not_the_answer(embedder):
+    def failing(texts: list[str]) -> np.ndarray:
+        raise RuntimeError("provider unavailable")
+
+    rewording = "is there a waiting period after buying before i am allowed to lease my home to a tenant?"
+    lease = _scored(embedder, rewording, _real_chunk(141, LEASE_DOCUMENT, "", LEASE))
+    candidates = [
+        lease,
+        *(_chunk(137 + i, "Tenants.", relevance=0.3, vector_score=(lease.vector_score or 0) + 0.01) for i in range(2)),
+    ]
+    matcher = _anchored_matcher(embedder, passages=True, embed_passages=failing)
+    assert matcher.match("c", rewording, embedder.embed_query(rewording), candidates) is None

@@ -58,6 +58,7 @@ community without confirmations costs no database call: it is looked at again af
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -75,6 +76,8 @@ from ..store.confirmations import StoredConfirmation
 from .preprocess import STOPWORDS
 from .status.answer_type import AMOUNT_OF_MONEY
 from .status.decision import Verdict
+
+log = logging.getLogger("arc.confirmations")
 
 # A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
 MARGIN = 0.04
@@ -503,13 +506,18 @@ class Confirmations:
         return anchored(float(_unit(embedding) @ vector), float(confirmed @ vector))
 
     def _passage_vector(self, chunk: ChunkResult) -> np.ndarray | None:
-        """The unit vector of ``chunk`` as the embedder reads it, embedded once per process and text."""
+        """The unit vector of ``chunk`` as the embedder read it at ingest, embedded once per process
+        and text (None: no embedder, or it failed)."""
         if self._embed_passages is None:
             return None
         text = passage_text(chunk)
         vector = self._passage_vectors.get(text)
         if vector is None:
-            vector = _unit(self._embed_passages([text])[0])
+            try:
+                vector = _unit(self._embed_passages([text])[0])
+            except Exception as error:  # a remote embedder's failure costs rule 7, never the answer
+                log.warning("confirmed passage %s not embedded for rule 7: %s", chunk.id, error)
+                return None
             if len(self._passage_vectors) >= PASSAGE_CACHE:
                 self._passage_vectors.clear()
             self._passage_vectors[text] = vector
