@@ -15,6 +15,9 @@ Takes that rules 1-5 make on their own are the harness's to report, not counted 
 the confirmed question (rule 7 and the designs beside it: the passage's sentence the confirmed
 question matches best, and the question's similarity as a quantile of the knowledge base's
 different-question similarities), each chosen on all communities and leaving each out.
+``halves`` asks (d) again on seeded halves per community with the real matcher over each
+held-out question's recorded candidates, and counts the takes of rules 1-6 and those the passage
+ratio ("rule 7") would add, right and wrong.
 ``overlap`` tries a further route of rule 6 on the same recording: the question's first-stage
 candidates against the ones the confirmed question retrieves (rank-biased overlap, or the share of
 the first k in common). ``scale`` replays the status's success cut fitted on the confirmations
@@ -24,6 +27,7 @@ the first k in common). ``scale`` replays the status's success cut fitted on the
     python benchmarks/confirmation_rules.py record /work/shared/datasets/hoa-dev --out /tmp/rules
     python benchmarks/confirmation_rules.py fit /tmp/rules
     python benchmarks/confirmation_rules.py passage /tmp/rules
+    python benchmarks/confirmation_rules.py halves /tmp/rules --splits 100
     python benchmarks/confirmation_rules.py overlap /tmp/rules
     python benchmarks/confirmation_rules.py scale /tmp/rules
 """
@@ -89,9 +93,21 @@ def record(argv: list[str], out: Path) -> None:
     texts: list[dict] = []
 
     def chunks(self):  # type: ignore[no-untyped-def]
+        from worker.serve.documents_api import DOCUMENTS_ROUTE
+
         found = keeper_chunks(self)
+        listing = self._json(self.client.get(DOCUMENTS_ROUTE, headers=self.headers), "list documents")
+        names = {d["document_id"]: d["name"] for d in listing["documents"]}
         texts.extend(
-            {"community": self.community, "id": c.id, "section": c.section_path, "content": c.content} for c in found
+            {
+                "community": self.community,
+                "id": c.id,
+                "document_id": c.document_id,
+                "document_name": names.get(c.document_id),
+                "section": c.section_path,
+                "content": c.content,
+            }
+            for c in found
         )
         return found
 
@@ -464,6 +480,11 @@ def overlap(folder: Path, dataset: Path) -> None:
 # -- passage: the question against the confirmed passage, not only the confirmed question --------
 
 PASSAGE_GRID = {"at_least": (), "rank": (2, 3, 5, 10), "vector_rank": (1, 2, 3, 5, 40)}
+# The passage ratio's best setting on the rewordings, the same chosen on any three communities:
+# "rule 7", tried beside rules 1-6 and not shipped (``halves`` shows why).
+RULE7 = {"at_least": 1.1, "rank": 5, "vector_rank": 3}
+# The sentence ratio's best setting, likewise (not shipped).
+SENTENCE_RULE = {"at_least": 0.9, "rank": 5, "vector_rank": 3}
 DESIGNS = {
     # the question's cosine to the confirmed passage over the confirmed question's (rule 7)
     "passage ratio": (0.9, 0.95, 1.0, 1.05, 1.1, 1.2),
@@ -477,6 +498,13 @@ DESIGNS = {
 _SENTENCE = re.compile(r"(?<=[.;:!?])\s+|\n+")
 
 
+def passage_text(chunk) -> str:  # type: ignore[no-untyped-def]
+    """What the embedder read for ``chunk`` at ingest: its document's name, section and text."""
+    from worker.ingest.chunking import Chunk
+
+    return Chunk(0, chunk.section_path, chunk.content, None).embedding_text(chunk.document_name)
+
+
 def _unit_rows(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
     return m / np.maximum(np.linalg.norm(m, axis=-1, keepdims=True), 1e-9)
@@ -485,7 +513,7 @@ def _unit_rows(m: np.ndarray) -> np.ndarray:
 def _with_passages(folder: Path, dataset: Path) -> list[Call]:
     """The recorded calls, each with the designs' measures (``c.designs``) for its nearest
     confirmation when that is a passage among its first candidates; the passage is embedded as
-    the ingest embedded it (``confirmed.passage_text``), with the local model."""
+    the ingest embedded it (:func:`passage_text`), with the local model."""
     from worker.config import Settings
     from worker.embeddings import build_embedder
     from worker.models import ChunkResult
@@ -503,7 +531,7 @@ def _with_passages(folder: Path, dataset: Path) -> list[Call]:
             id=pid, document_id="", document_name=name, document_type="", section_path=section,
             page_number=None, chunk_index=0, is_binding=True, superseded_by=None, content=content, token_count=0,
         )  # fmt: skip
-        c.passage_text = confirmed.passage_text(chunk)  # type: ignore[attr-defined]
+        c.passage_text = passage_text(chunk)  # type: ignore[attr-defined]
         c.sentences = [s.strip() for s in _SENTENCE.split(content) if len(s.split()) >= 3] or [content]  # type: ignore[attr-defined]
         texts.update(dict.fromkeys([c.passage_text, *c.sentences]))  # type: ignore[attr-defined]
     passages = dict(zip(texts, _unit_rows(embedder.embed(list(texts))), strict=True))
@@ -591,8 +619,8 @@ def passage(folder: Path, dataset: Path) -> None:
         print(f"\n{name}:")
         shown = lambda p: ", ".join(f"{k} {v}" for k, v in p.items())  # noqa: E731
         _fitted_and_held_out(calls, communities, ("rules 1-6 alone", None), best_of, score_of, shown)
-    print("\ncalls past every other test of rule 7, by the passage ratio:")
-    shipped_ranks = {"at_least": 0.0, "rank": confirmed.ANCHOR_RANK, "vector_rank": confirmed.ANCHOR_VECTOR_RANK}
+    print("\ncalls past every other test of the passage ratio at rule 7's ranks, by the ratio:")
+    shipped_ranks = {**RULE7, "at_least": 0.0}
     past = [
         c
         for c in calls
@@ -601,6 +629,160 @@ def passage(folder: Path, dataset: Path) -> None:
     for c in sorted(past, key=lambda c: -c.designs["passage ratio"]):  # type: ignore[attr-defined]
         verdict = "its original's" if c.right_target else ("wrong" if _harmful(c) else "harmless")
         print(f"  {c.designs['passage ratio']:.2f} {c.community} ({verdict}): {c.row['question']}")  # type: ignore[attr-defined]
+
+
+# -- halves: (d) again on seeded halves, the real matcher with rule 7 beside it -------------------
+
+
+def _rule7(
+    matcher, community: str, question: str, embedding: np.ndarray, candidates: list, vector, design: str
+) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the nearest confirmation is a passage that rule 7 (:data:`RULE7`, the passage
+    ratio with rules 1-3 and rule 2's scale; or the sentence ratio, :data:`SENTENCE_RULE`) would
+    give ``question``; ``vector`` embeds a text."""
+    known = matcher.known(community)
+    if not known.entries:
+        return False
+    e = embedding / np.linalg.norm(embedding)
+    sims = known.matrix @ e
+    best = int(np.argmax(sims))
+    entry, similarity = known.entries[best], float(sims[best])
+    others = sims[known.answers != known.answers[best]]
+    if entry.answer != "passage" or similarity - (float(others.max()) if others.size else -1.0) < confirmed.MARGIN:
+        return False
+    asks = confirmed.asking(question)
+    if asks is not None and entry.asks is not None and asks != entry.asks:
+        return False
+    ids = [c.id for c in candidates][: min(RULE7["rank"], confirmed.AGREE_RANK)]
+    if entry.chunk_id not in ids:
+        return False
+    rank = ids.index(entry.chunk_id)
+    if similarity < (known.scale.near if rank < confirmed.NEAR_RANK else known.scale.like):
+        return False
+    chunk = candidates[rank]
+    if sum((c.vector_score or 0.0) > (chunk.vector_score or 0.0) for c in candidates) >= RULE7["vector_rank"]:
+        return False
+    if design == "sentence ratio":
+        sentences = [t.strip() for t in _SENTENCE.split(chunk.content) if len(t.split()) >= 3] or [chunk.content]
+        rows = _unit_rows(np.stack([vector(t) for t in sentences]))
+        p = rows[int(np.argmax(rows @ known.matrix[best]))]
+        return float(e @ p) >= SENTENCE_RULE["at_least"] * float(known.matrix[best] @ p)
+    p = _unit_rows(vector(passage_text(chunk)))
+    return float(e @ p) >= RULE7["at_least"] * float(known.matrix[best] @ p)
+
+
+def halves(folder: Path, dataset: Path, seeds: int, design: str = "passage ratio") -> None:
+    """Each community's originals split into ``seeds`` seeded halves (as (d)); the held-out half
+    asked of the real matcher over its recorded first-stage candidates (as asked before any
+    confirmation), the other half confirmed as the harness confirms it. Counts the takes of rules
+    1-6 and those rule 7 would add, and which take a passage without the question's evidence (or
+    answer an unanswerable one), by question and confirmation."""
+    import functools
+    from datetime import UTC, datetime
+
+    from worker.config import Settings
+    from worker.embeddings import build_embedder
+    from worker.evaluation.rewordings import ChunkText, evidence_chunk, half_split, load_with_rewordings
+    from worker.models import ChunkResult
+    from worker.retrieve.preprocess import preprocess
+    from worker.store.confirmations import StoredConfirmation
+
+    embedder = build_embedder(Settings.from_env())
+    _, rewordings = load_with_rewordings(dataset, HERE_REWORDINGS)
+    results = json.loads((folder / "results.json").read_text())
+    lines = [json.loads(line) for line in (folder / "chunks.jsonl").read_text().splitlines()]
+    answers = _answers(folder)
+    reference = embedder.embed_queries(confirmed.homeowner_questions())
+    query = functools.lru_cache(maxsize=None)(lambda text: embedder.embed_queries([text])[0])
+    vector = functools.lru_cache(maxsize=None)(lambda text: embedder.embed([text])[0])
+    start = 0
+    for community in results["communities"]:
+        name, held = community["community"], lines[start : start + community["chunks"]]
+        start += community["chunks"]
+        chunks = {c["id"]: c for c in held}
+        texts = [ChunkText(c["id"], c["document_id"], c["section"], c["content"]) for c in held]
+        originals = [q for q in rewordings.originals if q.community == name]
+        evidence = {q.id: None if q.negative else evidence_chunk(q, texts) for q in originals}
+        asked = {q.id: preprocess(q.question).normalized for q in originals}
+        candidates = {
+            a["id"]: [
+                ChunkResult(
+                    id=i,
+                    document_id=chunks[i]["document_id"],
+                    document_name=chunks[i]["document_name"] or "",
+                    document_type="",
+                    section_path=chunks[i]["section"],
+                    page_number=None,
+                    chunk_index=0,
+                    is_binding=True,
+                    superseded_by=None,
+                    content=chunks[i]["content"],
+                    token_count=0,
+                    relevance=relevance,
+                    vector_score=vector_score,
+                )
+                for i, relevance, vector_score in a["candidates"]
+            ]
+            for a in answers
+            if a["community"] == name and a["phase"] == 0
+        }
+        takes: dict[str, dict[tuple, int]] = {"rules 1-6": {}, f"{design}, added": {}}
+        for seed in range(seeds):
+            confirmed_half, held_out = half_split(originals, seed)
+            stored = [
+                StoredConfirmation(
+                    id=n,
+                    community=name,
+                    query=q.question,
+                    answer="none" if q.negative else "passage",
+                    document_id=None,
+                    section_path=None,
+                    embedding=query(asked[q.id]),
+                    embedding_model=embedder.model,
+                    created_at=datetime(2026, 11, 28, tzinfo=UTC),
+                    chunk_id=None if q.negative else evidence[q.id].chunk_id,  # type: ignore[union-attr]
+                    state="confirmed",
+                    reason=None,
+                )
+                for n, q in enumerate(confirmed_half, start=1)
+                if q.negative or evidence[q.id] is not None
+            ]
+            matcher = confirmed.Confirmations(
+                load=lambda _c, stored=stored: stored,
+                stamp=lambda _c: "s",
+                model=embedder.model,
+                reference=lambda: reference,
+                words=lambda words: np.stack([query(w) for w in words]),
+            )
+            by_id = {s.id: s for s in stored}
+            for q in held_out:
+                e, found = query(asked[q.id]), candidates[q.id]
+                taken = matcher.match(name, asked[q.id], e, found)
+                rule = "rules 1-6"
+                if taken is None and _rule7(matcher, name, asked[q.id], e, found, vector, design):
+                    known = matcher.known(name)
+                    entry = known.entries[int(np.argmax(known.matrix @ (e / np.linalg.norm(e))))]
+                    taken, rule = by_id[entry.id], f"{design}, added"
+                if taken is None:
+                    continue
+                answer, chunk_id = taken.answer, taken.chunk_id
+                wrong = (
+                    (not q.negative)
+                    if answer == "none"
+                    else q.negative or not evidence_found(list(q.evidence), chunks[chunk_id]["content"])
+                )
+                key = (wrong, q.id, q.question, by_id[taken.id].query, answer)
+                takes[rule][key] = takes[rule].get(key, 0) + 1
+        for rule, found_takes in takes.items():
+            total, wrong_total = sum(found_takes.values()), sum(n for k, n in found_takes.items() if k[0])
+            pairs = sum(1 for k in found_takes if k[0])
+            print(
+                f"{name}, {rule}: {total} takes over {seeds} halves, {wrong_total} wrong "
+                f"({pairs} question-confirmation pairs)"
+            )
+            for (wrong, qid, question, confirmation, answer), n in sorted(found_takes.items(), key=lambda kv: -kv[1]):
+                if wrong:
+                    print(f"  x{n} {qid} {question!r} took {confirmation!r} ({answer})")
 
 
 # -- scale: the success cut fitted on the confirmations ------------------------------------------
@@ -776,12 +958,19 @@ def main() -> None:
     near = sub.add_parser("passage", help="try the question against the confirmed passage and its sentences")
     near.add_argument("folder", type=Path)
     near.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    split = sub.add_parser("halves", help="(d) on seeded halves: rules 1-6 and rule 7's takes, right and wrong")
+    split.add_argument("folder", type=Path)
+    split.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    split.add_argument("--splits", type=int, default=100, help="seeded halves per community")
+    split.add_argument("--design", choices=("passage ratio", "sentence ratio"), default="passage ratio")
     scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
     scaled.add_argument("folder", type=Path)
     scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
     args = parser.parse_args()
     if args.command == "record":
         record([args.dataset, *(a for c in args.community for a in ("--community", c))], args.out)
+    elif args.command == "halves":
+        halves(args.folder, args.dataset, args.splits, args.design)
     elif args.command == "passage":
         passage(args.folder, args.dataset)
     elif args.command == "overlap":

@@ -5,21 +5,12 @@ decide; the real model and database are exercised in tests/test_confirmations.py
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
 
 from worker.models import ChunkResult
-from worker.retrieve.confirmed import (
-    AGREE_SHARE,
-    ANCHOR_RATIO,
-    Confirmations,
-    asking,
-    homeowner_questions,
-    passage_text,
-    uncovered,
-)
+from worker.retrieve.confirmed import AGREE_SHARE, Confirmations, asking, uncovered
 from worker.store.confirmations import StoredConfirmation
 
 GUIDELINES_Q = "does franklin square actually have written design guidelines"
@@ -185,119 +176,3 @@ def test_a_rewording_takes_when_retrieval_puts_the_confirmed_passage_at_its_top(
         _chunk(30, "Gutters shall be aluminium.", relevance=0.3, vector_score=0.55),
     ]
     assert _roof_and_siding().match("c", rewording, nearish, third) is None
-
-
-# Rule 7, with the real model: hoa-dev's passages, questions and retrieval's ranks as the harness saw them.
-LEASE_Q = "just closed on my place in franklin square, can i rent it out right away?"
-LEASE_DOCUMENT = "Amendments to the By-Laws (October 7, 2003): Article XIII Sections 1-4, late fees, fines, leasing"
-LEASE = (
-    '"Section 3. No residence upon a lot may be leased or rented in the first two (2) years of '
-    'ownership, except in hardship situations defined as death or disability of the lot owner or '
-    'owners. The Board shall have the authority to promulgate rules to maintain the integrity of the '
-    'provisions hereof. All leases or rentals shall be filed with the Association or its managing '
-    'agent describing all relevant details concerning the lease prior to occupancy by the lessee. '
-    'Visitation and occupancy by "guests" may be regulated by the Board so as to maintain the single '
-    'family residence requirements of the documents.\n\nArticle XIII of the By-Laws is amended to add '
-    'the following language as Section 4 thereof:\n\n"Section 4. All leases or rentals shall be for a '
-    'one (1) year minimum term, and no residence upon a Lot may be rented more than once in any twelve '
-    'month period.'
-)
-FIREWORKS_Q = "did the fireworks ban vote ever pass? i heard it was close"
-FIREWORKS_DOCUMENT = "2022 Annual Homeowner's Meeting \u2014 minutes (2022-05-12)"
-FIREWORKS_SECTION = "Minutes > Fireworks Amendment"
-FIREWORKS = (
-    'Background: Members were asked to vote at the end of 2021/start of 2022 on an amendment to the '
-    'bylaws to prohibit fireworks (this is the second time membership was asked to ban fireworks). The '
-    'measure failed to reach the required 75% approval threshold as required in the CCRs to make the '
-    'change (it was two votes shy of passing, 42 approved, 15 denied, 1 outstanding vote).\n\nA group '
-    'of members agreed to meet to brainstorm ideas for going forward and how to raise awareness in the '
-    'neighborhood about fireworks safety and whether to run another vote to ban them through an '
-    'amendment to the HOA governing documents.\n\nThe board will send out communication in advance of '
-    'the Fourth of July to remind people of the rules around which fireworks are legal and when they '
-    'are allowed in city limits.\n\nIt was suggested to add an emergency management plan for the '
-    'neighborhood to respond to natural disasters and evacuation plans. More information will be '
-    'gathered from Pierce County’s Department of Emergency Management which has neighborhood programs.'
-)
-
-
-def _real_chunk(id: int, document: str, section: str, content: str) -> ChunkResult:
-    return _chunk(id, content).model_copy(update={"document_name": document, "section_path": section})
-
-
-def _anchored_matcher(embedder, *, passages: bool, embed_passages=None) -> Confirmations:
-    def stored(id: int, query: str, chunk_id: int) -> StoredConfirmation:
-        return replace(
-            _stored(id, query, chunk_id, 0), embedding=embedder.embed_query(query), embedding_model=embedder.model
-        )
-
-    return Confirmations(
-        load=lambda community: [stored(1, LEASE_Q, 141), stored(2, FIREWORKS_Q, 150)],
-        stamp=lambda community: "s",
-        model=embedder.model,
-        reference=lambda: embedder.embed_queries(homeowner_questions()),
-        words=embedder.embed_queries,
-        passages=embed_passages or (embedder.embed if passages else None),
-    )
-
-
-def _scored(embedder, question: str, chunk: ChunkResult) -> ChunkResult:
-    """``chunk`` with the vector similarity the database gives it for ``question``."""
-    vectors = embedder.embed([passage_text(chunk)])[0], embedder.embed_query(question)
-    cosine = float(vectors[0] @ vectors[1] / np.linalg.norm(vectors[0]) / np.linalg.norm(vectors[1]))
-    return chunk.model_copy(update={"vector_score": cosine, "relevance": cosine})
-
-
-def test_a_rewording_with_other_key_words_takes_when_it_is_as_near_the_passage(embedder):
-    rewording = "is there a waiting period after buying before i am allowed to lease my home to a tenant?"
-    lease = _scored(embedder, rewording, _real_chunk(141, LEASE_DOCUMENT, "", LEASE))
-    # Retrieval ranks it first, third by vector similarity: short of rule 6's top test.
-    candidates = [
-        lease,
-        *(_chunk(137 + i, "Tenants.", relevance=0.3, vector_score=(lease.vector_score or 0) + 0.01) for i in range(2)),
-    ]
-    assert len(uncovered(rewording, LEASE_Q, LEASE)) > 1  # "waiting", "period", "tenant": rule 5 refuses
-    # Rules 1-6 leave it: the two questions share almost no key words and sit under ``like``.
-    assert (
-        _anchored_matcher(embedder, passages=False).match("c", rewording, embedder.embed_query(rewording), candidates)
-        is None
-    )
-    # It sits nearer the confirmed passage than the confirmed question itself does: rule 7 takes.
-    taken = _anchored_matcher(embedder, passages=True).match(
-        "c", rewording, embedder.embed_query(rewording), candidates
-    )
-    assert taken is not None and taken.id == 1 and taken.chunk_id == 141
-
-
-def test_a_different_question_on_the_same_subject_is_not_as_near_the_passage(embedder):
-    other = "If that fireworks ban goes through could my kids still do sparklers and fountains on the 4th?"
-    vote = _scored(embedder, other, _real_chunk(150, FIREWORKS_DOCUMENT, FIREWORKS_SECTION, FIREWORKS))
-    # As retrieval ranked them: the vote's minutes fifth (0.78 of the best relevance), second by
-    # vector similarity.
-    ahead = [
-        _chunk(200 + i, "Fireworks rules.", relevance=vote.relevance / 0.78, vector_score=vote.vector_score - 0.05)
-        for i in range(4)
-    ]
-    ahead[0] = ahead[0].model_copy(update={"vector_score": (vote.vector_score or 0) + 0.05})
-    candidates = [*ahead, vote]
-    matcher = _anchored_matcher(embedder, passages=True)
-    question = embedder.embed_query(other)
-    # Near the vote question (past ``like``, far ahead of the lease one), but not as near its passage.
-    known = matcher.known("c")
-    assert float(known.matrix[1] @ question / np.linalg.norm(question)) > known.scale.like
-    own = float(known.matrix[1] @ embedder.embed([passage_text(vote)])[0])
-    assert (vote.vector_score or 0) < ANCHOR_RATIO * own
-    assert matcher.match("c", other, question, candidates) is None
-
-
-def test_an_embedder_failing_on_the_passage_costs_rule_7_not_the_answer(embedder):
-    def failing(texts: list[str]) -> np.ndarray:
-        raise RuntimeError("provider unavailable")
-
-    rewording = "is there a waiting period after buying before i am allowed to lease my home to a tenant?"
-    lease = _scored(embedder, rewording, _real_chunk(141, LEASE_DOCUMENT, "", LEASE))
-    candidates = [
-        lease,
-        *(_chunk(137 + i, "Tenants.", relevance=0.3, vector_score=(lease.vector_score or 0) + 0.01) for i in range(2)),
-    ]
-    matcher = _anchored_matcher(embedder, passages=True, embed_passages=failing)
-    assert matcher.match("c", rewording, embedder.embed_query(rewording), candidates) is None

@@ -29,23 +29,13 @@ question it does not answer, so a question takes confirmation *c* only when all 
    scores the confirmed passage at least :data:`AGREE_SHARE` of its best candidate; or retrieval
    puts the confirmed passage at its very top by fused rank and by vector similarity alike, the
    question near ``like`` (a different question on the same subject retrieves another passage
-   first);
-7. or, for a passage that rules 5 and 6 refuse, the passage as the anchor (:func:`anchored`):
-   the question sits at least :data:`ANCHOR_RATIO` times as near the confirmed passage as the
-   confirmed question does (cosines to the passage's embedding, as the ingest embedded it), the
-   passage among its first :data:`ANCHOR_RANK` candidates and :data:`ANCHOR_VECTOR_RANK` nearest
-   by vector similarity. A rewording asks for what the passage says, in other words; a
-   different question on the same subject ("could my kids still do sparklers" against the
-   fireworks-vote minutes: 0.99 of the confirmed question's nearness) asks for something it
-   does not say. The passage is embedded once per process and text, only for a question that
-   reaches this rule.
+   first).
 
-Measured on hoa-dev (docs/confirmations.md): 0.46-0.68 of rewordings take their original's
+Measured on hoa-dev (docs/confirmations.md): 0.43-0.66 of rewordings take their original's
 confirmation by community (rules 1-5 alone: 0.11-0.33), and no confirmation takes a question of
 (c) or (d) that rules 1-5 left alone. Rule 6's numbers are the strictest of the settings best on
 all four communities; chosen on three, they give the fourth one wrong take in three cases of
-four, so they are kept at the strict end. Rule 7's numbers come out the same chosen on any
-three communities, with no wrong take on the fourth.
+four, so they are kept at the strict end.
 
 Confirmations live in memory per community, loaded with their state today
 (``sql/functions/arc_confirmations.sql``) and kept for the stamp they were read at (the
@@ -58,7 +48,6 @@ community without confirmations costs no database call: it is looked at again af
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import threading
@@ -70,14 +59,11 @@ from importlib import resources
 
 import numpy as np
 
-from ..ingest.chunking import Chunk
 from ..models import ChunkResult, ConfirmedMatch, Status
 from ..store.confirmations import StoredConfirmation
 from .preprocess import STOPWORDS
 from .status.answer_type import AMOUNT_OF_MONEY
 from .status.decision import Verdict
-
-log = logging.getLogger("arc.confirmations")
 
 # A question takes the nearest confirmation only this far ahead of the nearest one with another answer.
 MARGIN = 0.04
@@ -106,20 +92,6 @@ TOP_RANK = 3
 TOP_VECTOR_RANK = 2
 TOP_MARGIN = 0.05
 TOP_BELOW_LIKE = 0.05
-# Rule 7 (:func:`anchored`): the confirmed passage as the anchor. A question takes a passage
-# confirmation that rules 5 and 6 refuse when it relates to the confirmed passage at least
-# ANCHOR_RATIO times as closely as the confirmed question does (cosine to the passage's
-# embedding, both measured on the same vector, so the ratio is the same on every model's scale),
-# the passage among its first ANCHOR_RANK candidates and ANCHOR_VECTOR_RANK nearest by vector
-# similarity (rule 2's scale applies as to every passage). A rewording asks for
-# what the passage says in other words and so sits as near it as its original; a different
-# question on the same subject sits nearer another passage. Chosen on hoa-dev leaving each
-# community out (benchmarks/confirmations/results.md): the same numbers on every fold.
-ANCHOR_RATIO = 1.1
-ANCHOR_RANK = 5
-ANCHOR_VECTOR_RANK = 3
-# Passage vectors kept per process for rule 7 (one per confirmed passage that a question reached).
-PASSAGE_CACHE = 10_000
 # How many of a question's own content words the confirmed passage may leave out.
 UNCOVERED_ALLOWED = 1
 # Two words mean the same here when the embedding model puts them this near (all-MiniLM-L6-v2:
@@ -237,20 +209,6 @@ def agreed(
     )
 
 
-def anchored(to_question: float, to_confirmed: float) -> bool:
-    """Rule 7: the question sits at least :data:`ANCHOR_RATIO` times as near the confirmed passage
-    (``to_question``) as the confirmed question does (``to_confirmed``); the caller checks the
-    passage's ranks."""
-    return to_confirmed > 0 and to_question >= ANCHOR_RATIO * to_confirmed
-
-
-def passage_text(chunk: ChunkResult) -> str:
-    """What the embedder read for ``chunk`` at ingest: its document's name, section and text."""
-    return Chunk(chunk.chunk_index, chunk.section_path, chunk.content, chunk.page_number).embedding_text(
-        chunk.document_name
-    )
-
-
 def homeowner_questions() -> list[str]:
     """Questions any association gets (``worker/assets/homeowner_questions.txt``): different
     questions from a community's confirmed ones, as a rule, for :func:`like_cut`."""
@@ -356,7 +314,6 @@ class Confirmations:
         model: str,
         reference: Callable[[], np.ndarray] | None = None,
         words: Embed | None = None,
-        passages: Embed | None = None,
         refresh_seconds: float = 2.0,
     ):
         self._load = load
@@ -366,8 +323,6 @@ class Confirmations:
         self._reference_nearest: list[float] | None = None
         self._embed_words = words
         self._word_vectors: dict[str, np.ndarray] = {}
-        self._embed_passages = passages
-        self._passage_vectors: dict[str, np.ndarray] = {}
         self.refresh_seconds = refresh_seconds
         self._known: dict[str, Known] = {}
         self._lock = threading.Lock()
@@ -470,7 +425,6 @@ class Confirmations:
             return None
         scale = known.scale
         passage: str | None = None
-        rank: int | None = None
         if entry.answer == "none":
             if similarity < scale.like + NONE_EXTRA:
                 return None
@@ -481,47 +435,9 @@ class Confirmations:
             if agreed(similarity, similarity - rival, scale, candidates[rank], candidates):
                 return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
             passage = candidates[rank].content
-        if len(self.unmet(question, entry.query, passage)) <= UNCOVERED_ALLOWED:
-            return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
-        if rank is not None and self._near_passage(embedding, known.matrix[best], rank, candidates):
-            return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
-        return None
-
-    def _near_passage(
-        self,
-        embedding: np.ndarray,
-        confirmed: np.ndarray,
-        rank: int,
-        candidates: Sequence[ChunkResult],
-    ) -> bool:
-        """Rule 7 (:func:`anchored`) for the confirmed passage at ``rank`` among ``candidates``."""
-        chunk = candidates[rank]
-        own = chunk.vector_score or 0.0
-        by_vector = sum((c.vector_score or 0.0) > own for c in candidates)
-        if rank >= ANCHOR_RANK or by_vector >= ANCHOR_VECTOR_RANK:
-            return False
-        vector = self._passage_vector(chunk)
-        if vector is None:
-            return False
-        return anchored(float(_unit(embedding) @ vector), float(confirmed @ vector))
-
-    def _passage_vector(self, chunk: ChunkResult) -> np.ndarray | None:
-        """The unit vector of ``chunk`` as the embedder read it at ingest, embedded once per process
-        and text (None: no embedder, or it failed)."""
-        if self._embed_passages is None:
+        if len(self.unmet(question, entry.query, passage)) > UNCOVERED_ALLOWED:
             return None
-        text = passage_text(chunk)
-        vector = self._passage_vectors.get(text)
-        if vector is None:
-            try:
-                vector = _unit(self._embed_passages([text])[0])
-            except Exception as error:  # a remote embedder's failure costs rule 7, never the answer
-                log.warning("confirmed passage %s not embedded for rule 7: %s", chunk.id, error)
-                return None
-            if len(self._passage_vectors) >= PASSAGE_CACHE:
-                self._passage_vectors.clear()
-            self._passage_vectors[text] = vector
-        return vector
+        return Match(entry.id, entry.query, similarity, entry.answer, entry.chunk_id)
 
     def unmet(self, question: str, confirmed_query: str, passage: str | None) -> list[str]:
         """The question's words the confirmation leaves out (:func:`uncovered`) that no word of the

@@ -82,7 +82,6 @@ def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmatio
         model=embedder.model,
         reference=lambda: embedder.embed_queries(homeowner_questions()),
         words=embedder.embed_queries,
-        passages=embedder.embed,
     )
 
 
