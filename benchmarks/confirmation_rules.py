@@ -11,6 +11,13 @@ A wrong take is counted conservatively: a passage confirmation taken by an unans
 or by one whose own evidence the passage does not hold, or a "none" taken by an answerable one.
 Takes that rules 1-5 make on their own are the harness's to report, not counted here.
 
+``passage`` tries, on the same recording, the question against the confirmed passage rather than
+the confirmed question (rule 7 and the designs beside it: the passage's sentence the confirmed
+question matches best, and the question's similarity as a quantile of the knowledge base's
+different-question similarities), each chosen on all communities and leaving each out.
+``halves`` asks (d) again on seeded halves per community with the real matcher over each
+held-out question's recorded candidates, and counts the takes of rules 1-6 and those the passage
+ratio ("rule 7") would add, right and wrong.
 ``overlap`` tries a further route of rule 6 on the same recording: the question's first-stage
 candidates against the ones the confirmed question retrieves (rank-biased overlap, or the share of
 the first k in common). ``scale`` replays the status's success cut fitted on the confirmations
@@ -19,6 +26,8 @@ the first k in common). ``scale`` replays the status's success cut fitted on the
 
     python benchmarks/confirmation_rules.py record /work/shared/datasets/hoa-dev --out /tmp/rules
     python benchmarks/confirmation_rules.py fit /tmp/rules
+    python benchmarks/confirmation_rules.py passage /tmp/rules
+    python benchmarks/confirmation_rules.py halves /tmp/rules --splits 100
     python benchmarks/confirmation_rules.py overlap /tmp/rules
     python benchmarks/confirmation_rules.py scale /tmp/rules
 """
@@ -28,6 +37,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import runpy
 import statistics
 import sys
@@ -78,7 +88,28 @@ def record(argv: list[str], out: Path) -> None:
     fits: list[dict] = []
     ask, match = confirmation_harness.ask, confirmed.Confirmations.match
     confirm_all, remove_all = confirmation_harness.confirm_all, confirmation_harness.Keeper.remove_all
+    keeper_chunks = confirmation_harness.Keeper.chunks
     fit_cut = fitted_cut.fit
+    texts: list[dict] = []
+
+    def chunks(self):  # type: ignore[no-untyped-def]
+        from worker.serve.documents_api import DOCUMENTS_ROUTE
+
+        found = keeper_chunks(self)
+        listing = self._json(self.client.get(DOCUMENTS_ROUTE, headers=self.headers), "list documents")
+        names = {d["document_id"]: d["name"] for d in listing["documents"]}
+        texts.extend(
+            {
+                "community": self.community,
+                "id": c.id,
+                "document_id": c.document_id,
+                "document_name": names.get(c.document_id),
+                "section": c.section_path,
+                "content": c.content,
+            }
+            for c in found
+        )
+        return found
 
     def asked(client, settings, question):  # type: ignore[no-untyped-def]
         asking["question"] = question
@@ -151,6 +182,11 @@ def record(argv: list[str], out: Path) -> None:
                 "holds_evidence": bool(passage and evidence_found(list(q.evidence), passage.content)),  # type: ignore[attr-defined]
                 "asks": [confirmed.asking(question), entry.asks],
                 "rules_1_5": taken is not None and not _rule6_only(self, taken, question, entry, passage),
+                "taken": taken.id if taken is not None else None,
+                "question": question,
+                "similarities": [round(float(s), 5) for s in sims],
+                "entries": [[e.id, e.answer, e.chunk_id] for e in known.entries],
+                "passages": [[c.id, c.document_name, c.section_path, c.content] for c in candidates[:10]],
             }
         )
         return taken
@@ -158,6 +194,7 @@ def record(argv: list[str], out: Path) -> None:
     confirmation_harness.ask = asked  # type: ignore[assignment]
     confirmation_harness.confirm_all = bumped(confirm_all)  # type: ignore[assignment]
     confirmation_harness.Keeper.remove_all = bumped(remove_all)  # type: ignore[method-assign]
+    confirmation_harness.Keeper.chunks = chunks  # type: ignore[method-assign]
     fitted_cut.fit = fitted  # type: ignore[assignment]
     confirmed.Confirmations.match = matched  # type: ignore[method-assign]
     sys.argv = [str(ROOT / "benchmarks/confirmations.py"), *argv, "--out", str(out)]
@@ -168,6 +205,7 @@ def record(argv: list[str], out: Path) -> None:
         (out / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
         (out / "answers.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
         (out / "fits.jsonl").write_text("".join(json.dumps(f) + "\n" for f in fits))
+        (out / "chunks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in texts))
 
 
 def _rule6_only(matcher, taken, question, entry, passage) -> bool:  # type: ignore[no-untyped-def]
@@ -439,6 +477,314 @@ def overlap(folder: Path, dataset: Path) -> None:
     _fitted_and_held_out(calls, communities, ("shipped rules alone", None), _best_overlap, _overlap_score, shown)
 
 
+# -- passage: the question against the confirmed passage, not only the confirmed question --------
+
+PASSAGE_GRID = {"at_least": (), "rank": (2, 3, 5, 10), "vector_rank": (1, 2, 3, 5, 40)}
+# The passage ratio's best setting on the rewordings, the same chosen on any three communities:
+# "rule 7", tried beside rules 1-6 and not shipped (``halves`` shows why).
+RULE7 = {"at_least": 1.1, "rank": 5, "vector_rank": 3}
+# The sentence ratio's best setting, likewise (not shipped).
+SENTENCE_RULE = {"at_least": 0.9, "rank": 5, "vector_rank": 3}
+DESIGNS = {
+    # the question's cosine to the confirmed passage over the confirmed question's (rule 7)
+    "passage ratio": (0.9, 0.95, 1.0, 1.05, 1.1, 1.2),
+    # the same, against the passage's sentence the confirmed question matches best
+    "sentence ratio": (0.9, 0.95, 1.0, 1.05, 1.1, 1.2),
+    # the question's cosine to that sentence
+    "sentence similarity": (0.4, 0.45, 0.5, 0.55, 0.6, 0.65),
+    # the question's similarity as a quantile of the knowledge base's different-question similarities
+    "kb percentile": (0.8, 0.85, 0.9, 0.95, 0.98, 1.0),
+}
+_SENTENCE = re.compile(r"(?<=[.;:!?])\s+|\n+")
+
+
+def passage_text(chunk) -> str:  # type: ignore[no-untyped-def]
+    """What the embedder read for ``chunk`` at ingest: its document's name, section and text."""
+    from worker.ingest.chunking import Chunk
+
+    return Chunk(0, chunk.section_path, chunk.content, None).embedding_text(chunk.document_name)
+
+
+def _unit_rows(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    return m / np.maximum(np.linalg.norm(m, axis=-1, keepdims=True), 1e-9)
+
+
+def _with_passages(folder: Path, dataset: Path) -> list[Call]:
+    """The recorded calls, each with the designs' measures (``c.designs``) for its nearest
+    confirmation when that is a passage among its first candidates; the passage is embedded as
+    the ingest embedded it (:func:`passage_text`), with the local model."""
+    from worker.config import Settings
+    from worker.embeddings import build_embedder
+    from worker.models import ChunkResult
+
+    embedder = build_embedder(Settings.from_env())
+    calls = _with_lists(folder, dataset)
+    texts: dict[str, None] = {}
+    for c in calls:
+        row = c.row
+        c.designs = {}  # type: ignore[attr-defined]
+        if row["answer"] != "passage" or row["rank"] is None or row["rank"] >= len(row.get("passages", ())):
+            continue
+        pid, name, section, content = row["passages"][row["rank"]]
+        chunk = ChunkResult(
+            id=pid, document_id="", document_name=name, document_type="", section_path=section,
+            page_number=None, chunk_index=0, is_binding=True, superseded_by=None, content=content, token_count=0,
+        )  # fmt: skip
+        c.passage_text = passage_text(chunk)  # type: ignore[attr-defined]
+        c.sentences = [s.strip() for s in _SENTENCE.split(content) if len(s.split()) >= 3] or [content]  # type: ignore[attr-defined]
+        texts.update(dict.fromkeys([c.passage_text, *c.sentences]))  # type: ignore[attr-defined]
+    passages = dict(zip(texts, _unit_rows(embedder.embed(list(texts))), strict=True))
+    questions = sorted({t for c in calls for t in (c.row["question"], *c.row["confirmed"])})
+    asked = dict(zip(questions, _unit_rows(embedder.embed_queries(questions)), strict=True))
+    reference = _unit_rows(embedder.embed_queries(confirmed.homeowner_questions()))
+    among = reference @ reference.T
+    np.fill_diagonal(among, -1.0)
+    homeowner_nearest = list(among.max(axis=1))
+    for c in calls:
+        row = c.row
+        if not hasattr(c, "passage_text"):
+            continue
+        q, original = asked[row["question"]], asked[row["nearest"]]
+        p = passages[c.passage_text]  # type: ignore[attr-defined]
+        sentences = np.stack([passages[s] for s in c.sentences])  # type: ignore[attr-defined]
+        best = int(np.argmax(sentences @ original))
+        mine, theirs = float(sentences[best] @ q), float(sentences[best] @ original)
+        confirmed_vectors = np.stack([asked[t] for t in row["confirmed"]])
+        sims = confirmed_vectors @ confirmed_vectors.T
+        answers = [(a, chunk) for _, a, chunk in row["entries"]]
+        different = [
+            max(sims[i, j] for j in range(len(answers)) if answers[j] != answers[i])
+            for i in range(len(answers))
+            if any(answers[j] != answers[i] for j in range(len(answers)))
+        ] + homeowner_nearest
+        c.designs = {  # type: ignore[attr-defined]
+            "passage ratio": float(q @ p) / max(float(original @ p), 1e-6),
+            "sentence ratio": mine / max(theirs, 1e-6),
+            "sentence similarity": mine,
+            "kb percentile": float(np.mean(np.asarray(different) < row["similarity"])),
+        }
+    return calls
+
+
+def _takes_by_passage(c: Call, design: str, p: dict | None) -> bool:
+    """Rules 1-6 as shipped before rule 7, or ``design``'s measure at least ``p["at_least"]`` with
+    rules 1-3's tests, rule 2's scale and the passage's ranks ``p["rank"]``, ``p["vector_rank"]``."""
+    row = c.row
+    if _takes(row, SHIPPED):
+        return True
+    if p is None or design not in c.designs:  # type: ignore[attr-defined]
+        return False
+    if (None not in row["asks"] and row["asks"][0] != row["asks"][1]) or row["similarity"] - row[
+        "rival"
+    ] < confirmed.MARGIN:
+        return False
+    floor = row["near"] if row["rank"] < confirmed.NEAR_RANK else row["like"]
+    if row["similarity"] < floor or row["rank"] >= min(p["rank"], confirmed.AGREE_RANK):
+        return False
+    return row["vector_rank"] < p["vector_rank"] and c.designs[design] >= p["at_least"]  # type: ignore[attr-defined]
+
+
+def passage(folder: Path, dataset: Path) -> None:
+    calls = _with_passages(folder, dataset)
+    communities = sorted({c.community for c in calls})
+    refused = [c for c in calls if c.designs and not _takes(c.row, SHIPPED)]  # type: ignore[attr-defined]
+    missed = [c for c in refused if c.phase == "b" and c.right_target]
+    wrong = [c for c in refused if _harmful(c)]
+    print(
+        f"AUROC, {len(missed)} rewordings rules 1-6 refuse against {len(wrong)} questions a take would answer wrongly:"
+    )
+    for name in DESIGNS:
+        print(f"  {name}: {_auroc([c.designs[name] for c in missed], [c.designs[name] for c in wrong]):.2f}")  # type: ignore[attr-defined]
+    print(
+        f"  question cosine: {_auroc([c.row['similarity'] for c in missed], [c.row['similarity'] for c in wrong]):.2f}"
+    )
+    for name, levels in DESIGNS.items():
+        grid = {**PASSAGE_GRID, "at_least": levels}
+
+        def score_of(calls: list[Call], p: dict | None, community: str, name: str = name) -> tuple[float, float, int]:
+            return _scored(calls, community, lambda c: _takes_by_passage(c, name, p))
+
+        def best_of(calls: list[Call], communities: list[str], grid: dict = grid, score_of=score_of) -> dict:  # type: ignore[no-untyped-def]
+            chosen, key = {}, None
+            for values in itertools.product(*grid.values()):
+                p = dict(zip(grid, values, strict=True))
+                scores = [score_of(calls, p, c) for c in communities]
+                strict = p["at_least"] - p["rank"] / 10 - p["vector_rank"] / 40
+                k = (-sum(s[2] for s in scores), round(sum(s[0] + s[1] for s in scores), 6), strict)
+                if key is None or k > key:
+                    chosen, key = p, k
+            return chosen
+
+        print(f"\n{name}:")
+        shown = lambda p: ", ".join(f"{k} {v}" for k, v in p.items())  # noqa: E731
+        _fitted_and_held_out(calls, communities, ("rules 1-6 alone", None), best_of, score_of, shown)
+    print("\ncalls past every other test of the passage ratio at rule 7's ranks, by the ratio:")
+    shipped_ranks = {**RULE7, "at_least": 0.0}
+    past = [
+        c
+        for c in calls
+        if c.designs and not _takes(c.row, SHIPPED) and _takes_by_passage(c, "passage ratio", shipped_ranks)
+    ]  # type: ignore[attr-defined]
+    for c in sorted(past, key=lambda c: -c.designs["passage ratio"]):  # type: ignore[attr-defined]
+        verdict = "its original's" if c.right_target else ("wrong" if _harmful(c) else "harmless")
+        print(f"  {c.designs['passage ratio']:.2f} {c.community} ({verdict}): {c.row['question']}")  # type: ignore[attr-defined]
+
+
+# -- halves: (d) again on seeded halves, the real matcher with rule 7 beside it -------------------
+
+
+def _rule7(
+    matcher, community: str, question: str, embedding: np.ndarray, candidates: list, vector, design: str
+) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the nearest confirmation is a passage that rule 7 (:data:`RULE7`, the passage
+    ratio with rules 1-3 and rule 2's scale; or the sentence ratio, :data:`SENTENCE_RULE`) would
+    give ``question``; ``vector`` embeds a text."""
+    known = matcher.known(community)
+    if not known.entries:
+        return False
+    e = embedding / np.linalg.norm(embedding)
+    sims = known.matrix @ e
+    best = int(np.argmax(sims))
+    entry, similarity = known.entries[best], float(sims[best])
+    others = sims[known.answers != known.answers[best]]
+    if entry.answer != "passage" or similarity - (float(others.max()) if others.size else -1.0) < confirmed.MARGIN:
+        return False
+    asks = confirmed.asking(question)
+    if asks is not None and entry.asks is not None and asks != entry.asks:
+        return False
+    ids = [c.id for c in candidates][: min(RULE7["rank"], confirmed.AGREE_RANK)]
+    if entry.chunk_id not in ids:
+        return False
+    rank = ids.index(entry.chunk_id)
+    if similarity < (known.scale.near if rank < confirmed.NEAR_RANK else known.scale.like):
+        return False
+    chunk = candidates[rank]
+    if sum((c.vector_score or 0.0) > (chunk.vector_score or 0.0) for c in candidates) >= RULE7["vector_rank"]:
+        return False
+    if design == "sentence ratio":
+        sentences = [t.strip() for t in _SENTENCE.split(chunk.content) if len(t.split()) >= 3] or [chunk.content]
+        rows = _unit_rows(np.stack([vector(t) for t in sentences]))
+        p = rows[int(np.argmax(rows @ known.matrix[best]))]
+        return float(e @ p) >= SENTENCE_RULE["at_least"] * float(known.matrix[best] @ p)
+    p = _unit_rows(vector(passage_text(chunk)))
+    return float(e @ p) >= RULE7["at_least"] * float(known.matrix[best] @ p)
+
+
+def halves(folder: Path, dataset: Path, seeds: int, design: str = "passage ratio") -> None:
+    """Each community's originals split into ``seeds`` seeded halves (as (d)); the held-out half
+    asked of the real matcher over its recorded first-stage candidates (as asked before any
+    confirmation), the other half confirmed as the harness confirms it. Counts the takes of rules
+    1-6 and those rule 7 would add, and which take a passage without the question's evidence (or
+    answer an unanswerable one), by question and confirmation."""
+    import functools
+    from datetime import UTC, datetime
+
+    from worker.config import Settings
+    from worker.embeddings import build_embedder
+    from worker.evaluation.rewordings import ChunkText, evidence_chunk, half_split, load_with_rewordings
+    from worker.models import ChunkResult
+    from worker.retrieve.preprocess import preprocess
+    from worker.store.confirmations import StoredConfirmation
+
+    embedder = build_embedder(Settings.from_env())
+    _, rewordings = load_with_rewordings(dataset, HERE_REWORDINGS)
+    results = json.loads((folder / "results.json").read_text())
+    lines = [json.loads(line) for line in (folder / "chunks.jsonl").read_text().splitlines()]
+    answers = _answers(folder)
+    reference = embedder.embed_queries(confirmed.homeowner_questions())
+    query = functools.lru_cache(maxsize=None)(lambda text: embedder.embed_queries([text])[0])
+    vector = functools.lru_cache(maxsize=None)(lambda text: embedder.embed([text])[0])
+    start = 0
+    for community in results["communities"]:
+        name, held = community["community"], lines[start : start + community["chunks"]]
+        start += community["chunks"]
+        chunks = {c["id"]: c for c in held}
+        texts = [ChunkText(c["id"], c["document_id"], c["section"], c["content"]) for c in held]
+        originals = [q for q in rewordings.originals if q.community == name]
+        evidence = {q.id: None if q.negative else evidence_chunk(q, texts) for q in originals}
+        asked = {q.id: preprocess(q.question).normalized for q in originals}
+        candidates = {
+            a["id"]: [
+                ChunkResult(
+                    id=i,
+                    document_id=chunks[i]["document_id"],
+                    document_name=chunks[i]["document_name"] or "",
+                    document_type="",
+                    section_path=chunks[i]["section"],
+                    page_number=None,
+                    chunk_index=0,
+                    is_binding=True,
+                    superseded_by=None,
+                    content=chunks[i]["content"],
+                    token_count=0,
+                    relevance=relevance,
+                    vector_score=vector_score,
+                )
+                for i, relevance, vector_score in a["candidates"]
+            ]
+            for a in answers
+            if a["community"] == name and a["phase"] == 0
+        }
+        takes: dict[str, dict[tuple, int]] = {"rules 1-6": {}, f"{design}, added": {}}
+        for seed in range(seeds):
+            confirmed_half, held_out = half_split(originals, seed)
+            stored = [
+                StoredConfirmation(
+                    id=n,
+                    community=name,
+                    query=q.question,
+                    answer="none" if q.negative else "passage",
+                    document_id=None,
+                    section_path=None,
+                    embedding=query(asked[q.id]),
+                    embedding_model=embedder.model,
+                    created_at=datetime(2026, 11, 28, tzinfo=UTC),
+                    chunk_id=None if q.negative else evidence[q.id].chunk_id,  # type: ignore[union-attr]
+                    state="confirmed",
+                    reason=None,
+                )
+                for n, q in enumerate(confirmed_half, start=1)
+                if q.negative or evidence[q.id] is not None
+            ]
+            matcher = confirmed.Confirmations(
+                load=lambda _c, stored=stored: stored,
+                stamp=lambda _c: "s",
+                model=embedder.model,
+                reference=lambda: reference,
+                words=lambda words: np.stack([query(w) for w in words]),
+            )
+            by_id = {s.id: s for s in stored}
+            for q in held_out:
+                e, found = query(asked[q.id]), candidates[q.id]
+                taken = matcher.match(name, asked[q.id], e, found)
+                rule = "rules 1-6"
+                if taken is None and _rule7(matcher, name, asked[q.id], e, found, vector, design):
+                    known = matcher.known(name)
+                    entry = known.entries[int(np.argmax(known.matrix @ (e / np.linalg.norm(e))))]
+                    taken, rule = by_id[entry.id], f"{design}, added"
+                if taken is None:
+                    continue
+                answer, chunk_id = taken.answer, taken.chunk_id
+                wrong = (
+                    (not q.negative)
+                    if answer == "none"
+                    else q.negative or not evidence_found(list(q.evidence), chunks[chunk_id]["content"])
+                )
+                key = (wrong, q.id, q.question, by_id[taken.id].query, answer)
+                takes[rule][key] = takes[rule].get(key, 0) + 1
+        for rule, found_takes in takes.items():
+            total, wrong_total = sum(found_takes.values()), sum(n for k, n in found_takes.items() if k[0])
+            pairs = sum(1 for k in found_takes if k[0])
+            print(
+                f"{name}, {rule}: {total} takes over {seeds} halves, {wrong_total} wrong "
+                f"({pairs} question-confirmation pairs)"
+            )
+            for (wrong, qid, question, confirmation, answer), n in sorted(found_takes.items(), key=lambda kv: -kv[1]):
+                if wrong:
+                    print(f"  x{n} {qid} {question!r} took {confirmation!r} ({answer})")
+
+
 # -- scale: the success cut fitted on the confirmations ------------------------------------------
 
 
@@ -609,12 +955,24 @@ def main() -> None:
     lists = sub.add_parser("overlap", help="try the candidates' overlap as a further route of rule 6")
     lists.add_argument("folder", type=Path)
     lists.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    near = sub.add_parser("passage", help="try the question against the confirmed passage and its sentences")
+    near.add_argument("folder", type=Path)
+    near.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    split = sub.add_parser("halves", help="(d) on seeded halves: rules 1-6 and rule 7's takes, right and wrong")
+    split.add_argument("folder", type=Path)
+    split.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
+    split.add_argument("--splits", type=int, default=100, help="seeded halves per community")
+    split.add_argument("--design", choices=("passage ratio", "sentence ratio"), default="passage ratio")
     scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
     scaled.add_argument("folder", type=Path)
     scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
     args = parser.parse_args()
     if args.command == "record":
         record([args.dataset, *(a for c in args.community for a in ("--community", c))], args.out)
+    elif args.command == "halves":
+        halves(args.folder, args.dataset, args.splits, args.design)
+    elif args.command == "passage":
+        passage(args.folder, args.dataset)
     elif args.command == "overlap":
         overlap(args.folder, args.dataset)
     elif args.command == "scale":
