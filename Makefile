@@ -28,9 +28,11 @@ run: install ocr
 lint: install
 	$(VENV)/bin/ruff check worker && $(VENV)/bin/ruff format --check worker && $(VENV)/bin/mypy
 
-# Test processes for `make test`: 2 cores, but most tests wait on subprocesses, servers and I/O.
-# Each process has its own embedded Postgres, model and servers; a module runs in one process.
-TEST_WORKERS ?= 2
+# Test processes for `make test`: 2 cores, but most tests wait on subprocesses (the worker, n8n,
+# gunicorn, Chromium, conversions), servers and I/O, so three keep both cores busy (docs/tests.md).
+# Each process has its own embedded Postgres, model and servers; a module (an n8n module: one n8n
+# version of it) runs in one process, the long ones first (tests/conftest.py's scheduler).
+TEST_WORKERS ?= 3
 
 test: install lint postgres15 ocr podman browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile

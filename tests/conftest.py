@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
+from xdist.scheduler import LoadFileScheduling
 
 from tests.helpers import (
     INGEST_TOKEN,
@@ -29,10 +30,12 @@ from tests.helpers import (
     N8nInstall,
     database_url,
     free_port,
+    longest_first,
     make_settings,
     stop_process,
     tiny_dataset,
     wait_for,
+    work_unit,
 )
 from worker.embeddings import CachedEmbedder, LocalEmbedder
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
@@ -297,3 +300,29 @@ def pytest_collection_modifyitems(config, items) -> None:
         markers = {mark.name for mark in item.iter_markers()}
         for lane in sorted(lanes_of(item.fixturenames, markers) - markers):
             item.add_marker(getattr(pytest.mark, lane))
+
+
+# -- sharing the work out between `make test`'s processes -----------------------------------------
+
+
+class LongestFirstScheduling(LoadFileScheduling):
+    """``--dist loadfile``, with the long modules started first (tests/helpers.py's
+    ``LONG_MODULES``) and the n8n modules' versions as units of their own (``work_unit``)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        # The work queue is complete when the first unit is handed out: order it once, then.
+        if not getattr(self, "_ordered", False):
+            order = longest_first(list(self.workqueue))
+            self.workqueue = type(self.workqueue)((unit, self.workqueue[unit]) for unit in order)
+            self._ordered = True
+        super()._assign_work_unit(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadfile":
+        return LongestFirstScheduling(config, log)
+    return None

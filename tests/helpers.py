@@ -544,6 +544,50 @@ def parse_dockerfile() -> dict:
     return spec
 
 
+# -- how `make test` shares the modules out between its processes --------------------------------
+
+# The modules that bound the wall time of `make test` (`--dist loadfile`), with their wall time in
+# seconds as measured on the 2-core machine (docs/tests.md gives the run). pytest-xdist's own order
+# (most tests first) would start these few-test modules last, and the run would end with one
+# process on a long module while the other waits: conftest's scheduler starts them first, longest
+# first. A module not named here keeps xdist's order after them.
+LONG_MODULES: dict[str, int] = {
+    "tests/test_n8n_node.py": 726,
+    "tests/test_n8n.py": 602,
+    "tests/test_n8n_communities.py": 143,
+    "tests/test_bm25_maintenance.py": 202,
+    "tests/test_communities.py": 150,
+    "tests/test_replicas.py": 147,
+    "tests/test_backup.py": 128,
+    "tests/test_mcp.py": 123,
+    "tests/test_rerank_services.py": 100,
+    "tests/test_language_scale.py": 98,
+    "tests/test_doors_security.py": 88,
+    "tests/test_dockerfile.py": 78,
+    "tests/test_pages.py": 74,
+    "tests/test_docs.py": 72,
+}
+# Modules whose tests run once per n8n version (the `n8n_home` fixture): each version's tests are
+# a unit of work of their own, so the two versions' n8n run in both processes at once.
+SPLIT_BY_N8N_VERSION = frozenset({"tests/test_n8n.py", "tests/test_n8n_communities.py"})
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work one test process runs whole: the test's module, or for a module in
+    ``SPLIT_BY_N8N_VERSION`` the module's tests on one n8n version (``module@version``)."""
+    module, _, test = nodeid.partition("::")
+    if module in SPLIT_BY_N8N_VERSION and (params := re.search(r"\[(.*)\]$", test)):
+        versions = [v for v in N8N_VERSIONS if v in params.group(1).split("-")]
+        if versions:
+            return f"{module}@{versions[0]}"
+    return module
+
+
+def longest_first(units: list[str]) -> list[str]:
+    """``units`` with those of ``LONG_MODULES`` first, longest first; the rest keep their order."""
+    return sorted(units, key=lambda unit: -LONG_MODULES.get(unit.partition("@")[0], 0))
+
+
 # -- a real n8n ------------------------------------------------------------------------------------
 
 N8N_TOKEN = "n8n-webhook-secret"
@@ -568,6 +612,22 @@ def http_workflows() -> list[Path]:
     """The workflows built from n8n's own nodes (those using the community node, ``*-node.json``,
     need its package: tests/test_n8n_node.py)."""
     return [path for path in sorted(WORKFLOWS.glob("*.json")) if not path.stem.endswith("-node")]
+
+
+@dataclass(frozen=True)
+class PreparedN8n:
+    """A user folder in which n8n's commands imported the credentials and workflows and activated
+    them, before n8n ever started there, and what they reported."""
+
+    folder: Path
+    ids: dict[str, str]
+    active: str
+
+
+# Prepared user folders by what was imported (n8n version, credentials, workflows, node package), in
+# this test process: a later n8n with the same imports starts on a copy instead of running n8n's
+# commands again (each is a Node process that loads n8n's core: seconds of CPU).
+N8N_PREPARED: dict[str, PreparedN8n] = {}
 
 
 @contextmanager
@@ -608,23 +668,32 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
          "data": {"apiKey": chat_model.api_key, "url": chat_model.base_url}},
         *more_credentials,
     ]
-    if node_package is not None:
-        install_node_package(node_package, folder / ".n8n" / "nodes")
-    creds_file = folder / "credentials.json"
-    creds_file.write_text(json.dumps(credentials))
-    run("import:credentials", f"--input={creds_file}")
-    ids = {}
-    for path in (http_workflows() if workflows is None else workflows):
-        workflow = json.loads(path.read_text())
-        ids[workflow["name"]] = workflow["id"]
-        run("import:workflow", f"--input={path}")
-    major = int(install.version.split(".")[0])
-    for workflow_id in ids.values():
-        if major >= 2:
-            run("publish:workflow", f"--id={workflow_id}")
+    chosen = [json.loads(path.read_text()) for path in (http_workflows() if workflows is None else workflows)]
+    imports = json.dumps([install.version, str(install.home), credentials, chosen, str(node_package)], sort_keys=True)
+    prepared = N8N_PREPARED.get(imports)
+    if prepared is not None:
+        shutil.copytree(prepared.folder, folder, dirs_exist_ok=True, symlinks=True)
+    else:
+        if node_package is not None:
+            install_node_package(node_package, folder / ".n8n" / "nodes")
+        creds_file = folder / "credentials.json"
+        creds_file.write_text(json.dumps(credentials))
+        run("import:credentials", f"--input={creds_file}")
+        # The workflows go in as one JSON array (one command); 1.x activates them all in one
+        # command, 2.x publishes one workflow per command.
+        ids = {workflow["name"]: workflow["id"] for workflow in chosen}
+        workflows_file = folder / "workflows.json"
+        workflows_file.write_text(json.dumps(chosen))
+        run("import:workflow", f"--input={workflows_file}")
+        if int(install.version.split(".")[0]) >= 2:
+            for workflow_id in ids.values():
+                run("publish:workflow", f"--id={workflow_id}")
         else:
-            run("update:workflow", f"--id={workflow_id}", "--active=true")
-    active = run("list:workflow", "--active=true")
+            run("update:workflow", "--all", "--active=true")
+        active = run("list:workflow", "--active=true")
+        kept = folder.parent / f"{folder.name}-prepared"
+        shutil.copytree(folder, kept, symlinks=True)
+        prepared = N8N_PREPARED[imports] = PreparedN8n(kept, ids, active)
     log = open(folder / "n8n.log", "w")
     process = subprocess.Popen([cli, "start"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -633,7 +702,7 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
         wait_for(lambda: ready(requests.post(f"{base}/webhook/arc-retrieval", json={"query": "ping"},
                                              headers={"X-ARC-Token": N8N_TOKEN}, timeout=30)),
                  120, "n8n's webhook")
-        yield {"base": base, "ids": ids, "active": active, "log": folder / "n8n.log"}
+        yield {"base": base, "ids": prepared.ids, "active": prepared.active, "log": folder / "n8n.log"}
     finally:
         stop_process(process)
         log.close()

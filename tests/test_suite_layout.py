@@ -57,3 +57,29 @@ def test_each_test_is_marked_with_the_lanes_of_its_fixtures(request):
             assert "model" in marks and "unit" not in marks, item.nodeid
         if "unit" in marks:
             assert not marks & {"database", "model", "browser", "n8n", "docker"}, item.nodeid
+
+
+def test_each_long_module_named_for_the_scheduler_exists():
+    from tests.helpers import LONG_MODULES, ROOT, SPLIT_BY_N8N_VERSION
+
+    missing = [module for module in [*LONG_MODULES, *SPLIT_BY_N8N_VERSION] if not (ROOT / module).is_file()]
+    assert missing == [], "tests/helpers.py names modules that are not there"
+
+
+def test_a_module_is_one_unit_of_work_and_an_n8n_module_one_per_version():
+    from tests.helpers import N8N_VERSIONS, work_unit
+
+    current, previous = N8N_VERSIONS
+    assert work_unit("tests/test_cli.py::test_x") == "tests/test_cli.py"
+    assert work_unit("tests/test_cli.py::test_x[2.40.7]") == "tests/test_cli.py"
+    assert work_unit(f"tests/test_n8n.py::test_x[{previous}]") == f"tests/test_n8n.py@{previous}"
+    assert work_unit(f"tests/test_n8n.py::test_y[{current}-setting0-cause]") == f"tests/test_n8n.py@{current}"
+    assert work_unit("tests/test_n8n.py::test_without_n8n") == "tests/test_n8n.py"
+
+
+def test_the_long_modules_start_first_and_the_rest_keep_their_order():
+    from tests.helpers import LONG_MODULES, longest_first
+
+    longest, second = sorted(LONG_MODULES, key=LONG_MODULES.__getitem__, reverse=True)[:2]
+    units = ["tests/test_a.py", f"{second}@1", "tests/test_b.py", longest, "tests/test_c.py"]
+    assert longest_first(units) == [longest, f"{second}@1", "tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]
