@@ -171,16 +171,13 @@ class FirstStage:
             else:
                 searched = replace(params, embedding=embedding)
                 state = self._answer(searched, options.community, calibration_model, reach or NeighbourReach())
-                if state is None:  # a backend that cannot answer in one call
-                    found = self._search(searched)
-                else:
-                    found = state.rows or []
-                    community = state.community or community
+                found = state.rows or []
+                community = state.community or community
             found = self._replacements(found, community, options.as_of, state.dates if state is not None else None)
             if options.as_of is not None and found:
                 # the same search without the date: the versions of each section on either side of it
                 unfiltered = state.unfiltered if state is not None else None
-                if unfiltered is None:  # a backend that cannot answer in one call
+                if unfiltered is None:  # the full-text search alone, which the call did not run
                     unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
                 found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
                 found = in_force.amendments_take_their_sections_match(found, unfiltered)
@@ -222,12 +219,10 @@ class FirstStage:
 
     def _answer(
         self, params: SearchParams, requested: str | None, calibration_model: str | None, reach: NeighbourReach
-    ) -> Answered | None:
+    ) -> Answered:
         """The search and what the answer reads besides, in one call (``arc_answer``, which also
         spells the question's compounds the knowledge base's way): a cached result is sent back
         only when the community's version moved."""
-        if not self.backend.one_call:
-            return None
         answer = self.backend.answer
         held = self.search_cache.held(params)
         if held is not None and not held.reach.covers(reach):

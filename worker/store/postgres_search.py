@@ -3,7 +3,8 @@ primary, or spread over read replicas when there are any (``replicas.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -41,17 +42,11 @@ class PostgresBackend:
         self.db = db
         self.replicas = replicas
 
-    # A question's reads in one call (:meth:`answer`); over read replicas two: the primary's
-    # version, then the call on a replica that has replayed it (the call checks that itself).
-    one_call = True
-
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
-            try:
+            with _search_time_bounded():
                 cur = conn.cursor(row_factory=psycopg.rows.dict_row)
                 return cur.execute(sqlfiles.query("hybrid_search"), params.sql_params(as_float32)).fetchall()
-            except psycopg.errors.QueryCanceled as exc:
-                raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
 
         if self.replicas is None:
             with self.db.connection() as conn:
@@ -63,6 +58,8 @@ class PostgresBackend:
         return [chunk_of(row) for row in rows]
 
     def answer(self, params: SearchParams, call: AnswerCall) -> Answered:
+        """A question's reads in one call; over read replicas two: the primary's version, then the
+        call on a replica that has replayed it (the call checks that itself)."""
         if self.replicas is not None:
             return self._answer_on_replica(params, call, self.replicas)
         args = {**params.sql_params(as_float32), **call.sql_params()}
@@ -142,11 +139,19 @@ class PostgresBackend:
 def _answer_call(conn: psycopg.Connection, args: dict[str, Any]) -> dict[str, Any]:
     """``arc_answer``'s object, its refusals as the worker's errors."""
     try:
-        return one_row(conn.execute(sqlfiles.query("answer"), args))[0] or {}
+        with _search_time_bounded():
+            return one_row(conn.execute(sqlfiles.query("answer"), args))[0] or {}
     except psycopg.errors.InvalidParameterValue as exc:
         if refuses_community(str(exc)):
             raise CommunityRefused(str(exc).splitlines()[0]) from exc
         raise
+
+
+@contextmanager
+def _search_time_bounded() -> Iterator[None]:
+    """A search cancelled by the statement timeout, as the worker's error."""
+    try:
+        yield
     except psycopg.errors.QueryCanceled as exc:
         raise DatabaseUnavailable("the search took longer than the statement timeout") from exc
 

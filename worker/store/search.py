@@ -190,18 +190,13 @@ def refuses_community(message: str) -> bool:
 
 
 class SearchBackend(Protocol):
-    # whether a question's reads come in one call (:meth:`answer`)
-    @property
-    def one_call(self) -> bool: ...
-
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         """The candidates; ``min_version``: the knowledge-base version the caller already read
         (a read replica must have replayed it), so that it is not read twice."""
         ...
 
     def answer(self, params: SearchParams, call: AnswerCall) -> Answered:
-        """The search and what else a question reads, in one call, for a backend whose ``one_call``
-        says it answers so. Raises :class:`CommunityRefused`."""
+        """The search and what else a question reads, in one call. Raises :class:`CommunityRefused`."""
         ...
 
     def version(self, community: str | None = None) -> int:

@@ -33,8 +33,6 @@ class SupabaseBackend:
             client = create_client(url, key)
         self.client = client
 
-    one_call = True  # a question's reads in one RPC (:meth:`answer`)
-
     def search(self, params: SearchParams, min_version: int | None = None) -> list[ChunkResult]:
         args = params.sql_params()
         # hybrid_search takes the compounds' spelling in its expansion (the one call, arc_answer,
