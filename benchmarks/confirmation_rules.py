@@ -35,6 +35,7 @@ the first k in common). ``scale`` replays the status's success cut fitted on the
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import re
@@ -59,8 +60,7 @@ GRID = {
     "extra": (0.05, 0.1, 0.15),
     "margin": (0.1, 0.15, 0.2),
     "share": (0.7, 0.8, 0.9),
-    "top_rank": (2, 3),
-    "top_vector_rank": (1, 2),
+    "top_behind": (0, 1, 2),
     "top_margin": (0.05, 0.1),
     "top_below_like": (0.0, 0.05, 0.1),
 }
@@ -70,8 +70,7 @@ SHIPPED = {
     "extra": confirmed.AGREE_EXTRA,
     "margin": confirmed.AGREE_MARGIN,
     "share": confirmed.AGREE_SHARE,
-    "top_rank": confirmed.TOP_RANK,
-    "top_vector_rank": confirmed.TOP_VECTOR_RANK,
+    "top_behind": confirmed.TOP_BEHIND,
     "top_margin": confirmed.TOP_MARGIN,
     "top_below_like": confirmed.TOP_BELOW_LIKE,
 }
@@ -281,8 +280,8 @@ def _takes(row: dict, p: dict) -> bool:
     if row["similarity"] >= row["like"] + p["extra"] and margin >= p["margin"] and (row["share"] or 0) >= p["share"]:
         return True
     return (
-        row["rank"] < p["top_rank"]
-        and row["vector_rank"] < p["top_vector_rank"]
+        min(row["rank"], row["vector_rank"]) == 0
+        and row["rank"] + row["vector_rank"] <= p["top_behind"]
         and margin >= p["top_margin"]
         and row["similarity"] >= row["like"] - p["top_below_like"]
     )
@@ -314,8 +313,7 @@ def _strictness(p: dict) -> float:
         p["extra"]
         + p["margin"]
         + p["share"]
-        - p["top_rank"]
-        - p["top_vector_rank"]
+        - p["top_behind"]
         + p["top_margin"]
         - p["top_below_like"]
     )
@@ -727,6 +725,8 @@ def halves(folder: Path, dataset: Path, seeds: int, design: str = "passage ratio
             if a["community"] == name and a["phase"] == 0
         }
         takes: dict[str, dict[tuple, int]] = {"rules 1-6": {}, f"{design}, added": {}}
+        before = {a["id"]: a for a in answers if a["community"] == name and a["phase"] == 0}
+        changed: dict[str, collections.Counter[str]] = {rule: collections.Counter() for rule in takes}
         for seed in range(seeds):
             confirmed_half, held_out = half_split(originals, seed)
             stored = [
@@ -773,16 +773,37 @@ def halves(folder: Path, dataset: Path, seeds: int, design: str = "passage ratio
                 )
                 key = (wrong, q.id, q.question, by_id[taken.id].query, answer)
                 takes[rule][key] = takes[rule].get(key, 0) + 1
+                changed[rule].update(_take_changes(before[q.id], q.negative, answer, wrong))
         for rule, found_takes in takes.items():
             total, wrong_total = sum(found_takes.values()), sum(n for k, n in found_takes.items() if k[0])
             pairs = sum(1 for k in found_takes if k[0])
+            moved = changed[rule]
             print(
                 f"{name}, {rule}: {total} takes over {seeds} halves, {wrong_total} wrong "
-                f"({pairs} question-confirmation pairs)"
+                f"({pairs} question-confirmation pairs); SOURCE 1 lost {moved['source1 lost']}, "
+                f"gained {moved['source1 gained']}; status right lost {moved['status lost']}, "
+                f"gained {moved['status gained']}"
             )
             for (wrong, qid, question, confirmation, answer), n in sorted(found_takes.items(), key=lambda kv: -kv[1]):
                 if wrong:
                     print(f"  x{n} {qid} {question!r} took {confirmation!r} ({answer})")
+
+
+def _take_changes(before: dict, negative: bool, answer: str, wrong: bool) -> list[str]:
+    """What a take changes against the question's answer with no confirmation: a passage
+    confirmation puts its passage in SOURCE 1 and answers ``success``, a "none" answers
+    ``no_results`` with no context."""
+    had_source1, was_right = bool(before["evidence_in_source1"]), bool(before["status_right"])
+    if answer == "none":
+        source1, right = False, negative
+    else:
+        source1, right = not wrong and not negative, not negative
+    found = []
+    if had_source1 != source1 and not negative:
+        found.append("source1 gained" if source1 else "source1 lost")
+    if was_right != right:
+        found.append("status gained" if right else "status lost")
+    return found
 
 
 # -- scale: the success cut fitted on the confirmations ------------------------------------------

@@ -176,3 +176,24 @@ def test_a_rewording_takes_when_retrieval_puts_the_confirmed_passage_at_its_top(
         _chunk(30, "Gutters shall be aluminium.", relevance=0.3, vector_score=0.55),
     ]
     assert _roof_and_siding().match("c", rewording, nearish, third) is None
+
+
+def test_second_by_both_orders_is_not_the_top():
+    """A different question on the confirmed one's subject often puts the confirmed passage second
+    by the fused ranking and second by vector similarity: not retrieval's top, no take."""
+    question = "can i put steel on top of my house?"
+    nearish = np.array([0.6, 0.5, 0.62, 0, 0, 0, 0, 0], dtype=np.float32)
+    second_by_both = [
+        _chunk(30, "Solar collectors shall be placed on the rear roof.", relevance=0.75, vector_score=0.65),
+        _chunk(10, ROOF, relevance=0.7, vector_score=0.6),
+        _chunk(20, SIDING, relevance=0.4, vector_score=0.4),
+    ]
+    assert _roof_and_siding().match("c", question, nearish, second_by_both) is None
+    # Second by one order and first by the other is still the top.
+    first_by_vector = [
+        _chunk(30, "Solar collectors shall be placed on the rear roof.", relevance=0.75, vector_score=0.55),
+        _chunk(10, ROOF, relevance=0.7, vector_score=0.6),
+        _chunk(20, SIDING, relevance=0.4, vector_score=0.4),
+    ]
+    taken = _roof_and_siding().match("c", question, nearish, first_by_vector)
+    assert taken is not None and taken.id == 1
