@@ -806,6 +806,43 @@ def _take_changes(before: dict, negative: bool, answer: str, wrong: bool) -> lis
     return found
 
 
+# -- models: which local model tells a rewording from a different question --------------------
+
+
+def models(dataset: Path) -> None:
+    """Each local embedding model's question-to-question cosine: a rewording against its original
+    (positives) and each original against the nearest other original of its community (different
+    questions), with the AUROC between the two and the time to embed one question."""
+    import time
+
+    from worker.embeddings import E5Embedder, LocalEmbedder
+    from worker.evaluation.rewordings import load_with_rewordings
+    from worker.retrieve.preprocess import preprocess
+
+    _, rewordings = load_with_rewordings(dataset, HERE_REWORDINGS)
+    text = {q.id: q.question for q in rewordings.originals}
+    communities: dict[str, list[str]] = {}
+    for q in rewordings.originals:
+        communities.setdefault(q.community, []).append(q.question)
+    for name, embedder in (("all-MiniLM-L6-v2", LocalEmbedder()), ("multilingual-e5-small", E5Embedder())):
+        questions = sorted({*text.values(), *(r.question.question for r in rewordings.rewordings)})
+        started = time.perf_counter()
+        matrix = _unit_rows(embedder.embed_queries([preprocess(q).normalized for q in questions]))
+        per_question = (time.perf_counter() - started) / len(questions) * 1000
+        vector = dict(zip(questions, matrix, strict=True))
+        same = [float(vector[r.question.question] @ vector[text[r.of]]) for r in rewordings.rewordings]
+        different: list[float] = []
+        for asked in communities.values():
+            sims = np.stack([vector[q] for q in asked]) @ np.stack([vector[q] for q in asked]).T
+            np.fill_diagonal(sims, -1.0)
+            different.extend(float(x) for x in sims.max(axis=1))
+        print(
+            f"{name}: rewording to original median {statistics.median(same):.3f}, nearest different question "
+            f"median {statistics.median(different):.3f}, AUROC {_auroc(same, different):.3f}, "
+            f"{per_question:.1f} ms a question (batched)"
+        )
+
+
 # -- scale: the success cut fitted on the confirmations ------------------------------------------
 
 
@@ -984,6 +1021,9 @@ def main() -> None:
     split.add_argument("--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev"))
     split.add_argument("--splits", type=int, default=100, help="seeded halves per community")
     split.add_argument("--design", choices=("passage ratio", "sentence ratio"), default="passage ratio")
+    sub.add_parser("models", help="which local model tells a rewording from a different question").add_argument(
+        "--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev")
+    )
     scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
     scaled.add_argument("folder", type=Path)
     scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
@@ -996,6 +1036,8 @@ def main() -> None:
         passage(args.folder, args.dataset)
     elif args.command == "overlap":
         overlap(args.folder, args.dataset)
+    elif args.command == "models":
+        models(args.dataset)
     elif args.command == "scale":
         scale(args.folder, args.splits)
     else:
