@@ -1,16 +1,20 @@
-"""Each community of a knowledge base of several has an HNSW index of its own (sql/033), and
-hybrid_search's vector leg reads it (sql/031): a community that is a small share of one global
-index is pgvector's weak spot (benchmarks/scale/communities/). A knowledge base of one community
-keeps the global index alone, and a community's answers do not change when others arrive."""
+"""Each community of a knowledge base of several past a size has an HNSW index of its own (sql/033,
+094), and hybrid_search's vector leg reads it (sql/031): a community that is a small share of one
+global index is pgvector's weak spot (benchmarks/scale/communities/). A smaller community among
+several is read exactly, with no schema object of its own. A knowledge base of one community keeps
+the global index alone, and a community's answers do not change when others arrive."""
 
 from __future__ import annotations
 
 import time
 
 import psycopg
+from psycopg import sql
 
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.store.database import Database
+
+from tests.helpers import big_document
 
 QUESTIONS = ("can I build a fence", "pergola height limit", "how many board members", "paint colour approval")
 SEARCH = ("select id, fts_rank, round(vector_score::numeric, 9), round(fused_score::numeric, 9) "
@@ -36,6 +40,18 @@ def _own_indexes(conn) -> dict[str, str]:
         "where i.indrelid = 'knowledge_chunks'::regclass and a.amname = 'hnsw' and i.indpred is not null").fetchall())
 
 
+def _index_communities_from(url: str, chunks: int) -> None:
+    """Set the database's size past which a community gets its own index (new sessions read it)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        name = conn.execute("select current_database()").fetchone()[0]
+        conn.execute(sql.SQL("alter database {} set arc.community_index_min_chunks = {}").format(
+            sql.Identifier(name), sql.Literal(str(chunks))))
+
+
+def _legs(conn) -> list[str]:
+    return [r[0] for r in conn.execute("select proname from pg_proc where proname like 'arc_vector_leg_%' order by 1")]
+
+
 def _scans(conn, index: str) -> int:
     conn.execute("select pg_stat_clear_snapshot()")
     return conn.execute("select coalesce(sum(idx_scan), 0) from pg_stat_user_indexes where indexrelname = %s",
@@ -44,6 +60,7 @@ def _scans(conn, index: str) -> int:
 
 def test_each_community_of_several_is_searched_through_an_index_of_its_own(database_factory, embedder):
     url = database_factory("ownindex")
+    _index_communities_from(url, 1)
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
@@ -109,6 +126,7 @@ def test_the_vector_leg_kept_planned_answers_as_the_one_planned_each_call(databa
     the session (031 planned it on every call): the same rows, every column, exactly; without
     that function (an index made by hand) 031 plans the same statement on every call, as before."""
     url = database_factory("ownleg")
+    _index_communities_from(url, 1)
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
@@ -134,3 +152,73 @@ def test_the_vector_leg_kept_planned_answers_as_the_one_planned_each_call(databa
                 assert (sorted(conn.execute("select * from bm25_query_terms(%(q)s, %(c)s)", {"q": q, "c": c}).fetchall())
                         == sorted(conn.execute(TERMS_AS_SQL, {"q": q, "c": c}).fetchall()))
     db.close()
+
+
+EXACT = ("select c.id from knowledge_chunks c where c.community = %(c)s and c.superseded_by is null "
+         "and (%(t)s::text[] is null or c.document_type = any (%(t)s::text[])) "
+         "order by c.embedding <=> %(e)s::vector, c.id limit 20")
+VECTOR_LEG = ("select id from hybrid_search(query_text => %(q)s, query_embedding => %(e)s::vector, match_count => 20, "
+              "community => %(c)s, document_types => %(t)s, vector_weight => 1, fts_weight => 0) "
+              "where vector_score is not null order by vector_score desc, id")
+
+
+def test_a_small_community_among_several_is_read_exactly_with_no_object_of_its_own(database_factory, embedder):
+    """Below the size a community has no index or function of its own and its vector leg is exact,
+    never the global index filtered; the load that brings it past the size makes its index."""
+    url = database_factory("smallexact")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    with psycopg.connect(url, autocommit=True) as conn:
+        size = conn.execute("select n_docs from bm25_corpus where community = 'cedar-hollow'").fetchone()[0]
+    db.close()
+    _index_communities_from(url, size + 1)
+    db = Database(url)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _own_indexes(conn) == {} and _legs(conn) == []
+        global_scans = _scans(conn, "knowledge_chunks_embedding_hnsw")
+        for q in QUESTIONS:
+            for t in TYPES:
+                asked = {"q": q, "e": _vector(embedder, q), "c": "cedar-hollow", "t": t}
+                exact = [r[0] for r in conn.execute(EXACT, asked)]
+                assert exact and [r[0] for r in conn.execute(VECTOR_LEG, asked)] == exact
+        conn.execute("select pg_stat_force_next_flush()")
+        time.sleep(0.5)
+        assert _scans(conn, "knowledge_chunks_embedding_hnsw") == global_scans
+
+    # one more document brings cedar-ridge past the size: its load commits with its index alone
+    ingestor.write([big_document("pets", 3)], community="cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _own_indexes(conn) == {"knowledge_chunks_hnsw_cedar-ridge": "(community = 'cedar-ridge'::text)"}
+        assert _legs(conn) == ["arc_vector_leg_cedar-ridge"]
+    db.close()
+
+
+def test_an_index_per_community_database_upgrades_to_indexes_past_the_size(database_factory, embedder):
+    """A database where every community has its own index (033) keeps its documents and answers
+    and loses the small communities' indexes and legs when 094 is applied."""
+    url = database_factory("upgradesize")
+    _index_communities_from(url, 1)
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert len(_own_indexes(conn)) == 2 and len(_legs(conn)) == 2
+        before = {c: _answers(conn, embedder, c) for c in ("cedar-hollow", "cedar-ridge")}
+        chunks = conn.execute("select count(*) from knowledge_chunks").fetchone()[0]
+        conn.execute("delete from schema_migrations where name = '094_community_index_size'")
+        name = conn.execute("select current_database()").fetchone()[0]
+        conn.execute(sql.SQL("alter database {} reset arc.community_index_min_chunks").format(sql.Identifier(name)))
+    db = Database(url)
+    db.migrate(embedder.dim)
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _own_indexes(conn) == {} and _legs(conn) == []
+        assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == chunks
+        assert {c: _answers(conn, embedder, c) for c in ("cedar-hollow", "cedar-ridge")} == before

@@ -1,5 +1,6 @@
--- Every community holding chunks gets its index, once the knowledge base holds several.
--- Returns the communities it made an index for. (A community with an index and no vector leg,
+-- Every community holding at least arc_community_index_min_chunks() chunks gets its index, once the
+-- knowledge base holds several communities; a smaller one is read exactly (hybrid_search). Returns
+-- the communities it made an index for. (A community with an index and no vector leg,
 -- from before the legs were made, gets its leg, quietly.)
 create or replace function arc_community_vector_indexes()
 returns setof text
@@ -13,7 +14,8 @@ begin
     return;
   end if;
   for c in select b.community from bm25_corpus b
-            where b.n_docs > 0 and to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is null
+            where b.n_docs > 0 and b.n_docs >= arc_community_index_min_chunks()
+              and to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is null
             order by b.community loop
     perform arc_community_vector_index(c);
     return next c;

@@ -1,6 +1,6 @@
--- Constraint trigger (bm25_corpus_community_vector_index, 033), deferred to the commit of a load that
--- brings a community its first chunks. A build that fails leaves the community on the global index
--- and lets the load commit.
+-- Constraint trigger (bm25_corpus_community_vector_index, 033, 094), deferred to the commit of a load
+-- that brings a community its first chunks or past arc_community_index_min_chunks(). A build that
+-- fails leaves the community on the global index and lets the load commit.
 create or replace function arc_community_vector_indexes_on_commit() returns trigger
 language plpgsql
 set search_path = public, extensions

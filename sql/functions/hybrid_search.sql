@@ -17,8 +17,8 @@
 -- One community (030): `community` null means the knowledge base's one community; with several it
 -- is an error (22023) naming the parameter, and so is a community that holds no chunks. Both legs
 -- read that community alone, inside the SQL: the vector leg on the community's own HNSW index when
--- it has one (033), else filtering the global HNSW scan on it (iterative scans keep filling
--- match_count); the full-text leg reads that community's postings and scores with its statistics
+-- it has one (033), exactly over its rows when it is a small community among several (094), else
+-- filtering the global HNSW scan on it (iterative scans keep filling match_count); the full-text leg reads that community's postings and scores with its statistics
 -- (bm25_query_terms(text, community)). Nothing of another community is ever a candidate.
 --
 -- filter_as_of: only chunks in force that day are candidates (arc_in_force, docs/as-of.md), in
@@ -108,6 +108,7 @@ declare
   rescore_step    integer := match_count;
   scope       text;
   holding     bigint;
+  scope_size  bigint;
   own_ids     bigint[];
   own_dist    double precision[];
   own_leg     regprocedure;
@@ -130,7 +131,8 @@ begin
   end if;
   -- The community every read below is limited to.
   if hybrid_search.community is not null then
-    select b.community into scope from bm25_corpus b where b.community = hybrid_search.community and b.n_docs > 0;
+    select b.community, b.n_docs into scope, scope_size
+      from bm25_corpus b where b.community = hybrid_search.community and b.n_docs > 0;
     if scope is null then
       raise exception 'community %: no such community in this knowledge base', hybrid_search.community
         using errcode = '22023';
@@ -189,6 +191,23 @@ begin
           using query_embedding, document_types, binding_only, include_superseded, match_count;
         perform set_config('enable_sort', sorting, true);
       end if;
+      own_ids := coalesce(own_ids, '{}');
+    elsif scope_size < arc_community_index_min_chunks()
+          and exists (select 1 from bm25_corpus b where b.community <> scope and b.n_docs > 0) then
+      -- A small community among several has no index of its own (094): its rows are read exactly
+      -- through the btree indexes that lead with the community. The distance plus 0 is not an
+      -- order any HNSW index gives, so the global one (filtered, pgvector's weak spot) is not used.
+      select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)
+        into own_ids, own_dist
+        from (select c.id, c.embedding <=> query_embedding as distance
+                from knowledge_chunks c
+               where c.community = scope
+                 and (document_types is null or (c.document_type || '') = any (document_types))
+                 and (not binding_only or c.is_binding)
+                 and (include_superseded or c.superseded_by is null)
+                 and (filter_as_of is null or arc_in_force(c.id, filter_as_of))
+               order by (c.embedding <=> query_embedding) + 0
+               limit match_count) v;
       own_ids := coalesce(own_ids, '{}');
     end if;
   end if;
@@ -317,7 +336,7 @@ begin
       select c.id, c.embedding <=> query_embedding as distance
       from knowledge_chunks c
       where query_embedding is not null
-        and own_ids is null  -- the community has no index of its own (033)
+        and own_ids is null  -- read through the global index: no own index (033) nor exact read (094)
         -- an expression, not the bare column: on large corpora the planner otherwise reads every
         -- chunk of the type through the btree and sorts them instead of filtering
         -- during the HNSW scan (iterative scans keep filling the list)
@@ -332,7 +351,8 @@ begin
     ) union all
       select o.id, o.distance from unnest(own_ids, own_dist) as o(id, distance)
     ) v
-    -- the community's own index (033) is read without it: its list is filtered here
+    -- the community's own index (033) is read without it: its list is filtered here (the exact
+    -- read, 094, filtered already: the check again is cheap on match_count rows)
     where filter_as_of is null or own_ids is null or arc_in_force(v.id, filter_as_of)
   ), fts_leg as (
     select f.id, f.score, (row_number() over (order by f.score desc, f.id))::integer as rank
