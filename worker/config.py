@@ -580,6 +580,12 @@ class Status(Group):
         True,
         "`success` only when the context holds the kind of answer asked for (an amount for \"how much\")",
     )
+    status_on_subject: bool = setting(
+        "ARC_STATUS_ON_SUBJECT",
+        True,
+        "`no_results` only for a question nearer to other domains than to the knowledge base; a weak one "
+        "on its subject is `low_confidence` with its closest passages",
+    )
     success_at: float = setting(
         "ARC_SUCCESS_AT", 0.5, "calibrated confidence from which the status is `success`", ge=0, le=2
     )

@@ -38,6 +38,7 @@ from .search_cache import SearchCache
 from .status import answer_type, language_scale, minimum
 from .status import confidence as confidence_stage
 from .status import decision as status_stage
+from .status.subject import OffDomain, Subject
 from .timing import Timer
 
 log = logging.getLogger("arc.pipeline")
@@ -85,6 +86,7 @@ class Standing:
     service: rerank_services.Verdict | None
     reading: language.Reading
     warnings: tuple[str, ...] = ()
+    subject: Subject | None = None  # read only for a no_results from the confidence
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class Retriever:
             embedding_timeout=embedding_timeout,
         )
         self.cuts = cuts
+        # What a question on no subject of the knowledge base is nearer to (status/subject.py).
+        self.off_domain = OffDomain(embedder.embed_queries)
         # The keeper's confirmed answers (confirmed.py); none loaded: a matcher that never matches.
         self.confirmations = confirmations or Confirmations(load=None, stamp=str, model=embedder.model)
         # One calibration per community: each has its own documents, statistics and so its own
@@ -264,7 +268,15 @@ class Retriever:
             self.cuts,
             self.thresholds,
         )
-        return Standing(confidence, service, reading, tuple(warnings))
+        # A no_results on the documents' subject keeps its closest passages (status/subject.py).
+        subject = (
+            self.off_domain.subject(searched.embedding, candidates)
+            if self.cuts.on_subject and service is None and confidence.status == "no_results"
+            else None
+        )
+        if subject is not None and subject.on_subject:
+            warnings.append(subject.warning())
+        return Standing(confidence, service, reading, tuple(warnings), subject)
 
     def _context(
         self,
@@ -279,7 +291,9 @@ class Retriever:
         service_status = standing.service.status if standing.service is not None else None
         with timer.stage("context"):
             qualifying = minimum.qualifying(candidates, options.min_relevance)
-            opening = status_stage.first(standing.confidence, service=service_status, reading=standing.reading)
+            opening = status_stage.first(
+                standing.confidence, service=service_status, reading=standing.reading, subject=standing.subject
+            )
             if confirmed is not None:
                 opening = confirmed.opening()
             if opening[0] == "no_results":

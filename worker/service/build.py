@@ -59,7 +59,7 @@ def build_retriever(runtime: Runtime) -> Retriever:
         backend=backend,
         reranker=build_reranker(settings),
         thresholds=Thresholds(status.no_results_below, status.low_confidence_below),
-        cuts=StatusCuts(status.success_at, status.no_results_at, status.status_answer_types),
+        cuts=StatusCuts(status.success_at, status.no_results_at, status.status_answer_types, status.status_on_subject),
         calibrate=status.status_calibration,
         calibration_questions=status.calibration_questions,
         near_miss_reach=status.near_miss_reach,

@@ -104,6 +104,8 @@ class StatusCuts:
     no_results_below: float = NO_RESULTS_BELOW
     # `success` also needs the kind of answer the question asks for in the context (answer_type.py)
     answer_types: bool = True
+    # `no_results` only for a question nearer to other domains than to the knowledge base (subject.py)
+    on_subject: bool = True
 
 
 DEFAULT_CUTS = StatusCuts()

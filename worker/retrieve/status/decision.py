@@ -7,18 +7,22 @@ These do, in this order of precedence:
    or ``success``; a question in another language that the model reads is decided there on its
    language's own scale (``language_scale.py``); when a rerank service scored the candidates
    (``rerank_services.py``), its best score sets this first status instead;
-2. the question's language (``language.py``): one the embedding model cannot read is
+2. the question's subject (``subject.py``): a ``no_results`` from the confidence for a question
+   nearer to the knowledge base than to questions from other domains is ``low_confidence``,
+   with its closest passages (a rerank service's ``no_results`` stands: it read the passages);
+3. the question's language (``language.py``): one the embedding model cannot read is
    ``low_confidence`` whatever the score (the score says nothing about the documents), and one
    in another language that it reads but that has no scale of its own is never ``no_results``
    (the English scale was measured on the knowledge base's own sentences);
-3. an explicit ``min_relevance`` that keeps every chunk out of the context (``minimum.py``) makes
+4. an explicit ``min_relevance`` that keeps every chunk out of the context (``minimum.py``) makes
    it ``no_results``: the agent gets nothing to cite;
-4. a ``success`` whose context lacks the kind of answer the question asks for (an amount of
+5. a ``success`` whose context lacks the kind of answer the question asks for (an amount of
    money, ``answer_type.py``) becomes ``low_confidence``: the passages are on the subject but do
    not state it.
 
-Past the first, each step only lowers the status, except the language rule, which keeps an
-unread question from being ``no_results``; the message tells the agent what to do with it.
+Past the first, each step only lowers the status, except the subject and language rules, which
+keep an on-subject or unread question from being ``no_results``; the message tells the agent what
+to do with it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ..language import Reading
 from .answer_type import AnswerType
 from .confidence import Confidence
 from .minimum import empty_context_warning
+from .subject import Subject
 
 NO_RESULTS_MESSAGE = (
     "No passage in the knowledge base matches this question. Do not answer from general "
@@ -61,13 +66,19 @@ class Verdict:
 
 
 def first(
-    confidence: Confidence, *, service: Status | None = None, reading: Reading | None = None
+    confidence: Confidence,
+    *,
+    service: Status | None = None,
+    reading: Reading | None = None,
+    subject: Subject | None = None,
 ) -> tuple[Status, str | None]:
     """The status before the context is assembled (``no_results`` leaves it empty) and its
     message: the confidence's, or the rerank service's when one scored the candidates, then the
-    language rule."""
+    subject rule (on the confidence's only) and the language rule."""
     status: Status = service if service is not None else confidence.status
     message = STATUS_MESSAGES[status]
+    if service is None and subject is not None:
+        status, message = subject.overrule(status, message)
     if reading is not None:
         overruled, message = reading.overrule(status, message)
         status = overruled  # type: ignore[assignment]
