@@ -583,3 +583,101 @@ def test_only_an_amendment_in_force_takes_the_match_of_a_section_it_replaced():
     # the amendment's best chunk takes its best section's match; its other chunk, an amendment
     # already matching better and chunks that replaced nothing keep theirs
     assert lifted == {1: (0.2, 0.2), 2: (0.8, 0.8), 3: (0.9, 0.9), 4: (0.1, 0.1), 5: (0.4, 0.4)}
+
+
+ARCHITECTURE_DECLARATION = """# Declaration of Covenants
+
+## ARTICLE XII Architectural Control
+
+No building, fence, wall or other structure shall be erected upon the Properties, nor shall any
+exterior addition to or change or alteration therein be made, until the plans showing its nature,
+shape, height and materials have been approved in writing by the Board as to harmony of external
+design with surrounding structures.
+
+## ARTICLE XIII General Restrictions
+
+### Section 8.
+
+Paint cans, fuel tanks and other containers shall be kept inside a garage or screened from view of
+the street and neighboring lots.
+
+### Section 9.
+
+No sign of any kind shall be displayed to the public view on any lot except one sign of not more
+than five square feet advertising the property for sale.
+"""
+
+COLOR_RESOLUTION = """# Resolution Regarding Architectural Control Standards
+
+WHEREAS, Article XII of the Declaration reserves the right of architectural approval to the Board
+of Directors of the Association.
+
+RESOLVED, that each Owner may paint the house any of the colors and color combinations already in
+use on comparable homes in the community.
+"""
+
+
+def test_as_of_a_date_before_a_later_rule_the_section_it_cites_answers(make_database, embedder, tmp_path):
+    """A question in the words of a board rule adopted later ("colors"), asked as of a day before
+    it: the declaration's section that rule names as its basis answers first, ahead of a passage
+    that only shares the question's words; from the rule's date the rule itself answers."""
+    db = Database(make_database("asofcited"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, ARCHITECTURE_DECLARATION, document_id="ccrs", document_type="ccr",
+                 effective_date=date(1985, 5, 20)),
+            _doc(ingestor, COLOR_RESOLUTION, document_id="color-resolution", document_type="design_guidelines",
+                 effective_date=date(2018, 5, 21)),
+        ]
+    )
+    client = create_app(runtime=Runtime(make_settings(tmp_path, db.url), db, embedder)).test_client()
+    question = "What colors may I paint the outside of my house?"
+    before = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2000-01-01"}).get_json()
+    first = next((c["content"] for c in before["chunks"] if c["source"] == 1), "")
+    assert "harmony of external design" in first, (before["status"], [
+        (c["section_path"], c["source"], c["final_score"]) for c in before["chunks"]
+    ])
+    assert "color-resolution" not in {c["document_id"] for c in before["chunks"]}
+    after = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2019-01-01"}).get_json()
+    assert "color combinations" in next(c for c in after["chunks"] if c["source"] == 1)["content"]
+    db.close()
+
+
+def test_only_a_section_a_later_document_cites_takes_its_match():
+    from worker.models import ChunkResult
+    from worker.retrieve.in_force import cited_sections_stand_in_for_later_documents
+
+    def chunk(i: int, document_id: str, name: str, path: str, fused: float, effective: date | None = None,
+              content: str = "x") -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=name, document_type="ccr",
+                           section_path=path, page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content=content, token_count=1, fused_score=fused, vector_score=fused,
+                           effective_date=effective)
+
+    in_force = [
+        chunk(1, "ccrs", "Declaration", "ARTICLE XII Architectural Control", 0.2, date(1985, 1, 1)),
+        chunk(2, "ccrs", "Declaration", "ARTICLE XII Architectural Control > Section 2", 0.9, date(1985, 1, 1)),
+        chunk(3, "bylaws", "By-Laws", "ARTICLE XII Amendments", 0.2, date(1985, 1, 1)),
+        chunk(4, "ccrs", "Declaration", "ARTICLE XIII General Restrictions", 0.2, date(1985, 1, 1)),
+        chunk(5, "old-rules", "Rules (undated)", "", 0.1),
+    ]
+    unfiltered = [
+        *in_force,
+        # the later rule: one chunk names the section, its best chunk holds the match
+        chunk(10, "rules-2018", "Rules 2018", "", 0.3, date(2018, 5, 21), "Article XII of the Declaration reserves"),
+        chunk(11, "rules-2018", "Rules 2018", "", 0.7, date(2018, 5, 21), "colors in use"),
+        # in force that day already: its citation lifts nothing
+        chunk(12, "rules-1990", "Rules 1990", "", 0.8, date(1990, 1, 1), "Article XIII of the Declaration"),
+        # undated: in force from the beginning, never later
+        chunk(13, "undated", "Guide", "", 0.8, None, "Article XIII of the Declaration"),
+    ]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in cited_sections_stand_in_for_later_documents(
+        in_force, unfiltered, date(2000, 1, 1))}
+    # the Declaration's Article XII takes the later rule's best match (not the By-Laws' Article XII);
+    # a better own match and sections nothing later names keep theirs
+    assert lifted == {1: (0.7, 0.7), 2: (0.9, 0.9), 3: (0.2, 0.2), 4: (0.2, 0.2), 5: (0.1, 0.1)}
+    # from the rule's date on it answers itself: nothing is lifted
+    assert [c.fused_score for c in cited_sections_stand_in_for_later_documents(
+        in_force, unfiltered, date(2019, 1, 1))] == [0.2, 0.9, 0.2, 0.2, 0.1]
