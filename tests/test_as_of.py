@@ -681,3 +681,90 @@ def test_only_a_section_a_later_document_cites_takes_its_match():
     # from the rule's date on it answers itself: nothing is lifted
     assert [c.fused_score for c in cited_sections_stand_in_for_later_documents(
         in_force, unfiltered, date(2019, 1, 1))] == [0.2, 0.9, 0.2, 0.2, 0.1]
+
+
+MEETINGS_DECLARATION = """# Declaration of Covenants
+
+## ARTICLE IV Membership and Voting
+
+### Section 1. Votes.
+
+Each Owner shall be a member of the Association and shall have one vote for each Lot owned; when
+more than one person holds an interest in a Lot, the vote for that Lot shall be exercised as they
+determine.
+
+### Section 2. Meetings.
+
+Special meetings of the members may be called by the President or by the Board, or upon written
+request of members holding one fourth of the votes, with notice of the meeting given to every
+owner at least ten days before it is held.
+
+## ARTICLE XIII Use Restrictions
+
+### Section 13. Business Use.
+
+No garage sale, yard sale or similar activity may be held on any Lot.
+"""
+
+YARD_SALE_AMENDMENT = """# Amendment to the Declaration
+
+THIS AMENDMENT is made this 1st day of July, 2013 by the Association.
+
+## WITNESSETH
+
+WHEREAS, the Declaration may be amended by the affirmative vote of Voting Members representing
+seventy-five percent of the Class "A" votes;
+
+WHEREAS, at least seventy-five percent of the Class "A" votes agreed at a Special Meeting held on
+June 26, 2013 to approve the following Amendment to the Declaration;
+
+## Section 13 as amended
+
+No garage sale, yard sale or similar activity may be held on any Lot unless part of a
+community-wide yard sale approved by the Board.
+"""
+
+
+def test_an_amendments_recitals_answer_with_it(make_database, embedder, tmp_path):
+    """A question about how an amendment was adopted: the amendment's text matches it, in the
+    rule's words, and its recitals (the vote, the meeting) answer it, in formal words that
+    passages about votes and meetings share more of; they come into the context with it."""
+    db = Database(make_database("asofrecitals"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    prepared = [
+        _doc(ingestor, MEETINGS_DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1998, 5, 20)),
+        _doc(ingestor, YARD_SALE_AMENDMENT, document_id="amendment-2013", document_type="ccr",
+             effective_date=date(2013, 7, 1)),
+    ]
+    ingestor.write(prepared)
+    client = create_app(runtime=Runtime(make_settings(tmp_path, db.url), db, embedder)).test_client()
+    question = "When did the owners vote to change the rule on yard sales, and how was that vote held?"
+    for more in ({}, {"as_of": "2014-01-01"}):
+        answer = client.post("/webhook/arc-retrieval", json={"query": question, "top_k": 3, **more}).get_json()
+        assert "Special Meeting held on June 26, 2013" in answer["context"], (more, [
+            (c["document_id"], c["section_path"], c["content"][:30], c["source"], c["final_score"])
+            for c in answer["chunks"]])
+    db.close()
+
+
+def test_only_an_amending_instruments_recitals_take_its_best_match():
+    from worker.models import ChunkResult
+    from worker.retrieve.amendments import recitals_take_their_instruments_match
+
+    def chunk(i: int, document_id: str, fused: float, content: str) -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=document_id, document_type="ccr",
+                           section_path="", page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content=content, token_count=1, fused_score=fused, vector_score=fused)
+
+    found = [
+        chunk(1, "amendment", 0.7, "No yard sale may be held unless approved by the Board."),
+        chunk(2, "amendment", 0.1, "WHEREAS, the Declaration may be amended by a vote of 75% of the owners;"),
+        chunk(3, "ccrs", 0.9, "No building shall be erected until approved."),
+        # a declaration's recitals say nothing of amending: they stay where they are
+        chunk(4, "ccrs", 0.2, "WHEREAS, Developer is the owner of the property described in Exhibit A;"),
+        # amending words without recitals stay too
+        chunk(5, "ccrs", 0.3, "This Declaration may be amended by an instrument signed by 90% of the owners."),
+    ]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in recitals_take_their_instruments_match(found)}
+    assert lifted == {1: (0.7, 0.7), 2: (0.7, 0.7), 3: (0.9, 0.9), 4: (0.2, 0.2), 5: (0.3, 0.3)}
