@@ -765,6 +765,10 @@ def test_only_an_amending_instruments_recitals_take_its_best_match():
         chunk(4, "ccrs", 0.2, "WHEREAS, Developer is the owner of the property described in Exhibit A;"),
         # amending words without recitals stay too
         chunk(5, "ccrs", 0.3, "This Declaration may be amended by an instrument signed by 90% of the owners."),
+        # a board resolution's recitals name the declaration "as amended": it amends nothing
+        chunk(6, "resolution", 0.8, "RESOLVED, that each Owner may use the colors already in use."),
+        chunk(7, "resolution", 0.1, "WHEREAS, the Declaration, as amended from time to time, reserves approval;"),
     ]
     lifted = {c.id: (c.fused_score, c.vector_score) for c in recitals_take_their_instruments_match(found)}
-    assert lifted == {1: (0.7, 0.7), 2: (0.7, 0.7), 3: (0.9, 0.9), 4: (0.2, 0.2), 5: (0.3, 0.3)}
+    assert lifted == {1: (0.7, 0.7), 2: (0.7, 0.7), 3: (0.9, 0.9), 4: (0.2, 0.2), 5: (0.3, 0.3), 6: (0.8, 0.8),
+                      7: (0.1, 0.1)}

@@ -12,9 +12,11 @@ from ..models import ChunkResult
 # The first-stage match a chunk carries (SearchBackend.search); what a recital takes over.
 _MATCH_FIELDS = ("vector_score", "fts_score", "bm25_score", "fused_score", "vector_rank", "fts_rank")
 # A recital opens a paragraph ("WHEREAS, the Declarant desires to ..."); an amending instrument's
-# recitals speak of amending ("may unilaterally amend", "may be amended by the affirmative vote").
+# recitals speak of amending ("may unilaterally amend", "may be amended by the affirmative vote"),
+# where any instrument's name the document it rests on "as amended" (from time to time).
 _RECITAL = re.compile(r"(?:^|\n)\W*whereas\b", re.I)
 _AMENDING = re.compile(r"\bamend", re.I)
+_AS_AMENDED = re.compile(r"\bas amended\b", re.I)
 
 
 def bring_amendments(ranked: list[ChunkResult], window: int) -> list[ChunkResult]:
@@ -34,8 +36,8 @@ def bring_amendments(ranked: list[ChunkResult], window: int) -> list[ChunkResult
 
 def is_amending_recital(chunk: ChunkResult) -> bool:
     """Whether ``chunk`` holds an amending instrument's recitals: a paragraph opening "WHEREAS"
-    in a passage that speaks of amending."""
-    return bool(_RECITAL.search(chunk.content)) and bool(_AMENDING.search(chunk.content))
+    in a passage that speaks of amending (not only of a document "as amended")."""
+    return bool(_RECITAL.search(chunk.content)) and bool(_AMENDING.search(_AS_AMENDED.sub("", chunk.content)))
 
 
 def recitals_take_their_instruments_match(found: Iterable[ChunkResult]) -> list[ChunkResult]:
