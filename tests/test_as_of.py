@@ -583,3 +583,192 @@ def test_only_an_amendment_in_force_takes_the_match_of_a_section_it_replaced():
     # the amendment's best chunk takes its best section's match; its other chunk, an amendment
     # already matching better and chunks that replaced nothing keep theirs
     assert lifted == {1: (0.2, 0.2), 2: (0.8, 0.8), 3: (0.9, 0.9), 4: (0.1, 0.1), 5: (0.4, 0.4)}
+
+
+ARCHITECTURE_DECLARATION = """# Declaration of Covenants
+
+## ARTICLE XII Architectural Control
+
+No building, fence, wall or other structure shall be erected upon the Properties, nor shall any
+exterior addition to or change or alteration therein be made, until the plans showing its nature,
+shape, height and materials have been approved in writing by the Board as to harmony of external
+design with surrounding structures.
+
+## ARTICLE XIII General Restrictions
+
+### Section 8.
+
+Paint cans, fuel tanks and other containers shall be kept inside a garage or screened from view of
+the street and neighboring lots.
+
+### Section 9.
+
+No sign of any kind shall be displayed to the public view on any lot except one sign of not more
+than five square feet advertising the property for sale.
+"""
+
+COLOR_RESOLUTION = """# Resolution Regarding Architectural Control Standards
+
+WHEREAS, Article XII of the Declaration reserves the right of architectural approval to the Board
+of Directors of the Association.
+
+RESOLVED, that each Owner may paint the house any of the colors and color combinations already in
+use on comparable homes in the community.
+"""
+
+
+def test_as_of_a_date_before_a_later_rule_the_section_it_cites_answers(make_database, embedder, tmp_path):
+    """A question in the words of a board rule adopted later ("colors"), asked as of a day before
+    it: the declaration's section that rule names as its basis answers first, ahead of a passage
+    that only shares the question's words; from the rule's date the rule itself answers."""
+    db = Database(make_database("asofcited"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingestor.write(
+        [
+            _doc(ingestor, ARCHITECTURE_DECLARATION, document_id="ccrs", document_type="ccr",
+                 effective_date=date(1985, 5, 20)),
+            _doc(ingestor, COLOR_RESOLUTION, document_id="color-resolution", document_type="design_guidelines",
+                 effective_date=date(2018, 5, 21)),
+        ]
+    )
+    client = create_app(runtime=Runtime(make_settings(tmp_path, db.url), db, embedder)).test_client()
+    question = "What colors may I paint the outside of my house?"
+    before = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2000-01-01"}).get_json()
+    first = next((c["content"] for c in before["chunks"] if c["source"] == 1), "")
+    assert "harmony of external design" in first, (before["status"], [
+        (c["section_path"], c["source"], c["final_score"]) for c in before["chunks"]
+    ])
+    assert "color-resolution" not in {c["document_id"] for c in before["chunks"]}
+    after = client.post("/webhook/arc-retrieval", json={"query": question, "as_of": "2019-01-01"}).get_json()
+    assert "color combinations" in next(c for c in after["chunks"] if c["source"] == 1)["content"]
+    db.close()
+
+
+def test_only_a_section_a_later_document_cites_takes_its_match():
+    from worker.models import ChunkResult
+    from worker.retrieve.in_force import cited_sections_stand_in_for_later_documents
+
+    def chunk(i: int, document_id: str, name: str, path: str, fused: float, effective: date | None = None,
+              content: str = "x") -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=name, document_type="ccr",
+                           section_path=path, page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content=content, token_count=1, fused_score=fused, vector_score=fused,
+                           effective_date=effective)
+
+    in_force = [
+        chunk(1, "ccrs", "Declaration", "ARTICLE XII Architectural Control", 0.2, date(1985, 1, 1)),
+        chunk(2, "ccrs", "Declaration", "ARTICLE XII Architectural Control > Section 2", 0.9, date(1985, 1, 1)),
+        chunk(3, "bylaws", "By-Laws", "ARTICLE XII Amendments", 0.2, date(1985, 1, 1)),
+        chunk(4, "ccrs", "Declaration", "ARTICLE XIII General Restrictions", 0.2, date(1985, 1, 1)),
+        chunk(5, "old-rules", "Rules (undated)", "", 0.1),
+    ]
+    unfiltered = [
+        *in_force,
+        # the later rule: one chunk names the section, its best chunk holds the match
+        chunk(10, "rules-2018", "Rules 2018", "", 0.3, date(2018, 5, 21), "Article XII of the Declaration reserves"),
+        chunk(11, "rules-2018", "Rules 2018", "", 0.7, date(2018, 5, 21), "colors in use"),
+        # in force that day already: its citation lifts nothing
+        chunk(12, "rules-1990", "Rules 1990", "", 0.8, date(1990, 1, 1), "Article XIII of the Declaration"),
+        # undated: in force from the beginning, never later
+        chunk(13, "undated", "Guide", "", 0.8, None, "Article XIII of the Declaration"),
+    ]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in cited_sections_stand_in_for_later_documents(
+        in_force, unfiltered, date(2000, 1, 1))}
+    # the Declaration's Article XII takes the later rule's best match (not the By-Laws' Article XII);
+    # a better own match and sections nothing later names keep theirs
+    assert lifted == {1: (0.7, 0.7), 2: (0.9, 0.9), 3: (0.2, 0.2), 4: (0.2, 0.2), 5: (0.1, 0.1)}
+    # from the rule's date on it answers itself: nothing is lifted
+    assert [c.fused_score for c in cited_sections_stand_in_for_later_documents(
+        in_force, unfiltered, date(2019, 1, 1))] == [0.2, 0.9, 0.2, 0.2, 0.1]
+
+
+MEETINGS_DECLARATION = """# Declaration of Covenants
+
+## ARTICLE IV Membership and Voting
+
+### Section 1. Votes.
+
+Each Owner shall be a member of the Association and shall have one vote for each Lot owned; when
+more than one person holds an interest in a Lot, the vote for that Lot shall be exercised as they
+determine.
+
+### Section 2. Meetings.
+
+Special meetings of the members may be called by the President or by the Board, or upon written
+request of members holding one fourth of the votes, with notice of the meeting given to every
+owner at least ten days before it is held.
+
+## ARTICLE XIII Use Restrictions
+
+### Section 13. Business Use.
+
+No garage sale, yard sale or similar activity may be held on any Lot.
+"""
+
+YARD_SALE_AMENDMENT = """# Amendment to the Declaration
+
+THIS AMENDMENT is made this 1st day of July, 2013 by the Association.
+
+## WITNESSETH
+
+WHEREAS, the Declaration may be amended by the affirmative vote of Voting Members representing
+seventy-five percent of the Class "A" votes;
+
+WHEREAS, at least seventy-five percent of the Class "A" votes agreed at a Special Meeting held on
+June 26, 2013 to approve the following Amendment to the Declaration;
+
+## Section 13 as amended
+
+No garage sale, yard sale or similar activity may be held on any Lot unless part of a
+community-wide yard sale approved by the Board.
+"""
+
+
+def test_an_amendments_recitals_answer_with_it(make_database, embedder, tmp_path):
+    """A question about how an amendment was adopted: the amendment's text matches it, in the
+    rule's words, and its recitals (the vote, the meeting) answer it, in formal words that
+    passages about votes and meetings share more of; they come into the context with it."""
+    db = Database(make_database("asofrecitals"))
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    prepared = [
+        _doc(ingestor, MEETINGS_DECLARATION, document_id="ccrs", document_type="ccr", effective_date=date(1998, 5, 20)),
+        _doc(ingestor, YARD_SALE_AMENDMENT, document_id="amendment-2013", document_type="ccr",
+             effective_date=date(2013, 7, 1)),
+    ]
+    ingestor.write(prepared)
+    client = create_app(runtime=Runtime(make_settings(tmp_path, db.url), db, embedder)).test_client()
+    question = "When did the owners vote to change the rule on yard sales, and how was that vote held?"
+    for more in ({}, {"as_of": "2014-01-01"}):
+        answer = client.post("/webhook/arc-retrieval", json={"query": question, "top_k": 3, **more}).get_json()
+        assert "Special Meeting held on June 26, 2013" in answer["context"], (more, [
+            (c["document_id"], c["section_path"], c["content"][:30], c["source"], c["final_score"])
+            for c in answer["chunks"]])
+    db.close()
+
+
+def test_only_an_amending_instruments_recitals_take_its_best_match():
+    from worker.models import ChunkResult
+    from worker.retrieve.amendments import recitals_take_their_instruments_match
+
+    def chunk(i: int, document_id: str, fused: float, content: str) -> ChunkResult:
+        return ChunkResult(id=i, document_id=document_id, document_name=document_id, document_type="ccr",
+                           section_path="", page_number=None, chunk_index=i, is_binding=True, superseded_by=None,
+                           content=content, token_count=1, fused_score=fused, vector_score=fused)
+
+    found = [
+        chunk(1, "amendment", 0.7, "No yard sale may be held unless approved by the Board."),
+        chunk(2, "amendment", 0.1, "WHEREAS, the Declaration may be amended by a vote of 75% of the owners;"),
+        chunk(3, "ccrs", 0.9, "No building shall be erected until approved."),
+        # a declaration's recitals say nothing of amending: they stay where they are
+        chunk(4, "ccrs", 0.2, "WHEREAS, Developer is the owner of the property described in Exhibit A;"),
+        # amending words without recitals stay too
+        chunk(5, "ccrs", 0.3, "This Declaration may be amended by an instrument signed by 90% of the owners."),
+        # a board resolution's recitals name the declaration "as amended": it amends nothing
+        chunk(6, "resolution", 0.8, "RESOLVED, that each Owner may use the colors already in use."),
+        chunk(7, "resolution", 0.1, "WHEREAS, the Declaration, as amended from time to time, reserves approval;"),
+    ]
+    lifted = {c.id: (c.fused_score, c.vector_score) for c in recitals_take_their_instruments_match(found)}
+    assert lifted == {1: (0.7, 0.7), 2: (0.7, 0.7), 3: (0.9, 0.9), 4: (0.2, 0.2), 5: (0.3, 0.3), 6: (0.8, 0.8),
+                      7: (0.1, 0.1)}

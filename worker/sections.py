@@ -58,3 +58,36 @@ def _number(value: str) -> str:
         worth = _ROMAN[char]
         total += -worth if i + 1 < len(low) and _ROMAN[low[i + 1]] > worth else worth
     return str(total)
+
+
+# "Article XII of the Declaration", "Article XIV, Section 2 of the Declaration", "Section 4 of the
+# By-Laws": a part named by number, then the document it is in, named by its kind.
+_CITATION = re.compile(
+    r"\b((?:article|section|§)\s*[ivxlcdm0-9]+(?:\.[0-9]+)*"
+    r"(?:\s*[,.]?\s*(?:section|§)\s*[0-9]+(?:\.[0-9]+)*)?)"
+    r"(?:\s*\([a-z0-9]{1,3}\))?"
+    r"\s+of\s+(?:the|said|this)\s+([a-z][a-z-]+(?:\s+of\s+incorporation)?)\b",
+    re.I,
+)
+
+
+def citations(text: str) -> list[tuple[str, str]]:
+    """The sections ``text`` names in another document, each as (section, document kind):
+    "Article XII of the Declaration reserves ..." gives ("Article XII", "declaration"). A bare
+    "Section 4" names no one section of a document whose articles each have a Section 4: left out."""
+    found = []
+    for section, document in _CITATION.findall(text):
+        key = section_key(section)
+        if any(kind == "article" for kind, _ in key) or any("." in number for _, number in key):
+            found.append((section, _letters(document)))
+    return found
+
+
+def cites_into(document: str, document_name: str) -> bool:
+    """Whether a document named ``document_name`` is of the kind a citation names (``document`` as
+    :func:`citations` gives it): "By-Laws (May 20, 1985)" is the by-laws a citation names."""
+    return bool(document) and document in _letters(document_name)
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.lower())

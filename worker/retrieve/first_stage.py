@@ -36,6 +36,7 @@ from ..store.search import (
     SearchParams,
 )
 from . import in_force, language
+from .amendments import recitals_take_their_instruments_match
 from .authority import Adjustments
 from .executor import BoundedExecutor
 from .naming import named_documents
@@ -181,6 +182,8 @@ class FirstStage:
                     unfiltered = self._search(replace(params, embedding=embedding, as_of=None, include_superseded=True))
                 found = in_force.stand_in_for_later_amendments(found, unfiltered, options.as_of)
                 found = in_force.amendments_take_their_sections_match(found, unfiltered)
+                found = in_force.cited_sections_stand_in_for_later_documents(found, unfiltered, options.as_of)
+            found = recitals_take_their_instruments_match(found)
             named = frozenset(named_documents(processed.normalized, {c.document_id: c.document_name for c in found}))
             candidates = first_stage_order(
                 found,

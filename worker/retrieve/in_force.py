@@ -17,7 +17,11 @@ stage reads that view into the answer:
 - as of a date, an amendment in effect by then answers where the section it replaced matches the
   question (:func:`amendments_take_their_sections_match`): the original's words say what the rule
   is about, a one-line amendment ("Section 4 is deleted and replaced by ...") says only what it is
-  now, and the original is out of force that day.
+  now, and the original is out of force that day;
+- as of a date, a section that a later document names as what it rests on ("Article XII of the
+  Declaration reserves the right of architectural approval ...") answers where that document
+  matches the question (:func:`cited_sections_stand_in_for_later_documents`): before the later
+  rule, the section it was made under was the whole rule.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 
 from ..models import ChunkResult, Replacement
+from ..sections import amends, citations, cites_into
 from ..store.search import DocumentDate
 
 # A community's documents by id: all of them with ``ids`` None (sql/functions/arc_document_dates.sql)
@@ -106,6 +111,43 @@ def amendments_take_their_sections_match(
     out = []
     for chunk in in_force:
         lender = lifted.get(chunk.id)
+        if lender is not None and (lender.fused_score or 0.0) > (chunk.fused_score or 0.0):
+            chunk = chunk.model_copy(update={f: getattr(lender, f) for f in _MATCH_FIELDS})
+        out.append(chunk)
+    return out
+
+
+def cited_sections_stand_in_for_later_documents(
+    in_force: list[ChunkResult], unfiltered: Iterable[ChunkResult], as_of: date
+) -> list[ChunkResult]:
+    """``in_force`` (the candidates in force on ``as_of``), each chunk of a section that a later
+    document (one that took effect after ``as_of``) names taking that document's best match among
+    ``unfiltered`` (the same search without a date) when it is better than its own.
+
+    Board rules, resolutions and amendments name the sections they rest on or change ("Article XII
+    of the Declaration reserves the right of architectural approval to the Board"), in words the
+    later rule shares with the question ("colors"); before that rule took effect, the section it
+    names was what governed. A section is named by its part (an article, or a numbered section
+    such as 5.2) and the kind of its document ("of the Declaration", "of the By-Laws"): a cited
+    section of a document of another kind is not lifted. Only the later document's chunks among
+    ``unfiltered`` are read for what it names; only chunks in force that day are lifted, nothing
+    enters the candidates."""
+    own = {c.document_id for c in in_force}
+    later = [
+        c for c in unfiltered if c.document_id not in own and c.effective_date is not None and c.effective_date > as_of
+    ]
+    best = _best_by(later, lambda c: c.document_id)
+    named: dict[str, set[tuple[str, str]]] = {}
+    for chunk in later:
+        named.setdefault(chunk.document_id, set()).update(citations(chunk.content))
+    out = []
+    for chunk in in_force:
+        lenders = [
+            best[document_id]
+            for document_id, cited in named.items()
+            if any(cites_into(kind, chunk.document_name) and amends(part, chunk.section_path) for part, kind in cited)
+        ]
+        lender = max(lenders, key=lambda c: c.fused_score or 0.0, default=None)
         if lender is not None and (lender.fused_score or 0.0) > (chunk.fused_score or 0.0):
             chunk = chunk.model_copy(update={f: getattr(lender, f) for f in _MATCH_FIELDS})
         out.append(chunk)
