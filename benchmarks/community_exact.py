@@ -13,6 +13,7 @@ small community (the distance plus 0, which no HNSW index orders); the first fiv
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -88,7 +89,8 @@ def main() -> None:
         f"--queries {args.queries} --out {args.out}`",
         "",
         f"{total:,} chunks of 384 dims on the embedded Postgres, a btree on community; the 40 nearest chunks of one "
-        f"community, {args.queries - 5} timed questions each.",
+        f"community, {args.queries - 5} timed questions each; load average {os.getloadavg()[0]:.1f} at the end "
+        "(2 cores).",
         "",
         "| community's chunks | p50 ms | p95 ms |",
         "|---|---|---|",
