@@ -52,6 +52,18 @@ def _legs(conn) -> list[str]:
     return [r[0] for r in conn.execute("select proname from pg_proc where proname like 'arc_vector_leg_%' order by 1")]
 
 
+def _two_indexed_communities(database_factory, embedder, prefix: str) -> tuple[str, Database]:
+    """A database holding the sample corpus as two communities, each with an index of its own."""
+    url = database_factory(prefix)
+    _index_communities_from(url, 1)
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    return url, db
+
+
 def _scans(conn, index: str) -> int:
     conn.execute("select pg_stat_clear_snapshot()")
     return conn.execute("select coalesce(sum(idx_scan), 0) from pg_stat_user_indexes where indexrelname = %s",
@@ -125,13 +137,7 @@ def test_the_vector_leg_kept_planned_answers_as_the_one_planned_each_call(databa
     """033 makes each community's vector leg a function of its own so that its plan is kept for
     the session (031 planned it on every call): the same rows, every column, exactly; without
     that function (an index made by hand) 031 plans the same statement on every call, as before."""
-    url = database_factory("ownleg")
-    _index_communities_from(url, 1)
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
-    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    url, db = _two_indexed_communities(database_factory, embedder, "ownleg")
     leg = '"arc_vector_leg_cedar-hollow"(vector, text[], boolean, boolean, integer)'
     asked = [{"q": q, "e": _vector(embedder, q or "fence"), "n": n, "c": "cedar-hollow", "t": t, "b": b}
              for q in MANY for t in TYPES for n, b in ((40, False), (5, True))]
@@ -200,13 +206,7 @@ def test_a_small_community_among_several_is_read_exactly_with_no_object_of_its_o
 def test_an_index_per_community_database_upgrades_to_indexes_past_the_size(database_factory, embedder):
     """A database where every community has its own index (033) keeps its documents and answers
     and loses the small communities' indexes and legs when 094 is applied."""
-    url = database_factory("upgradesize")
-    _index_communities_from(url, 1)
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
-    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    url, db = _two_indexed_communities(database_factory, embedder, "upgradesize")
     db.close()
     with psycopg.connect(url, autocommit=True) as conn:
         assert len(_own_indexes(conn)) == 2 and len(_legs(conn)) == 2
