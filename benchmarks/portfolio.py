@@ -12,8 +12,9 @@ Only the sizes differ: community k has `size_of(k)` chunks, most 50-500, one in 
 
 The load leaves the schema as a bulk load does (one global HNSW index, no index of any
 community's own). `--own-indexes` then makes what the checkout makes for a knowledge base of
-several communities (`select arc_community_vector_indexes()`: today, an index and a vector-leg
-function per community), once, timed; the state is kept with `--keep`.
+several communities (`select arc_community_vector_indexes()`: an index and a vector-leg function
+for each community past `arc_community_index_min_chunks()`), once, timed; the state is kept with
+`--keep`.
 
 Measured for the smallest, the median and the largest community (and the 90th percentile's):
 
