@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
@@ -222,3 +223,30 @@ def test_an_index_per_community_database_upgrades_to_indexes_past_the_size(datab
         assert _own_indexes(conn) == {} and _legs(conn) == []
         assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == chunks
         assert {c: _answers(conn, embedder, c) for c in ("cedar-hollow", "cedar-ridge")} == before
+
+
+def test_no_statement_of_a_small_communitys_search_is_jit_compiled(database_factory, embedder):
+    """hybrid_search runs with sequential scans off; a statement only a sequential scan can answer
+    costs a disabled scan's estimate, which PostgreSQL 15 (JIT on by default) compiles for about
+    40 ms on every call. None of the statements that answer a small community among several does."""
+    url = database_factory("nojit")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    db.close()
+    plans: list[str] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not conn.execute("select pg_jit_available()").fetchone()[0]:
+            pytest.skip("this server has no JIT")
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        conn.execute("load 'auto_explain'")
+        conn.execute("set auto_explain.log_min_duration = 0")
+        conn.execute("set auto_explain.log_nested_statements = on")
+        conn.execute("set client_min_messages = log")
+        conn.execute("set jit_above_cost = 100000")  # PostgreSQL's default, whatever the server's
+        rows = conn.execute(SEARCH, {"q": QUESTIONS[0], "e": _vector(embedder, QUESTIONS[0]), "c": "cedar-hollow",
+                                     "t": None}).fetchall()
+    assert rows and len(plans) > 5
+    assert not [p for p in plans if "JIT:" in p]

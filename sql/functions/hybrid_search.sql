@@ -193,7 +193,10 @@ begin
       end if;
       own_ids := coalesce(own_ids, '{}');
     elsif scope_size < arc_community_index_min_chunks()
-          and exists (select 1 from bm25_corpus b where b.community <> scope and b.n_docs > 0) then
+          -- another community holds chunks: two range probes of the primary key (with sequential
+          -- scans off here, "<>" would cost a disabled scan, and PostgreSQL 15 would JIT-compile it)
+          and (exists (select 1 from bm25_corpus b where b.community < scope and b.n_docs > 0)
+               or exists (select 1 from bm25_corpus b where b.community > scope and b.n_docs > 0)) then
       -- A small community among several has no index of its own (094): its rows are read exactly
       -- through the btree indexes that lead with the community. The distance plus 0 is not an
       -- order any HNSW index gives, so the global one (filtered, pgvector's weak spot) is not used.
