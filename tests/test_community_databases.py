@@ -227,7 +227,8 @@ def test_a_bad_mapping_stops_the_start_with_one_line_and_no_password():
 
 def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_path):
     """A mapping changed after a load (``oak`` sent to the second server, still in the first):
-    the start refuses, and so does every listing of the knowledge base, naming both databases."""
+    the start refuses, and so do the community's documents calls and loads and every listing of
+    the whole knowledge base, naming both databases; another community is served as before."""
     first, second = servers
     default, other = first.new_database(), second.new_database()
     for url in (default, other):
@@ -236,6 +237,9 @@ def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_pa
         ingestor = Ingestor(db, embedder)
         ingestor.write([ingestor.prepare_text(parse_markdown(HOLLOW), DocumentFields(
             document_id="oak-rules", name="Oak rules", document_type="other"))], community="oak")
+        if url == default:
+            ingestor.write([ingestor.prepare_text(parse_markdown(RIDGE), DocumentFields(
+                document_id="elm-rules", name="Elm rules", document_type="other"))], community="elm")
         db.close()
     settings = make_settings(tmp_path, default, community_databases=f"oak={other}",
                              api_token=KEEPER_TOKEN, ingest_token=KEEPER_TOKEN)
@@ -255,5 +259,9 @@ def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_pa
             "text": RIDGE, "document_type": "other", "document_id": "oak-more", "community": "oak"})
         assert loaded.status_code == 409, loaded.get_json()
         assert rows(other, "select count(*) from knowledge_chunks where document_id = 'oak-more'") == [(0,)]
+        # the whole knowledge base's listing is refused; another community is served as before
+        assert client.get("/webhook/arc-documents", headers=HEADERS).status_code == 409
+        elm = client.get("/webhook/arc-documents?community=elm", headers=HEADERS)
+        assert elm.status_code == 200 and [d["document_id"] for d in elm.get_json()["documents"]] == ["elm-rules"]
     finally:
         runtime.close()

@@ -173,7 +173,7 @@ class KnowledgeService:
         the caller must name one)."""
         named = caller.reach(named)
         self.runtime.ensure_schema(self.runtime.database(named) if named is not None else None)
-        return communities.resolve(named, self.communities())
+        return communities.resolve(named, self.runtime.databases.communities(named))
 
     def communities(self) -> dict[str, int]:
         """Each community holding chunks, in every database, with its chunk count (a community
@@ -291,7 +291,7 @@ class KnowledgeService:
         does not send it is refused before anything is read."""
         if self.runtime.databases.split:
             self.runtime.ensure_schema()
-            community = communities.resolve_for_write(community, self.communities())
+            community = communities.resolve_for_write(community, self.runtime.databases.communities(community))
         shard = self.shard(community)
         self.runtime.ensure_schema(shard.db)
         return community, shard.ingestor

@@ -66,9 +66,11 @@ class Databases:
         where = f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
         return f"the default database ({where})" if db is self.default else f"the database at {where}"
 
-    def communities(self) -> dict[str, int]:
-        """Each community holding chunks in any database, with its chunk count; a community
-        found where the mapping does not send it raises :class:`CommunityConflict`."""
+    def communities(self, checked: str | None = None) -> dict[str, int]:
+        """Each community holding chunks in any database, with its chunk count (in the database
+        that holds it). A community found where the mapping does not send it raises
+        :class:`CommunityConflict`: any such community, or only ``checked`` when one is named
+        (a call about one community is refused for its own conflict, not another's)."""
         if not self.split:
             return communities.list_communities(self.default)
         held: dict[str, int] = {}
@@ -79,7 +81,7 @@ class Databases:
                 if db is self.of(community):
                     held[community] = chunks
         for community, places in found_in.items():
-            if places != [self.of(community)]:
+            if places != [self.of(community)] and checked in (None, community):
                 raise CommunityConflict(self._conflict(community, places))
         return held
 
