@@ -97,7 +97,7 @@ def db_init() -> None:
         for db in runtime.databases.all():  # each database of a split knowledge base alike
             db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
             applied = db.migrate(runtime.embedder.dim)
-            where = f" ({runtime.databases.name(db)})" if runtime.databases.split else ""
+            where = f" in {runtime.databases.name(db)}" if runtime.databases.split else ""
             click.echo(f"migrations applied{where}: {', '.join(applied) if applied else 'none (up to date)'}")
         click.echo(f"embedding: {runtime.embedder.model}, vector({runtime.embedder.dim})")
     except ArcError as exc:
@@ -711,7 +711,8 @@ def confirmations_import(questions: Path, community: str | None) -> None:
     try:
         service = _confirmation_service(runtime)
         done, notes = import_rows(service, rows, community, normalise_for_match)
-        service.knowledge.retriever.calibrator.wait_refits()  # the success cut they fit, stored before exiting
+        for shard in service.knowledge.shards():  # the success cuts they fit, stored before exiting
+            shard.retriever.calibrator.wait_refits()
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
     finally:

@@ -140,9 +140,10 @@ class KnowledgeService:
 
     def flush_query_logs(self) -> bool:
         """Write every database's queued query-log rows now; whether any were queued."""
-        return any([shard.query_log.flush() for shard in self._all_shards()])
+        return any([shard.query_log.flush() for shard in self.shards()])
 
-    def _all_shards(self) -> list[Shard]:
+    def shards(self) -> list[Shard]:
+        """The parts of every database this service has used so far."""
         with self._shards_lock:
             return list(self._shards.values())
 
@@ -308,7 +309,7 @@ class KnowledgeService:
         scale belongs to the old knowledge base, so the changed communities' calibrations are
         measured and stored now, for every process and door to read. Stored is stored: a failure
         here is logged, and the next question measures what is missing."""
-        for shard in self._all_shards():
+        for shard in self.shards():
             try:
                 shard.retriever.knowledge_base_changed()
             except Exception as exc:
@@ -323,7 +324,7 @@ class KnowledgeService:
     def close(self) -> None:
         """Write the queued query-log rows and stop the retriever's background work; the runtime
         is its owner's to close."""
-        for shard in self._all_shards():
+        for shard in self.shards():
             shard.close()
 
 
