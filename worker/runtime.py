@@ -37,7 +37,7 @@ class Runtime:
     def __post_init__(self, community_databases: Databases | None) -> None:
         self._schema_lock = threading.Lock()
         self.databases = community_databases or Databases(self.db)
-        self._ready: set[Database] = set(self.databases.all()) if self.schema_ready else set()
+        self._ready: set[Database] = set()  # migrated and checked here, while schema_ready is False
 
     def database(self, community: str) -> Database:
         """The database that holds ``community``."""
