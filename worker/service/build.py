@@ -74,12 +74,14 @@ def build_retriever(runtime: Runtime, db: Database | None = None) -> Retriever:
     )
 
 
-def build_confirmations(runtime: Runtime, backend: SearchBackend, db: Database) -> Confirmations:
-    """The keeper's confirmed answers, read where the search reads: ``db`` (the primary), or
-    Supabase's RPC route."""
+def build_confirmations(runtime: Runtime, backend: SearchBackend, db: Database | None = None) -> Confirmations:
+    """The keeper's confirmed answers, read where the search reads: ``db`` (the primary; None:
+    the default database), or Supabase's RPC route."""
     embedder = runtime.embedder
     store: ConfirmationStore | RpcConfirmationReads = (
-        RpcConfirmationReads(backend.client) if isinstance(backend, SupabaseBackend) else ConfirmationStore(db)
+        RpcConfirmationReads(backend.client)
+        if isinstance(backend, SupabaseBackend)
+        else ConfirmationStore(db or runtime.db)
     )
     return Confirmations(
         load=store.read,

@@ -228,6 +228,8 @@ class KnowledgeService:
         and holds them), a read cut short (the client left, ARC_READ_TIMEOUT) counted, and the
         documents' change told once stored."""
         caller.may_write()
+        if not self.runtime.databases.split:  # split: the database written to is checked when known (writer)
+            self.runtime.ensure_schema()
         with nullcontext() if admitted else self.ingest_slots():
             try:
                 result = store(ScopedIngestor(self, caller))
