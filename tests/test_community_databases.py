@@ -178,6 +178,59 @@ def test_the_keeper_s_pages_follow_the_mapping(client):
     assert "kayaks" not in client.get("/questions?community=hollow").get_data(as_text=True)
 
 
+def test_confirmations_and_votes_go_to_the_community_s_database(client, split):
+    _, default, other = split
+    kayaks = rows(other, "select id from knowledge_chunks where document_id = 'ridge-rules' order by id limit 1")[0][0]
+    made = client.post("/webhook/arc-confirm", headers=HEADERS, json={
+        "community": "ridge", "query": "Where do kayaks go in summer?", "chunk_id": kayaks})
+    assert made.status_code == 201, made.get_json()
+    confirmed = "select community, document_id from answer_confirmations"
+    assert rows(other, confirmed) == [("ridge", "ridge-rules")] and rows(default, confirmed) == []
+    # the confirmation steers the next question of its community, read from its database
+    answer = ask(client, "Where do kayaks go in summer?", "ridge").get_json()
+    assert answer["confirmed"] is not None and answer["chunks"][0]["id"] == kayaks
+    # each database numbers its own: an id held by one database's community is deleted there
+    assert client.delete(f"/webhook/arc-confirm/{made.get_json()['id']}", headers=HEADERS).status_code == 200
+    assert rows(other, confirmed) == []
+
+    asked = client.post("/webhook/arc-retrieval", headers={**HEADERS, "X-Request-ID": "split-vote-1"},
+                        json={"query": "When can kayaks be kept on the dock?", "community": "ridge"})
+    assert asked.status_code == 200
+    voted = client.post("/webhook/arc-feedback", headers=HEADERS, json={"request_id": "split-vote-1", "helpful": True})
+    assert voted.status_code == 201, voted.get_json()
+    assert voted.get_json()["community"] == "ridge"
+    votes = "select community, helpful from answer_feedback"
+    assert rows(other, votes) == [("ridge", True)] and rows(default, votes) == []
+
+
+def test_the_command_line_follows_the_mapping(split, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from worker.cli import main
+
+    runtime, default, other = split
+    monkeypatch.setenv("DATABASE_URL", default)
+    monkeypatch.setenv("ARC_COMMUNITY_DATABASES", f"ridge={other}")
+    monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))
+    runner = CliRunner()
+    init = runner.invoke(main, ["db", "init"])
+    assert init.exit_code == 0, init.output
+    assert "migrations applied in the default database" in init.output
+    assert "migrations applied in the database at" in init.output
+    assert "postgres:@" not in init.output  # databases named by host, port and name only
+    (tmp_path / "canoes.md").write_text("# Ridge canoes\n\nCanoes are stored upside down on the upper rack.\n")
+    loaded = runner.invoke(main, ["ingest", str(tmp_path / "canoes.md"), "--document-type", "other",
+                                  "--community", "ridge"])
+    assert loaded.exit_code == 0, loaded.output
+    assert rows(other, "select count(*) from knowledge_chunks where document_id = 'canoes'")[0][0] >= 1
+    assert rows(default, "select count(*) from knowledge_chunks where document_id = 'canoes'") == [(0,)]
+    listed = runner.invoke(main, ["documents", "list", "--community", "ridge"])
+    assert listed.exit_code == 0 and "canoes" in listed.output and "hollow-rules" not in listed.output
+    deleted = runner.invoke(main, ["documents", "delete", "canoes", "--community", "ridge"])
+    assert deleted.exit_code == 0, deleted.output
+    assert rows(other, "select count(*) from knowledge_chunks where document_id = 'canoes'") == [(0,)]
+
+
 def test_each_server_answers_its_communities_with_the_other_stopped(client, servers):
     """The proof that nothing of one database is read for another's question: with a server
     stopped, the other server's community is still answered, and the stopped one's is a 503."""
