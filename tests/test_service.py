@@ -120,4 +120,4 @@ def test_a_write_through_any_door_tells_the_retriever(sample_runtime):
     # changed community's status calibration is measured and stored for every door to read.
     listing_only = KnowledgeService(sample_runtime)
     assert listing_only.list_documents(listing_only.community(None, caller=LOCAL), caller=LOCAL)
-    assert listing_only._retriever is None
+    assert listing_only.shard(None).built_retriever is None

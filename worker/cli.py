@@ -94,9 +94,11 @@ def db_init() -> None:
     settings = _settings()
     runtime = _runtime(settings, migrate=False)  # migrate here, so the report says what this run applied
     try:
-        runtime.db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
-        applied = runtime.db.migrate(runtime.embedder.dim)
-        click.echo(f"migrations applied: {', '.join(applied) if applied else 'none (up to date)'}")
+        for db in runtime.databases.all():  # each database of a split knowledge base alike
+            db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
+            applied = db.migrate(runtime.embedder.dim)
+            where = f" in {runtime.databases.name(db)}" if runtime.databases.split else ""
+            click.echo(f"migrations applied{where}: {', '.join(applied) if applied else 'none (up to date)'}")
         click.echo(f"embedding: {runtime.embedder.model}, vector({runtime.embedder.dim})")
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
@@ -116,15 +118,18 @@ def db_maintain(force: bool) -> None:
     settings = _settings()
     runtime = _runtime(settings)
     try:
-        report = bm25.refresh(runtime.db, seconds=None, force=force)
-        if report.stale < 0:
-            raise click.ClickException("the BM25 refresh stopped on a database error; run it again")
-        click.echo(f"rewrote BM25 weights of {report.rewritten} chunks; {report.stale} left")
-        try:
-            bm25.vacuum(runtime.db)
-        except psycopg.Error as exc:
-            raise click.ClickException(f"vacuum failed: {exc.diag.message_primary or type(exc).__name__}") from None
-        click.echo("vacuumed knowledge_chunks and bm25_postings")
+        for db in runtime.databases.all():  # each database of a split knowledge base alike
+            where = f" in {runtime.databases.name(db)}" if runtime.databases.split else ""
+            report = bm25.refresh(db, seconds=None, force=force)
+            if report.stale < 0:
+                raise click.ClickException(f"the BM25 refresh{where} stopped on a database error; run it again")
+            click.echo(f"rewrote BM25 weights of {report.rewritten} chunks{where}; {report.stale} left")
+            try:
+                bm25.vacuum(db)
+            except psycopg.Error as exc:
+                failed = exc.diag.message_primary or type(exc).__name__
+                raise click.ClickException(f"vacuum{where} failed: {failed}") from None
+            click.echo(f"vacuumed knowledge_chunks and bm25_postings{where}")
     finally:
         runtime.close()
 
@@ -397,13 +402,16 @@ def reembed() -> None:
     settings = _settings()
     runtime = _runtime(settings, migrate=False)  # the start's model check refuses exactly this switch
     try:
-        runtime.db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
-        runtime.db.migrate(runtime.embedder.dim)
-        report = reembed_all(runtime.db, runtime.embedder, progress=sys.stderr.isatty())
-        before = report.previous or "none"
-        click.echo(
-            f"re-embedded {report.chunks} chunk(s) with {report.model} (before: {before}) in {report.seconds:.0f} s"
-        )
+        for db in runtime.databases.all():  # each database of a split knowledge base alike
+            db.check_dimension(runtime.embedder.model, runtime.embedder.dim)
+            db.migrate(runtime.embedder.dim)
+            report = reembed_all(db, runtime.embedder, progress=sys.stderr.isatty())
+            before = report.previous or "none"
+            where = f" in {runtime.databases.name(db)}" if runtime.databases.split else ""
+            click.echo(
+                f"re-embedded {report.chunks} chunk(s){where} with {report.model} (before: {before}) "
+                f"in {report.seconds:.0f} s"
+            )
     except ArcError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -703,7 +711,8 @@ def confirmations_import(questions: Path, community: str | None) -> None:
     try:
         service = _confirmation_service(runtime)
         done, notes = import_rows(service, rows, community, normalise_for_match)
-        service.knowledge.retriever.calibrator.wait_refits()  # the success cut they fit, stored before exiting
+        for shard in service.knowledge.shards():  # the success cuts they fit, stored before exiting
+            shard.retriever.calibrator.wait_refits()
     except ArcError as exc:
         raise click.ClickException(str(exc).replace("community:", "--community:", 1)) from None
     finally:

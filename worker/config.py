@@ -175,26 +175,30 @@ class Database(Group):
         le=3600,
     )
     pool_size: int = setting("ARC_POOL_SIZE", 4, "connections per worker process", ge=1, le=100)
+    # A portfolio split over several Postgres servers (worker/store/databases.py): community ->
+    # connection string; every community not listed lives in DATABASE_URL (or the embedded one).
+    community_databases: dict[str, str] = setting(
+        "ARC_COMMUNITY_DATABASES",
+        {},
+        "communities kept in other Postgres databases, `COMMUNITY[,COMMUNITY...]=postgresql://...;...`: "
+        "their questions, documents, ingests and pages go to that database only; every other community "
+        "to `DATABASE_URL` (`docs/performance.md`)",
+    )
 
     @field_validator("database_url")
     @classmethod
     def _conninfo(cls, value: str | None) -> str | None:
-        from urllib.parse import urlsplit
-
-        from psycopg.conninfo import conninfo_to_dict
-
         if value is not None:
-            try:
-                options = conninfo_to_dict(value)
-                if value.startswith(("postgres://", "postgresql://")):
-                    _ = urlsplit(value).port  # a port that is no number raises here
-            except Exception:  # psycopg's message repeats the URL, password included
-                raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
-            # libpq refuses these only when it connects, and the pool would retry for ever
-            for option, allowed in _CONNINFO_CHOICES.items():
-                given = options.get(option)
-                if given is not None and str(given) not in allowed:
-                    raise ValueError(f"{option}={str(given)[:40]!r} is not one of {', '.join(allowed)}")
+            _check_conninfo(value)
+        return value
+
+    @field_validator("community_databases", mode="before")
+    @classmethod
+    def _community_databases(cls, value: object) -> object:
+        if isinstance(value, str):
+            return _parse_community_databases(value)
+        if isinstance(value, Mapping):
+            return _parse_community_databases(";".join(f"{name}={url}" for name, url in value.items()))
         return value
 
     @field_validator("read_database_urls", mode="before")
@@ -240,6 +244,11 @@ class Database(Group):
             raise ValueError("the Supabase backend also needs DATABASE_URL (its direct Postgres connection)")
         if self.read_database_urls and not self.database_url:
             raise ValueError("ARC_READ_DATABASE_URLS are replicas of DATABASE_URL, which is not set")
+        if self.community_databases and self.supabase_url:
+            raise ValueError(
+                "ARC_COMMUNITY_DATABASES work with the Postgres backend: unset SUPABASE_URL "
+                "(each community's database is then searched over its own Postgres connection)"
+            )
         if self.read_database_urls and self.supabase_url:
             raise ValueError(
                 "ARC_READ_DATABASE_URLS work with the Postgres backend: unset SUPABASE_URL "
@@ -938,6 +947,58 @@ _CONNINFO_CHOICES: dict[str, tuple[str, ...]] = {
 }
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
 _AZURE_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(?:-preview)?")
+
+
+def _check_conninfo(value: str) -> None:
+    """``ValueError`` for a connection string libpq would refuse; the message never repeats the
+    value (it may hold a password)."""
+    from urllib.parse import urlsplit
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        options = conninfo_to_dict(value)
+        if value.startswith(("postgres://", "postgresql://")):
+            _ = urlsplit(value).port  # a port that is no number raises here
+    except Exception:  # psycopg's message repeats the URL, password included
+        raise ValueError("not a Postgres connection string (postgresql://user:password@host:5432/db)") from None
+    # libpq refuses these only when it connects, and the pool would retry for ever
+    for option, allowed in _CONNINFO_CHOICES.items():
+        given = options.get(option)
+        if given is not None and str(given) not in allowed:
+            raise ValueError(f"{option}={str(given)[:40]!r} is not one of {', '.join(allowed)}")
+
+
+# A community's name as the knowledge base stores it (worker/models.py's COMMUNITY_PATTERN).
+_COMMUNITY_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def _parse_community_databases(text: str) -> dict[str, str]:
+    """``COMMUNITY[,COMMUNITY...]=postgresql://...;...`` as community -> connection string.
+    Entries are separated by ``;`` or new lines (a YAML block or an env file's one line alike);
+    a community listed twice, a name the knowledge base could not hold and a URL libpq would
+    refuse are errors naming the entry by its communities, never by its URL."""
+    routes: dict[str, str] = {}
+    for entry in filter(None, (e.strip() for e in re.split(r"[;\n]", text))):
+        names, sep, url = entry.partition("=")
+        url = url.strip()
+        listed = [n.strip() for n in names.split(",") if n.strip()]
+        if not sep or not listed or not url.startswith(("postgres://", "postgresql://")):
+            raise ValueError(
+                "entries are COMMUNITY[,COMMUNITY...]=postgresql://user:password@host:5432/db, separated by ;"
+            )
+        for name in listed:
+            if not _COMMUNITY_NAME.fullmatch(name):
+                shown = repr(name[:80]) if re.fullmatch(r"[\w.-]+", name) else "a name"  # never a URL's part
+                raise ValueError(f"{shown}: a community is lowercase letters, digits, - and _ (at most 63)")
+            if name in routes:
+                raise ValueError(f"community {name!r} is listed twice: a community lives in one database")
+        try:
+            _check_conninfo(url)
+        except ValueError as exc:
+            raise ValueError(f"the database of {', '.join(listed)}: {exc}") from None
+        routes.update(dict.fromkeys(listed, url))
+    return routes
 
 
 def _http_url(value: str | None) -> str | None:

@@ -96,6 +96,15 @@ class UnknownCommunity(ArcError):
     field = "community"
 
 
+class CommunityConflict(ArcError):
+    """A community found in a database ``ARC_COMMUNITY_DATABASES`` does not send it to (held by
+    two databases, or left behind when the mapping changed): refused, never answered from one."""
+
+    status = 409
+    code = "community_conflict"
+    field = "community"
+
+
 class CommunityForbidden(ArcError):
     """A token limited to other communities: refused before anything of this one is read."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import psycopg
 
@@ -13,6 +13,7 @@ from .embedding_models import LOCAL_DIM, LOCAL_MODEL, LOCAL_MODELS
 from .embeddings import CachedEmbedder, build_embedder
 from .errors import DatabaseUnavailable
 from .store.database import Database
+from .store.databases import Databases
 from .store.embedded import EmbeddedPostgres
 
 log = logging.getLogger("arc.runtime")
@@ -20,34 +21,59 @@ log = logging.getLogger("arc.runtime")
 
 @dataclass
 class Runtime:
+    """``db``: the default database (``DATABASE_URL`` or the embedded one), which also keeps what
+    belongs to no community (the keeper's sessions); ``databases``: it and the databases
+    ``ARC_COMMUNITY_DATABASES`` sends communities to (store/databases.py)."""
+
     settings: Settings
     db: Database
     embedder: CachedEmbedder
     embedded: EmbeddedPostgres | None = None
     schema_ready: bool = True
-    replicas: list[Database] = field(default_factory=list)  # read-only: searches only
+    replicas: list[Database] = field(default_factory=list)  # read-only, of ``db``: searches only
+    community_databases: InitVar[Databases | None] = None
+    databases: Databases = field(init=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, community_databases: Databases | None) -> None:
         self._schema_lock = threading.Lock()
+        self.databases = community_databases or Databases(self.db)
+        self._ready: set[Database] = set()  # migrated and checked here, while schema_ready is False
 
-    def ensure_schema(self) -> None:
-        """Migrate and check the table once the database answers (it may be down at start)."""
-        if self.schema_ready:
+    def database(self, community: str) -> Database:
+        """The database that holds ``community``."""
+        return self.databases.of(community)
+
+    def ensure_schema(self, db: Database | None = None) -> None:
+        """Migrate and check ``db`` (None: every database) once it answers (it may be down at
+        start). Once every database is ready, a knowledge base split over several is checked for
+        a community held where the mapping does not send it (``CommunityConflict``)."""
+        if self.schema_ready or (db is not None and db in self._ready):
             return
+        targets = [db] if db is not None else self.databases.all()
         with self._schema_lock:
-            if self.schema_ready:
+            unreachable = None
+            for target in targets:
+                if target in self._ready:
+                    continue
+                try:
+                    target.check_dimension(self.embedder.model, self.embedder.dim)
+                    target.migrate(self.embedder.dim)
+                    target.check_model(self.embedder.model, self.embedder.dim)
+                except psycopg.OperationalError as exc:
+                    unreachable = exc
+                    continue
+                self._ready.add(target)
+            if unreachable is not None:
+                raise DatabaseUnavailable("database unreachable") from unreachable
+            if self.schema_ready or not self._ready.issuperset(self.databases.all()):
                 return
-            try:
-                self.db.check_dimension(self.embedder.model, self.embedder.dim)
-                self.db.migrate(self.embedder.dim)
-                self.db.check_model(self.embedder.model, self.embedder.dim)
-            except psycopg.OperationalError as exc:
-                raise DatabaseUnavailable("database unreachable") from exc
+            if self.databases.split:
+                self.databases.communities()  # a community in two databases stops the start here
             self.schema_ready = True
             log.info("database schema ready")
 
     def close(self) -> None:
-        self.db.close()
+        self.databases.close()
         for replica in self.replicas:
             replica.close()
         if self.embedded is not None:
@@ -89,12 +115,7 @@ def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
     """Start what the settings ask for. Raises SchemaMismatch on a wrong embedding size."""
     url, embedded = database_url(settings)
     database = settings.database
-    db = Database(
-        url,
-        pool_size=database.pool_size,
-        statement_timeout_ms=database.statement_timeout_ms,
-        write_lock_wait=database.write_lock_wait,
-    )
+    db = _database(url, settings)
     settings = keep_the_built_model(settings, db)
     embedder = CachedEmbedder(build_embedder(settings))
     timeout_ms = database.replica_timeout_ms
@@ -102,7 +123,10 @@ def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
         Database(url, pool_size=database.pool_size, statement_timeout_ms=timeout_ms, connect_timeout=timeout_ms / 1000)
         for url in database.read_database_urls
     ]
-    runtime = Runtime(settings, db, embedder, embedded, schema_ready=not migrate, replicas=replicas)
+    databases = Databases.mapped(db, database.community_databases, lambda other: _database(other, settings))
+    runtime = Runtime(
+        settings, db, embedder, embedded, schema_ready=not migrate, replicas=replicas, community_databases=databases
+    )
     if migrate:
         try:
             runtime.ensure_schema()
@@ -110,3 +134,13 @@ def open_runtime(settings: Settings, *, migrate: bool = True) -> Runtime:
             # Start anyway: /readyz reports not ready, requests get 503 until the database is back.
             log.warning("database unreachable at start; will retry on demand")
     return runtime
+
+
+def _database(url: str, settings: Settings) -> Database:
+    database = settings.database
+    return Database(
+        url,
+        pool_size=database.pool_size,
+        statement_timeout_ms=database.statement_timeout_ms,
+        write_lock_wait=database.write_lock_wait,
+    )

@@ -97,9 +97,9 @@ def on_starting(server) -> None:
         finally:
             knowledge.close()
     _ready = (_ready_marker(), ready_line(server.cfg.bind, runtime), list(server.cfg.bind))
-    if knowledge_base.is_empty(runtime.db):
+    if all(knowledge_base.is_empty(db) for db in runtime.databases.all()):
         logging.getLogger("arc.server").warning(knowledge_base.EMPTY_WARNING)
-    runtime.db.close()
+    runtime.databases.close()
     if runtime.embedded is not None:
         # Workers connect to the database this master started.
         os.environ["DATABASE_URL"] = runtime.db.url
@@ -149,6 +149,8 @@ def database_where(runtime) -> str:
         )
     if runtime.settings.database.supabase_url:
         where += f", searched through {runtime.settings.database.supabase_url}"
+    if runtime.databases.split:
+        where += f", and {len(runtime.databases.all()) - 1} other database(s) (ARC_COMMUNITY_DATABASES)"
     return where
 
 
@@ -241,7 +243,7 @@ def worker_exit(server, worker) -> None:
     try:
         if arc:
             arc.knowledge.close()
-            arc.runtime.db.close(timeout=1.0)
+            arc.runtime.databases.close(timeout=1.0)
     except Exception:  # any error: nothing may keep the process from leaving
         pass
     _exit_now(code)

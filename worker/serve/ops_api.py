@@ -26,14 +26,15 @@ def healthz() -> Any:
 @door(OPEN)
 def readyz() -> Any:
     runtime = services().runtime
-    db_ok = runtime.db.ping()
+    databases = runtime.databases.all()  # ready when every database of the knowledge base answers
+    db_ok = all(db.ping() for db in databases)
     if db_ok:
         try:
             runtime.ensure_schema()
         except Exception:  # a schema error is also "not ready"; it is logged by ensure_schema
             db_ok = False
     body = {"status": "ready" if db_ok else "not_ready", "database": db_ok, "embedding_model": runtime.embedder.model}
-    empty = knowledge_base.is_empty(runtime.db) if db_ok else None
+    empty = all(knowledge_base.is_empty(db) for db in databases) if db_ok else None
     if empty is not None:
         # ready all the same (documents arrive through the ingest webhook), but never silently empty
         body["knowledge_base_empty"] = empty

@@ -222,9 +222,13 @@ class CommunityCard:
 @pages.errorhandler(ChooseCommunity)
 def _chooser(_: ChooseCommunity) -> Any:
     """Every community, each leading to the page asked for (its query kept) in that community."""
-    runtime = services().runtime
-    with runtime.db.connect() as conn:
-        cards = [CommunityCard(*row) for row in conn.execute(sqlfiles.query("community_overview")).fetchall()]
+    databases = services().runtime.databases
+    cards = []
+    for db in databases.all():  # each community from the database that holds it
+        with db.connect() as conn:
+            rows = conn.execute(sqlfiles.query("community_overview")).fetchall()
+        cards += [CommunityCard(*row) for row in rows if databases.of(row[0]) is db]
+    cards.sort(key=lambda card: card.name)
     endpoint = request.endpoint if request.method == "GET" and request.endpoint else "pages.documents"
     kept: dict[str, Any] = {**(request.view_args or {}), **request.args.to_dict()}
     g.communities, g.community, g.carry_community = [c.name for c in cards], None, False
@@ -599,7 +603,7 @@ def questions() -> str:
     runtime = services().runtime
     runtime.ensure_schema()
     community = _community()
-    with runtime.db.connect() as conn:
+    with runtime.database(community).connect() as conn:
         recent = conn.execute(
             sqlfiles.query("recent_questions"),
             {"status": status, "limit": 100, "community": community, "unhelpful": unhelpful},

@@ -16,6 +16,7 @@ from ..retrieve.search_cache import SearchCache
 from ..retrieve.status.confidence import StatusCuts
 from ..runtime import Runtime
 from ..store.confirmations import ConfirmationStore, RpcConfirmationReads
+from ..store.database import Database
 from ..store.postgres_search import PostgresBackend
 from ..store.replicas import ReadReplicas
 from ..store.search import SearchBackend
@@ -45,15 +46,18 @@ def build_reranker(settings: Settings) -> Reranker | None:
     )
 
 
-def build_retriever(runtime: Runtime) -> Retriever:
+def build_retriever(runtime: Runtime, db: Database | None = None) -> Retriever:
+    """The retriever of ``db``'s communities (None: the default database's): its searches,
+    calibrations, confirmations and replicas are that database's alone."""
     settings = runtime.settings
     database, status = settings.database, settings.status
+    db = db or runtime.db
     backend: SearchBackend
     if database.supabase_url:
         assert database.supabase_key is not None  # the settings require both or neither
         backend = SupabaseBackend(database.supabase_url, database.supabase_key)
     else:
-        backend = PostgresBackend(runtime.db, read_replicas(runtime))
+        backend = PostgresBackend(db, read_replicas(runtime) if db is runtime.db else None)
     return Retriever(
         embedder=runtime.embedder,
         backend=backend,
@@ -66,15 +70,18 @@ def build_retriever(runtime: Runtime) -> Retriever:
         policy=ContextPolicy(**settings.context.model_dump()),
         embedding_timeout=settings.embedding.embedding_timeout,
         search_cache=SearchCache(ttl_seconds=settings.search.search_cache_seconds),
-        confirmations=build_confirmations(runtime, backend),
+        confirmations=build_confirmations(runtime, backend, db),
     )
 
 
-def build_confirmations(runtime: Runtime, backend: SearchBackend) -> Confirmations:
-    """The keeper's confirmed answers, read where the search reads: the primary, or Supabase's RPC route."""
+def build_confirmations(runtime: Runtime, backend: SearchBackend, db: Database | None = None) -> Confirmations:
+    """The keeper's confirmed answers, read where the search reads: ``db`` (the primary; None:
+    the default database), or Supabase's RPC route."""
     embedder = runtime.embedder
     store: ConfirmationStore | RpcConfirmationReads = (
-        RpcConfirmationReads(backend.client) if isinstance(backend, SupabaseBackend) else ConfirmationStore(runtime.db)
+        RpcConfirmationReads(backend.client)
+        if isinstance(backend, SupabaseBackend)
+        else ConfirmationStore(db or runtime.db)
     )
     return Confirmations(
         load=store.read,
@@ -98,11 +105,12 @@ def read_replicas(runtime: Runtime) -> ReadReplicas | None:
     )
 
 
-def build_ingestor(runtime: Runtime, *, progress: bool = False) -> Ingestor:
-    """``progress``: draw OCR's progress bar (the command line on a terminal)."""
+def build_ingestor(runtime: Runtime, db: Database | None = None, *, progress: bool = False) -> Ingestor:
+    """The ingestor writing to ``db`` (None: the default database); ``progress``: draw OCR's
+    progress bar (the command line on a terminal)."""
     reading = runtime.settings.reading
     return Ingestor(
-        runtime.db,
+        db or runtime.db,
         runtime.embedder,
         ocr=Ocr(reading.ocr, reading.ocr_language, progress=progress),
         limits=ReadLimits.from_settings(reading),

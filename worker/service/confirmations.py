@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import NotFound
+from ..errors import CommunityRequired, NotFound
 from ..models import DEFAULT_COMMUNITY, NOT_BOOLEAN, RetrievalRequest
 from ..retrieve.preprocess import preprocess
 from ..retrieve.status import fitted_cut
@@ -139,7 +139,16 @@ class SuccessCut:
 class ConfirmationService:
     def __init__(self, knowledge: KnowledgeService):
         self.knowledge = knowledge
-        self.store = ConfirmationStore(knowledge.runtime.db)
+        self.store = ConfirmationStore(knowledge.runtime.db)  # the default database's
+        self._stores = {knowledge.runtime.db: self.store}
+
+    def store_for(self, community: str) -> ConfirmationStore:
+        """The confirmations of the database that holds ``community``."""
+        db = self.knowledge.runtime.database(community)
+        return self._stores.setdefault(db, ConfirmationStore(db))
+
+    def _every_store(self) -> list[ConfirmationStore]:
+        return [self._stores.setdefault(db, ConfirmationStore(db)) for db in self.knowledge.runtime.databases.all()]
 
     def confirm(self, request: ConfirmRequest, caller: Caller) -> Confirmation:
         """Store the keeper's answer to a question of the request's community (one ``caller`` may
@@ -147,7 +156,7 @@ class ConfirmationService:
         name = self.knowledge.community(caller.writes(request.community), caller=caller)
         chunk = None
         if request.chunk_id is not None:
-            chunk = self.store.chunk(name, request.chunk_id)
+            chunk = self.store_for(name).chunk(name, request.chunk_id)
             if chunk is None:
                 raise NotFound(f"no chunk of community {name!r} has id {request.chunk_id}", "chunk_id")
         embedder = self.knowledge.runtime.embedder
@@ -160,7 +169,7 @@ class ConfirmationService:
             embedding_model=embedder.model,
             chunk=chunk,
         )
-        confirmation_id = self.store.add(new)
+        confirmation_id = self.store_for(name).add(new)
         self._changed(name)
         return next(c for c in self.list(name, caller, candidates=False) if c.id == confirmation_id)
 
@@ -170,14 +179,14 @@ class ConfirmationService:
         name = self.knowledge.community(community, caller=caller)
         return [
             Confirmation.of(s, self._candidate(s, caller) if candidates and s.state == "stale" else None)
-            for s in self.store.read(name)
+            for s in self.store_for(name).read(name)
         ]
 
     def success_cut(self, listed: Sequence[Confirmation], community: str | None, caller: Caller) -> SuccessCut:
         """The success cut ``community``'s status decides on and what it rests on (one ``caller``
         reaches); ``listed``: the community's confirmations, as :meth:`list` gave them."""
         name = self.knowledge.community(community, caller=caller)
-        calibrator = self.knowledge.retriever.calibrator
+        calibrator = self.knowledge.shard(name).retriever.calibrator
         valid = [c for c in listed if c.state == "confirmed"]
         answerable = sum(s.answer == "passage" for s in valid)
         stored = calibrator.store.read(name, calibrator.key).stored if calibrator.enabled else None
@@ -192,36 +201,52 @@ class ConfirmationService:
         """Remove one of a community ``caller`` may write to. Another community's confirmation is
         as unknown as a missing one."""
         caller.may_write()
-        community = self.store.community_of(confirmation_id)
-        if community is None or not _reaches(caller, community):
+        held = [
+            (store, community)
+            for store in self._every_store()
+            if (community := store.community_of(confirmation_id)) is not None and _reaches(caller, community)
+        ]
+        if not held:
             raise NotFound(f"no confirmation {confirmation_id}", "id")
-        self.store.delete(confirmation_id, community)
+        if len(held) > 1:  # each database numbers its own: the id alone does not say which
+            raise CommunityRequired(f"community: confirmation {confirmation_id} is in several databases' communities")
+        store, community = held[0]
+        store.delete(confirmation_id, community)
         self._changed(community)
         return community
 
     def _changed(self, community: str) -> None:
         """After a confirmation of ``community`` was written: the matcher reads them again, and the
         success cut they fit is fitted again in the background."""
-        retriever = self.knowledge.retriever
+        retriever = self.knowledge.shard(community).retriever
         retriever.confirmations.forget(community)
         retriever.calibrator.refit(community)
 
     def vote(self, request: FeedbackRequest, caller: Caller) -> Recorded:
         """Record a vote on a logged answer of a community ``caller`` reaches (never a
         confirmation by itself)."""
-        logged, community = self.store.logged_request(request.request_id)
-        if not logged and self.knowledge.query_log.flush():  # an answer given moments ago: its row is queued
-            logged, community = self.store.logged_request(request.request_id)
+        store, logged, community = self._logged(request.request_id)
+        if not logged and self.knowledge.flush_query_logs():  # an answer given moments ago: its row is queued
+            store, logged, community = self._logged(request.request_id)
         if not logged or not _reaches(caller, community):
             raise NotFound("no answer was logged under this request id", "request_id")
         vote = Vote(request.request_id, community, request.helpful, request.source)
         return Recorded(
-            id=self.store.vote(vote),
+            id=store.vote(vote),
             request_id=vote.request_id,
             helpful=vote.helpful,
             source=vote.source,
             community=community,
         )
+
+    def _logged(self, request_id: str) -> tuple[ConfirmationStore, bool, str | None]:
+        """The database whose query log holds an answer under ``request_id`` (its store), whether
+        one does, and its community."""
+        for store in self._every_store():
+            logged, community = store.logged_request(request_id)
+            if logged:
+                return store, True, community
+        return self.store, False, None
 
     def _candidate(self, stale: StoredConfirmation, caller: Caller) -> Candidate | None:
         request = RetrievalRequest(query=stale.query, community=stale.community)
@@ -270,8 +295,8 @@ def replay(service: ConfirmationService, community: str | None) -> ReplayReport:
     from ..retrieve.confirmed import Confirmations
 
     name = service.knowledge.community(community, caller=LOCAL)
-    stored = service.store.read(name)
-    retriever = service.knowledge.retriever
+    stored = service.store_for(name).read(name)
+    retriever = service.knowledge.shard(name).retriever
     kept = retriever.confirmations
     retriever.confirmations = Confirmations(load=None, stamp=str, model=kept.model)
     asked: list[Replayed] = []
@@ -312,14 +337,14 @@ def export_rows(service: ConfirmationService, community: str | None) -> list[dic
     """The community's valid confirmations as the answer dataset's questions.jsonl rows."""
     name = service.knowledge.community(community, caller=LOCAL)
     rows: list[dict[str, object]] = []
-    for s in service.store.read(name):
+    for s in service.store_for(name).read(name):
         if s.state != "confirmed":
             continue
         row: dict[str, object] = {"id": f"confirmed-{s.id}", "community": name, "question": s.query}
         if s.answer == "none":
             row["kind"] = "unanswerable"
         else:
-            chunk = service.store.chunk(name, s.chunk_id or -1)
+            chunk = service.store_for(name).chunk(name, s.chunk_id or -1)
             if chunk is None:
                 continue
             row.update(kind="answerable", gold_document=chunk.document_id, evidence=[_opening(chunk.content)])
@@ -351,12 +376,11 @@ def import_rows(
         query = row.question
         if row.kind == "answerable":
             phrases = [normalise(e) for e in row.evidence]
+            name = service.knowledge.community(named, caller=LOCAL)
             chunk_id = next(
                 (
                     chunk_id
-                    for chunk_id, document_id, content in service.store.chunks(
-                        service.knowledge.community(named, caller=LOCAL)
-                    )
+                    for chunk_id, document_id, content in service.store_for(name).chunks(name)
                     if (row.gold_document in (None, document_id)) and any(p in normalise(content) for p in phrases)
                 ),
                 None,

@@ -5,7 +5,9 @@ the result in its own shape.
 It owns the rules those calls share: the schema checked before the database is used, admission
 control around the work, the answer record (the empty knowledge base said, the query-log row,
 the log line) and its metrics, a cancelled read counted, and, after every write, the caches and
-the status calibration told that the documents changed, and the caller's reach: every read and
+the status calibration told that the documents changed, the database that holds each community
+(one :class:`~worker.service.shards.Shard` per database of a knowledge base split by
+``ARC_COMMUNITY_DATABASES``), and the caller's reach: every read and
 write names the :class:`~worker.service.caller.Caller` the door's gate made, and the service
 refuses a community that caller does not reach (and a write by one that reads only) before it
 reads or changes anything. What stays with each door: its input's validation, who the caller
@@ -15,6 +17,7 @@ is, and the status codes and shapes.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -36,13 +39,13 @@ from ..models import DocumentChunk, DocumentFields, DocumentSummary, RetrievalRe
 from ..retrieve.options import AnswerOptions
 from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
-from ..store import communities, knowledge_base, sqlfiles
+from ..store import communities, knowledge_base
+from ..store.database import Database
 from ..store.querylog import QueryLog
-from ..store.rows import one_row
 from .admission import Admission
 from .answer_log import record_answer
-from .build import build_ingestor, build_retriever
 from .caller import Caller
+from .shards import Shard
 
 log = logging.getLogger("arc.service")
 
@@ -82,8 +85,8 @@ class NoMetrics:
 
 
 class KnowledgeService:
-    """One per process and door: the retriever and ingestor (each built on first use when not
-    given, so a command that only lists documents builds no retriever), the query log, the
+    """One per process and door: per database, the retriever, ingestor and query log (each built
+    on first use; ``retriever`` and ``ingestor``, when given, are the default database's), the
     admission bounds and the metrics."""
 
     def __init__(
@@ -97,10 +100,11 @@ class KnowledgeService:
     ):
         settings = runtime.settings
         self.runtime = runtime
-        self._retriever = retriever
-        self._ingestor = ingestor
         self._progress = progress
-        self.query_log = QueryLog(runtime.db)
+        self._shards = {
+            runtime.db: Shard(runtime, runtime.db, retriever=retriever, ingestor=ingestor, progress=progress)
+        }
+        self._shards_lock = threading.Lock()
         self.metrics: AnswerMetrics = metrics or NoMetrics()
         limits = settings.limits
         self.admission = Admission(limits.max_concurrent, limits.max_queue, limits.queue_timeout)
@@ -110,15 +114,38 @@ class KnowledgeService:
 
     @property
     def retriever(self) -> Retriever:
-        if self._retriever is None:
-            self._retriever = build_retriever(self.runtime)
-        return self._retriever
+        """The default database's retriever (the only one, unless the knowledge base is split)."""
+        return self._shards[self.runtime.db].retriever
 
     @property
     def ingestor(self) -> Ingestor:
-        if self._ingestor is None:
-            self._ingestor = build_ingestor(self.runtime, progress=self._progress)
-        return self._ingestor
+        """The default database's ingestor: it reads documents as every database's does."""
+        return self._shards[self.runtime.db].ingestor
+
+    @property
+    def query_log(self) -> QueryLog:
+        """The default database's query log."""
+        return self._shards[self.runtime.db].query_log
+
+    def shard(self, community: str | None) -> Shard:
+        """The parts of the database that holds ``community`` (None: the default database's)."""
+        return self.shard_of(self.runtime.database(community) if community is not None else self.runtime.db)
+
+    def shard_of(self, db: Database) -> Shard:
+        """The parts bound to ``db``, one of the runtime's databases."""
+        with self._shards_lock:
+            if db not in self._shards:
+                self._shards[db] = Shard(self.runtime, db, progress=self._progress)
+            return self._shards[db]
+
+    def flush_query_logs(self) -> bool:
+        """Write every database's queued query-log rows now; whether any were queued."""
+        return any([shard.query_log.flush() for shard in self.shards()])
+
+    def shards(self) -> list[Shard]:
+        """The parts of every database this service has used so far."""
+        with self._shards_lock:
+            return list(self._shards.values())
 
     # -- questions ---------------------------------------------------------------------------
 
@@ -129,12 +156,13 @@ class KnowledgeService:
         another, before anything is read). ``record``: keep it in the query log, log its line
         and count it (False for a keeper's or developer's test question, which is not a
         resident's)."""
-        request = request.model_copy(update={"community": caller.reach(request.community)})
-        self.runtime.ensure_schema()
+        request = request.model_copy(update={"community": self._placed(caller.reach(request.community))})
+        shard = self.shard(request.community)
+        self.runtime.ensure_schema(shard.db)
         with self.admission.slot():
-            answer = self.retriever.ask(AnswerOptions.of(request), request_id=request_id)
+            answer = shard.retriever.ask(AnswerOptions.of(request), request_id=request_id)
         if record:
-            record_answer(answer, self.runtime.db, self.query_log)
+            record_answer(answer, shard.db, shard.query_log)
             self.metrics.observe_answer(answer.status, answer.timings_ms, answer.warnings)
         return answer
 
@@ -145,31 +173,42 @@ class KnowledgeService:
         be one ``caller`` reaches), else the caller's or the knowledge base's only one (several:
         the caller must name one)."""
         named = caller.reach(named)
-        self.runtime.ensure_schema()
-        return communities.resolve(named, communities.list_communities(self.runtime.db))
+        self.runtime.ensure_schema(self.runtime.database(named) if named is not None else None)
+        return communities.resolve(named, self.runtime.databases.communities(named))
 
     def communities(self) -> dict[str, int]:
-        """Each community holding chunks, with its chunk count."""
-        return communities.list_communities(self.runtime.db)
+        """Each community holding chunks, in every database, with its chunk count (a community
+        held by a database the mapping does not send it to: ``CommunityConflict``)."""
+        return self.runtime.databases.communities()
+
+    def _placed(self, named: str | None) -> str | None:
+        """The community a question is for, when the knowledge base is split: an unnamed one is
+        the only community of every database (or the request is refused), as in one database."""
+        if named is not None or not self.runtime.databases.split:
+            return named
+        return communities.resolve(None, self.communities())
 
     def list_documents(self, community: str, *, caller: Caller) -> list[DocumentSummary]:
         community = _named(caller.reach(community), community)
-        self.runtime.ensure_schema()
-        return knowledge_base.list_documents(self.runtime.db, community)
+        db = self.runtime.database(community)
+        self.runtime.ensure_schema(db)
+        return knowledge_base.list_documents(db, community)
 
     def show(self, document_id: str, community: str, *, caller: Caller) -> tuple[DocumentSummary, list[DocumentChunk]]:
         """One document and its chunks; raises ``knowledge_base.UnknownDocument``."""
         community = _named(caller.reach(community), community)
-        self.runtime.ensure_schema()
-        return knowledge_base.document_chunks(self.runtime.db, document_id, community)
+        db = self.runtime.database(community)
+        self.runtime.ensure_schema(db)
+        return knowledge_base.document_chunks(db, document_id, community)
 
     def delete(self, document_id: str, community: str, *, caller: Caller) -> int:
         """Delete a document (within an admission slot); the chunks it had. Raises
         ``knowledge_base.UnknownDocument``."""
         community = _named(caller.writes(community), community)
-        self.runtime.ensure_schema()
+        shard = self.shard(community)
+        self.runtime.ensure_schema(shard.db)
         with self.admission.slot():
-            deleted = knowledge_base.delete_document(self.runtime.db, document_id, community)
+            deleted = knowledge_base.delete_document(shard.db, document_id, community)
         self.changed()
         return deleted
 
@@ -189,10 +228,11 @@ class KnowledgeService:
         and holds them), a read cut short (the client left, ARC_READ_TIMEOUT) counted, and the
         documents' change told once stored."""
         caller.may_write()
-        self.runtime.ensure_schema()
+        if not self.runtime.databases.split:  # split: the database written to is checked when known (writer)
+            self.runtime.ensure_schema()
         with nullcontext() if admitted else self.ingest_slots():
             try:
-                result = store(ScopedIngestor(self.ingestor, caller))
+                result = store(ScopedIngestor(self, caller))
             except ArcError as exc:
                 if isinstance(exc.__cause__, Cancelled):
                     self.metrics.observe_cancelled_ingest()
@@ -211,13 +251,12 @@ class KnowledgeService:
         caller: Caller,
     ) -> IngestReport:
         """Files (Markdown, text, HTML, PDF, Word, a BEIR corpus.jsonl) described alike by ``fields``."""
-        community = caller.writes(community)
-        return self.ingest(
-            lambda scoped: ingest_paths(
-                scoped.ingestor, paths, fields, progress=progress, replace=replace, community=community
-            ),
-            caller=caller,
-        )
+
+        def store(scoped: ScopedIngestor) -> IngestReport:
+            target, ingestor = scoped.writer(community)
+            return ingest_paths(ingestor, paths, fields, progress=progress, replace=replace, community=target)
+
+        return self.ingest(store, caller=caller)
 
     def ingest_manifest(
         self,
@@ -230,32 +269,39 @@ class KnowledgeService:
         caller: Caller,
     ) -> IngestReport:
         """Every document a folder's ``manifest.json`` lists."""
-        community = caller.writes(community)
-        return self.ingest(
-            lambda scoped: ingest_manifest(
-                scoped.ingestor,
-                folder,
-                progress=progress,
-                replace=replace,
-                community=community,
-                allow_duplicate=allow_duplicate,
-            ),
-            caller=caller,
-        )
+
+        def store(scoped: ScopedIngestor) -> IngestReport:
+            target, ingestor = scoped.writer(community)
+            return ingest_manifest(
+                ingestor, folder, progress=progress, replace=replace, community=target, allow_duplicate=allow_duplicate
+            )
+
+        return self.ingest(store, caller=caller)
 
     def ingest_sample(self, *, progress: bool = False, community: str | None = None, caller: Caller) -> IngestReport:
         """The bundled Cedar Hollow sample corpus."""
-        community = caller.writes(community)
-        return self.ingest(
-            lambda scoped: ingest_sample_corpus(scoped.ingestor, progress=progress, community=community),
-            caller=caller,
-        )
+
+        def store(scoped: ScopedIngestor) -> IngestReport:
+            target, ingestor = scoped.writer(community)
+            return ingest_sample_corpus(ingestor, progress=progress, community=target)
+
+        return self.ingest(store, caller=caller)
+
+    def writer(self, community: str | None) -> tuple[str | None, Ingestor]:
+        """Where a load of ``community`` (a name the caller may write) goes: the community, and
+        the ingestor of its database. In a knowledge base split over several databases an
+        unnamed one is resolved across all of them first, and a community held where the mapping
+        does not send it is refused before anything is read."""
+        if self.runtime.databases.split:
+            self.runtime.ensure_schema()
+            community = communities.resolve_for_write(community, self.runtime.databases.communities(community))
+        shard = self.shard(community)
+        self.runtime.ensure_schema(shard.db)
+        return community, shard.ingestor
 
     def load_sample_if_empty(self, *, caller: Caller) -> None:
         """The sample corpus, when the knowledge base holds nothing (``--load-sample``)."""
-        with self.runtime.db.connect() as conn:
-            empty = one_row(conn.execute(sqlfiles.query("knowledge_base_empty")))[0]
-        if empty:
+        if all(knowledge_base.is_empty(db) for db in self.runtime.databases.all()):
             self.ingest_sample(caller=caller)
 
     # -- the process's retriever -------------------------------------------------------------
@@ -265,22 +311,23 @@ class KnowledgeService:
         scale belongs to the old knowledge base, so the changed communities' calibrations are
         measured and stored now, for every process and door to read. Stored is stored: a failure
         here is logged, and the next question measures what is missing."""
-        try:
-            self.retriever.knowledge_base_changed()
-        except Exception as exc:
-            log.warning("knowledge_base_changed failed", extra={"error_type": type(exc).__name__})
+        for shard in self.shards():
+            try:
+                shard.retriever.knowledge_base_changed()
+            except Exception as exc:
+                log.warning("knowledge_base_changed failed", extra={"error_type": type(exc).__name__})
 
     def prepare_calibrations(self) -> None:
         """At a serving process's start: the stored status calibrations answer; whatever is missing
-        or stale is measured in the background (retrieve/calibration.py)."""
-        self.retriever.prepare_calibrations()
+        or stale is measured in the background (retrieve/calibration.py), in every database."""
+        for db in self.runtime.databases.all():
+            self.shard_of(db).retriever.prepare_calibrations()
 
     def close(self) -> None:
         """Write the queued query-log rows and stop the retriever's background work; the runtime
         is its owner's to close."""
-        self.query_log.close()
-        if self._retriever is not None:
-            self._retriever.close()
+        for shard in self.shards():
+            shard.close()
 
 
 def _named(reached: str | None, community: str) -> str:
@@ -292,10 +339,16 @@ class ScopedIngestor:
     """The ingestor as a door's ``store`` sees it: it reads as the ingestor does, and writes only
     to a community its caller may write (403 otherwise, before anything is stored)."""
 
-    def __init__(self, ingestor: Ingestor, caller: Caller):
-        self.ingestor = ingestor
+    def __init__(self, service: KnowledgeService, caller: Caller):
+        self.service = service
+        self.ingestor = service.ingestor  # reads for every database alike; writes go by community
         self.caller = caller
-        self.limits = ingestor.limits
+        self.limits = self.ingestor.limits
+
+    def writer(self, community: str | None) -> tuple[str | None, Ingestor]:
+        """The community a load goes to and the ingestor of its database (403 for a community
+        the caller may not write)."""
+        return self.service.writer(self.caller.writes(community))
 
     def prepare_text(self, *args: Any, **kwargs: Any) -> DocumentInput:
         return self.ingestor.prepare_text(*args, **kwargs)
@@ -311,4 +364,5 @@ class ScopedIngestor:
         replace: bool = True,
         community: str | None = None,
     ) -> IngestReport:
-        return self.ingestor.write(documents, embeddings, replace=replace, community=self.caller.writes(community))
+        target, ingestor = self.writer(community)
+        return ingestor.write(documents, embeddings, replace=replace, community=target)
