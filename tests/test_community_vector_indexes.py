@@ -53,10 +53,12 @@ def _legs(conn) -> list[str]:
     return [r[0] for r in conn.execute("select proname from pg_proc where proname like 'arc_vector_leg_%' order by 1")]
 
 
-def _two_indexed_communities(database_factory, embedder, prefix: str) -> tuple[str, Database]:
-    """A database holding the sample corpus as two communities, each with an index of its own."""
+def _two_communities(database_factory, embedder, prefix: str, *, indexed: bool) -> tuple[str, Database]:
+    """A database holding the sample corpus as two communities, each with an index of its own
+    (``indexed``) or read exactly (the sample corpus is under the default size)."""
     url = database_factory(prefix)
-    _index_communities_from(url, 1)
+    if indexed:
+        _index_communities_from(url, 1)
     db = Database(url)
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
@@ -138,7 +140,7 @@ def test_the_vector_leg_kept_planned_answers_as_the_one_planned_each_call(databa
     """033 makes each community's vector leg a function of its own so that its plan is kept for
     the session (031 planned it on every call): the same rows, every column, exactly; without
     that function (an index made by hand) 031 plans the same statement on every call, as before."""
-    url, db = _two_indexed_communities(database_factory, embedder, "ownleg")
+    url, db = _two_communities(database_factory, embedder, "ownleg", indexed=True)
     leg = '"arc_vector_leg_cedar-hollow"(vector, text[], boolean, boolean, integer)'
     asked = [{"q": q, "e": _vector(embedder, q or "fence"), "n": n, "c": "cedar-hollow", "t": t, "b": b}
              for q in MANY for t in TYPES for n, b in ((40, False), (5, True))]
@@ -207,7 +209,7 @@ def test_a_small_community_among_several_is_read_exactly_with_no_object_of_its_o
 def test_an_index_per_community_database_upgrades_to_indexes_past_the_size(database_factory, embedder):
     """A database where every community has its own index (033) keeps its documents and answers
     and loses the small communities' indexes and legs when 094 is applied."""
-    url, db = _two_indexed_communities(database_factory, embedder, "upgradesize")
+    url, db = _two_communities(database_factory, embedder, "upgradesize", indexed=True)
     db.close()
     with psycopg.connect(url, autocommit=True) as conn:
         assert len(_own_indexes(conn)) == 2 and len(_legs(conn)) == 2
@@ -229,12 +231,7 @@ def test_no_statement_of_a_small_communitys_search_is_jit_compiled(database_fact
     """hybrid_search runs with sequential scans off; a statement only a sequential scan can answer
     costs a disabled scan's estimate, which PostgreSQL 15 (JIT on by default) compiles for about
     40 ms on every call. None of the statements that answer a small community among several does."""
-    url = database_factory("nojit")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
-    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    url, db = _two_communities(database_factory, embedder, "nojit", indexed=False)
     db.close()
     plans: list[str] = []
     with psycopg.connect(url, autocommit=True) as conn:
