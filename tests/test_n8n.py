@@ -124,15 +124,22 @@ def test_a_burst_through_n8n_waits_and_retries_instead_of_failing(n8n, worker):
         return requests.post(f"{n8n['base']}/webhook/arc-retrieval", headers={"X-ARC-Token": N8N_TOKEN},
                              json={"query": f"How big can a shed be? (case {i})"}, timeout=120)
 
-    time.sleep(2.5)  # a full allowance (4) to start from
-    with ThreadPoolExecutor(7) as pool:
-        responses = list(pool.map(ask, range(7)))
-    assert [r.status_code for r in responses] == [200] * 7, [r.text[:200] for r in responses]
-    assert all(r.json()["status"] in ("success", "low_confidence") for r in responses)
-    metrics = requests.get(f"{worker}/metrics", timeout=10).text
-    refused = [line for line in metrics.splitlines()
-               if line.startswith("arc_requests_total") and 'status="429"' in line and "arc-retrieval" in line]
-    assert refused and float(refused[0].rsplit(" ", 1)[1]) >= 1, "the worker did refuse some, and n8n retried them"
+    def refused() -> float:
+        metrics = requests.get(f"{worker}/metrics", timeout=10).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("arc_requests_total") and 'status="429"' in line and "arc-retrieval" in line)
+
+    # A busy machine can stagger n8n's executions enough for the allowance to refill between
+    # them: a burst is sent again (at most three times) until the worker has refused some.
+    for burst in range(3):
+        time.sleep(2.5)  # a full allowance (4) to start from
+        with ThreadPoolExecutor(7) as pool:
+            responses = list(pool.map(ask, range(7 * burst, 7 * burst + 7)))
+        assert [r.status_code for r in responses] == [200] * 7, [r.text[:200] for r in responses]
+        assert all(r.json()["status"] in ("success", "low_confidence") for r in responses)
+        if refused() >= 1:
+            break
+    assert refused() >= 1, "the worker did refuse some, and n8n retried them"
 
 
 def test_uploads_behind_a_long_load_wait_and_are_sent_again(n8n, worker):
