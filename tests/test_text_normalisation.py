@@ -4,17 +4,20 @@ and the full-text leg takes accented and unaccented letters as one word."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import docx
 import pytest
 
+import worker
 from tests.helpers import make_pdf
 from worker.ingest.ingestor import Ingestor
 from worker.ingest.readers import parse_pdf, read_path
 from worker.models import DocumentFields
 from worker.retrieve.preprocess import preprocess
+from worker.store.database import Database
 from worker.store.postgres_search import PostgresBackend
 from worker.store.search import SearchParams
-from worker.store.database import Database
 from worker.textnorm import normalise_text
 
 # Codes the printed PDF's font maps, by its ToUnicode CMap, to U+FB01, U+FB02 and U+00AD
@@ -136,3 +139,17 @@ def test_full_text_finds_printed_ligatures_and_folds_accents(normal_db, embedder
     assert accented["facades"] == pytest.approx(accented["plain"])
     assert unaccented["facades"] == pytest.approx(accented["facades"])
     assert "facades" in full_text("¿Qué colores para la fachada? façade")
+
+
+def test_every_letter_folded_lies_in_the_range_the_fold_looks_for(normal_db):
+    # arc_fold_accents returns text unchanged when it holds nothing between U+00C0 and U+1EF9:
+    # a letter added to translate()'s list outside that range would silently stop being folded.
+    source = (Path(worker.__file__).parent.parent / "sql" / "functions" / "arc_fold_accents.sql").read_text()
+    folded = source.split("translate(text,")[1].split("',\n")[0]
+    letters = [c for c in folded if ord(c) > 127]
+    assert len(letters) > 400
+    assert all(0xC0 <= ord(c) <= 0x1EF9 for c in letters)
+    with normal_db.connection() as conn:
+        row = conn.execute("select arc_fold_accents(%s), arc_fold_accents(%s)",
+                           ("Façade “quoted” — Øresund ŁÓDŹ", "plain “quoted” — text")).fetchone()
+    assert row == ("Facade “quoted” — Oresund LODZ", "plain “quoted” — text")
