@@ -111,7 +111,7 @@ class LocalEmbedder:
         )[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return _normalise(pooled)
+        return unit_length(pooled)
 
 
 class E5Embedder:
@@ -160,7 +160,7 @@ class E5Embedder:
             batch = [t or " " for t in texts[start : start + self.batch_size]]
             rows = np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), self.dim)
             out[start : start + len(batch)] = rows
-        return _normalise(out) if len(texts) else out
+        return unit_length(out) if len(texts) else out
 
 
 class OpenAIEmbedder:
@@ -206,7 +206,7 @@ class OpenAIEmbedder:
         matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
         if matrix.shape[1] != self.dim:
             raise EmbeddingError(f"{self.model} returned {matrix.shape[1]}-dim vectors, expected {self.dim}")
-        return _normalise(matrix)
+        return unit_length(matrix)
 
 
 def make_openai_client(settings: Settings, *, timeout: float, for_embeddings: bool, max_retries: int = 3):
@@ -296,9 +296,12 @@ def build_embedder(settings: Settings) -> Embedder:
     return OpenAIEmbedder(settings)
 
 
-def _normalise(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return (matrix / np.clip(norms, 1e-12, None)).astype(np.float32)
+def unit_length(vectors: Any) -> np.ndarray:
+    """Each vector (along the last axis) scaled to length 1, as float32; a zero vector stays zero.
+    Cosine similarity is then a dot product."""
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=-1, keepdims=True)
+    return v / np.where(norms == 0, np.float32(1), norms)
 
 
 def _verify(path: Path, sha256: str) -> None:

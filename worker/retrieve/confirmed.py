@@ -61,6 +61,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..embeddings import unit_length
 from ..models import ChunkResult, ConfirmedMatch, Status
 from ..store.confirmations import StoredConfirmation
 from .preprocess import STOPWORDS
@@ -374,7 +375,7 @@ class Confirmations:
         usable = [s for s in stored if s.state == "confirmed" and s.embedding_model == self.model and s.embedding.size]
         if not usable:
             return Known(stamp, now, stored=stored)
-        matrix = np.stack([_unit(s.embedding) for s in usable])
+        matrix = np.stack([unit_length(s.embedding) for s in usable])
         entries = tuple(Entry(s.id, s.query, s.answer, s.chunk_id, asking(s.query)) for s in usable)
         return Known(stamp, now, entries, matrix, LikeScale.of(self._different(entries, matrix)), stored)
 
@@ -394,7 +395,7 @@ class Confirmations:
         if self._reference_nearest is None:
             nearest: list[float] = []
             if self._reference is not None:
-                vectors = np.stack([_unit(v) for v in self._reference()])
+                vectors = np.stack([unit_length(v) for v in self._reference()])
                 sims = vectors @ vectors.T
                 np.fill_diagonal(sims, -1.0)
                 nearest = [float(x) for x in sims.max(axis=1)]
@@ -416,7 +417,7 @@ class Confirmations:
         known = self.known(community, stamp)
         if not known.entries:
             return None
-        sims = known.matrix @ _unit(embedding)
+        sims = known.matrix @ unit_length(embedding)
         best = int(np.argmax(sims))
         entry, similarity = known.entries[best], float(sims[best])
         others = sims[known.answers != known.answers[best]]
@@ -460,15 +461,9 @@ class Confirmations:
         found = {w: self._word_vectors[w] for w in words if w in self._word_vectors}
         new = [w for w in dict.fromkeys(words) if w not in found]
         if new and self._embed_words is not None:
-            fresh = {w: _unit(v) for w, v in zip(new, self._embed_words(new), strict=True)}
+            fresh = {w: unit_length(v) for w, v in zip(new, self._embed_words(new), strict=True)}
             if len(self._word_vectors) + len(fresh) > WORD_CACHE:
                 self._word_vectors.clear()
             self._word_vectors.update(fresh)
             found.update(fresh)
         return np.stack([found[w] for w in words])
-
-
-def _unit(vector: np.ndarray) -> np.ndarray:
-    v = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(v))
-    return v / norm if norm else v

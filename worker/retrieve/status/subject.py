@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...embeddings import unit_length
 from ...models import ChunkResult, Status
 from .confidence import off_domain_questions
 
@@ -79,7 +80,7 @@ class OffDomain:
         with self._lock:
             if self._vectors is None:
                 try:
-                    self._vectors = _unit(np.asarray(self._embed_queries(off_domain_questions()), dtype=np.float32))
+                    self._vectors = unit_length(self._embed_queries(off_domain_questions()))
                 except Exception as exc:  # an embedding provider's failure costs this rule, not the answer
                     log.warning("off-domain questions not embedded (%s); no_results stays as scored", exc)
                     return None
@@ -94,10 +95,5 @@ class OffDomain:
         vectors = self.vectors()
         if vectors is None or not len(vectors):
             return None
-        elsewhere = float(np.max(vectors @ _unit(np.asarray(question, dtype=np.float32))))
+        elsewhere = float(np.max(vectors @ unit_length(question)))
         return Subject(passage=float(passage), elsewhere=elsewhere)
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
