@@ -5,6 +5,7 @@ decide; the real model and database are exercised in tests/test_confirmations.py
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -197,3 +198,22 @@ def test_second_by_both_orders_is_not_the_top():
     ]
     taken = _roof_and_siding().match("c", question, nearish, first_by_vector)
     assert taken is not None and taken.id == 1
+
+
+def test_a_rewording_far_past_the_scale_takes_a_none_with_other_words():
+    """A "none" has no passage for rule 6's retrieval test: a rewording takes it when it sits far
+    past the scale and every other answer, though its words are not the confirmed question's."""
+    pets_q = "how many pets can i keep in my house"
+    none = replace(_stored(1, pets_q, 0, 0), answer="none", chunk_id=None, document_id=None, section_path=None)
+    matcher = Confirmations(
+        load=lambda community: [none, _stored(2, SIDING_Q, 20, 1)], stamp=lambda community: "s", model="m"
+    )
+    rewording = "what's the maximum number of animals allowed per home?"
+    assert len(uncovered(rewording, pets_q, None)) > 1
+    candidates = [_chunk(20, SIDING, relevance=0.5, vector_score=0.5)]
+    taken = matcher.match("c", rewording, _unit(0, near=2), candidates)
+    assert taken is not None and taken.id == 1 and taken.answer == "none"
+    # Past the scale but near the other answer too: the confirmed question's words decide, and
+    # these are not its words.
+    between = np.array([0.5, 0.42, 0.7576, 0, 0, 0, 0, 0], dtype=np.float32)
+    assert matcher.match("c", rewording, between, candidates) is None
