@@ -70,8 +70,14 @@ def split(servers, embedder, tmp_path_factory) -> Iterator[tuple[Runtime, str, s
     database, ``ridge`` in the second's; with the two URLs."""
     first, second = servers
     default, other = first.new_database(), second.new_database()
-    settings = make_settings(tmp_path_factory.mktemp("data"), default, community_databases=f"ridge={other}",
-                             api_token=KEEPER_TOKEN, ingest_token=KEEPER_TOKEN, search_cache_seconds=0)
+    settings = make_settings(
+        tmp_path_factory.mktemp("data"),
+        default,
+        community_databases=f"ridge={other}",
+        api_token=KEEPER_TOKEN,
+        ingest_token=KEEPER_TOKEN,
+        search_cache_seconds=0,
+    )
     runtime = open_runtime(settings)
     assert runtime.schema_ready
     yield runtime, default, other
@@ -84,8 +90,11 @@ def client(split):
     app.config["TESTING"] = True
     client = app.test_client()
     for community, text, document_id in (("hollow", HOLLOW, "hollow-rules"), ("ridge", RIDGE, "ridge-rules")):
-        stored = client.post("/webhook/arc-ingest", headers=HEADERS, json={
-            "text": text, "document_type": "other", "document_id": document_id, "community": community})
+        stored = client.post(
+            "/webhook/arc-ingest",
+            headers=HEADERS,
+            json={"text": text, "document_type": "other", "document_id": document_id, "community": community},
+        )
         assert stored.status_code == 200, stored.get_json()
         assert stored.get_json()["community"] == community
     return client
@@ -141,23 +150,33 @@ def test_a_question_names_its_community_when_the_databases_hold_several(client):
 
 
 def test_the_documents_api_follows_the_mapping(client, split):
-    for community, document_id, other_id in (("ridge", "ridge-rules", "hollow-rules"),
-                                             ("hollow", "hollow-rules", "ridge-rules")):
+    for community, document_id, other_id in (
+        ("ridge", "ridge-rules", "hollow-rules"),
+        ("hollow", "hollow-rules", "ridge-rules"),
+    ):
         listed = client.get(f"/webhook/arc-documents?community={community}", headers=HEADERS)
         assert listed.status_code == 200, listed.get_json()
         assert [d["document_id"] for d in listed.get_json()["documents"]] == [document_id]
         shown = client.get(f"/webhook/arc-documents/{document_id}?community={community}", headers=HEADERS)
         assert shown.status_code == 200 and shown.get_json()["chunks"]
-        assert client.get(f"/webhook/arc-documents/{other_id}?community={community}",
-                          headers=HEADERS).status_code == 404
+        assert (
+            client.get(f"/webhook/arc-documents/{other_id}?community={community}", headers=HEADERS).status_code == 404
+        )
     unnamed = client.get("/webhook/arc-documents", headers=HEADERS)
     assert unnamed.status_code == 400 and "2 communities" in unnamed.get_json()["message"]
 
     # a delete goes to the community's database, and only there
     _, default, other = split
-    stored = client.post("/webhook/arc-ingest", headers=HEADERS, json={
-        "text": "# Ridge boats\n\nBoats need a dock permit.", "document_type": "other",
-        "document_id": "ridge-boats", "community": "ridge"})
+    stored = client.post(
+        "/webhook/arc-ingest",
+        headers=HEADERS,
+        json={
+            "text": "# Ridge boats\n\nBoats need a dock permit.",
+            "document_type": "other",
+            "document_id": "ridge-boats",
+            "community": "ridge",
+        },
+    )
     assert stored.status_code == 200
     assert rows(other, "select count(*) from knowledge_chunks where document_id = 'ridge-boats'")[0][0] >= 1
     deleted = client.delete("/webhook/arc-documents/ridge-boats?community=ridge", headers=HEADERS)
@@ -183,8 +202,11 @@ def test_the_keeper_s_pages_follow_the_mapping(client):
 def test_confirmations_and_votes_go_to_the_community_s_database(client, split):
     _, default, other = split
     kayaks = rows(other, "select id from knowledge_chunks where document_id = 'ridge-rules' order by id limit 1")[0][0]
-    made = client.post("/webhook/arc-confirm", headers=HEADERS, json={
-        "community": "ridge", "query": "Where do kayaks go in summer?", "chunk_id": kayaks})
+    made = client.post(
+        "/webhook/arc-confirm",
+        headers=HEADERS,
+        json={"community": "ridge", "query": "Where do kayaks go in summer?", "chunk_id": kayaks},
+    )
     assert made.status_code == 201, made.get_json()
     confirmed = "select community, document_id from answer_confirmations"
     assert rows(other, confirmed) == [("ridge", "ridge-rules")] and rows(default, confirmed) == []
@@ -195,8 +217,11 @@ def test_confirmations_and_votes_go_to_the_community_s_database(client, split):
     assert client.delete(f"/webhook/arc-confirm/{made.get_json()['id']}", headers=HEADERS).status_code == 200
     assert rows(other, confirmed) == []
 
-    asked = client.post("/webhook/arc-retrieval", headers={**HEADERS, "X-Request-ID": "split-vote-1"},
-                        json={"query": "When can kayaks be kept on the dock?", "community": "ridge"})
+    asked = client.post(
+        "/webhook/arc-retrieval",
+        headers={**HEADERS, "X-Request-ID": "split-vote-1"},
+        json={"query": "When can kayaks be kept on the dock?", "community": "ridge"},
+    )
     assert asked.status_code == 200
     voted = client.post("/webhook/arc-feedback", headers=HEADERS, json={"request_id": "split-vote-1", "helpful": True})
     assert voted.status_code == 201, voted.get_json()
@@ -221,8 +246,9 @@ def test_the_command_line_follows_the_mapping(split, tmp_path, monkeypatch):
     assert "migrations applied in the database at" in init.output
     assert "postgres:@" not in init.output  # databases named by host, port and name only
     (tmp_path / "canoes.md").write_text("# Ridge canoes\n\nCanoes are stored upside down on the upper rack.\n")
-    loaded = runner.invoke(main, ["ingest", str(tmp_path / "canoes.md"), "--document-type", "other",
-                                  "--community", "ridge"])
+    loaded = runner.invoke(
+        main, ["ingest", str(tmp_path / "canoes.md"), "--document-type", "other", "--community", "ridge"]
+    )
     assert loaded.exit_code == 0, loaded.output
     assert rows(other, "select count(*) from knowledge_chunks where document_id = 'canoes'")[0][0] >= 1
     assert rows(default, "select count(*) from knowledge_chunks where document_id = 'canoes'") == [(0,)]
@@ -237,22 +263,20 @@ def test_each_server_answers_its_communities_with_the_other_stopped(client, serv
     """The proof that nothing of one database is read for another's question: with a server
     stopped, the other server's community is still answered, and the stopped one's is a 503."""
     first, second = servers
-    second.stop()
-    try:
-        answered = ask(client, "When must hammocks come down?", "hollow")
-        assert answered.status_code == 200, answered.get_json()
-        assert "Hammocks strung" in answered.get_json()["chunks"][0]["content"]
-        assert ask(client, "When can kayaks be kept on the dock?", "ridge").status_code == 503
-    finally:
-        second.start()
-    first.stop()
-    try:
-        answered = ask(client, "When can kayaks be kept on the dock?", "ridge")
-        assert answered.status_code == 200, answered.get_json()
-        assert "Kayaks may be kept" in answered.get_json()["chunks"][0]["content"]
-        assert ask(client, "When must hammocks come down?", "hollow").status_code == 503
-    finally:
-        first.start()
+    hollow = ("When must hammocks come down?", "hollow", "Hammocks strung")
+    ridge = ("When can kayaks be kept on the dock?", "ridge", "Kayaks may be kept")
+    for stopped, (question, community, passage), (lost_question, lost_community, _) in (
+        (second, hollow, ridge),
+        (first, ridge, hollow),
+    ):
+        stopped.stop()
+        try:
+            answered = ask(client, question, community)
+            assert answered.status_code == 200, answered.get_json()
+            assert passage in answered.get_json()["chunks"][0]["content"]
+            assert ask(client, lost_question, lost_community).status_code == 503
+        finally:
+            stopped.start()
 
 
 def test_a_bad_mapping_stops_the_start_with_one_line_and_no_password():
@@ -270,14 +294,23 @@ def test_a_bad_mapping_stops_the_start_with_one_line_and_no_password():
         message = str(refused.value)
         assert message.startswith("invalid configuration: ARC_COMMUNITY_DATABASES: ") and said in message, message
         assert secret not in message and "\n" not in message
-    mapped = Settings.from_env({"ARC_COMMUNITY_DATABASES": f"ridge,oak=postgresql://arc:{secret}@db2/a\n"
-                                                          f"elm=postgresql://arc:{secret}@db3/b"})
-    assert mapped.database.community_databases == {"ridge": f"postgresql://arc:{secret}@db2/a",
-                                                   "oak": f"postgresql://arc:{secret}@db2/a",
-                                                   "elm": f"postgresql://arc:{secret}@db3/b"}
+    mapped = Settings.from_env(
+        {"ARC_COMMUNITY_DATABASES": f"ridge,oak=postgresql://arc:{secret}@db2/a\nelm=postgresql://arc:{secret}@db3/b"}
+    )
+    assert mapped.database.community_databases == {
+        "ridge": f"postgresql://arc:{secret}@db2/a",
+        "oak": f"postgresql://arc:{secret}@db2/a",
+        "elm": f"postgresql://arc:{secret}@db3/b",
+    }
     with pytest.raises(ConfigError, match="ARC_COMMUNITY_DATABASES work with the Postgres backend"):
-        Settings.from_env({"DATABASE_URL": "postgresql://arc@db1/arc", "SUPABASE_URL": "https://x.supabase.co",
-                           "SUPABASE_KEY": "sb_secret_x", "ARC_COMMUNITY_DATABASES": "ridge=postgresql://db2/a"})
+        Settings.from_env(
+            {
+                "DATABASE_URL": "postgresql://arc@db1/arc",
+                "SUPABASE_URL": "https://x.supabase.co",
+                "SUPABASE_KEY": "sb_secret_x",
+                "ARC_COMMUNITY_DATABASES": "ridge=postgresql://db2/a",
+            }
+        )
 
 
 def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_path):
@@ -290,14 +323,29 @@ def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_pa
         db = Database(url)
         db.migrate(embedder.dim)
         ingestor = Ingestor(db, embedder)
-        ingestor.write([ingestor.prepare_text(parse_markdown(HOLLOW), DocumentFields(
-            document_id="oak-rules", name="Oak rules", document_type="other"))], community="oak")
+        ingestor.write(
+            [
+                ingestor.prepare_text(
+                    parse_markdown(HOLLOW),
+                    DocumentFields(document_id="oak-rules", name="Oak rules", document_type="other"),
+                )
+            ],
+            community="oak",
+        )
         if url == default:
-            ingestor.write([ingestor.prepare_text(parse_markdown(RIDGE), DocumentFields(
-                document_id="elm-rules", name="Elm rules", document_type="other"))], community="elm")
+            ingestor.write(
+                [
+                    ingestor.prepare_text(
+                        parse_markdown(RIDGE),
+                        DocumentFields(document_id="elm-rules", name="Elm rules", document_type="other"),
+                    )
+                ],
+                community="elm",
+            )
         db.close()
-    settings = make_settings(tmp_path, default, community_databases=f"oak={other}",
-                             api_token=KEEPER_TOKEN, ingest_token=KEEPER_TOKEN)
+    settings = make_settings(
+        tmp_path, default, community_databases=f"oak={other}", api_token=KEEPER_TOKEN, ingest_token=KEEPER_TOKEN
+    )
     with pytest.raises(CommunityConflict) as refused:
         open_runtime(settings)
     message = str(refused.value)
@@ -310,8 +358,11 @@ def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_pa
         listed = client.get("/webhook/arc-documents?community=oak", headers=HEADERS)
         assert listed.status_code == 409, listed.get_json()
         assert listed.get_json()["error"] == "community_conflict" and "'oak'" in listed.get_json()["message"]
-        loaded = client.post("/webhook/arc-ingest", headers=HEADERS, json={
-            "text": RIDGE, "document_type": "other", "document_id": "oak-more", "community": "oak"})
+        loaded = client.post(
+            "/webhook/arc-ingest",
+            headers=HEADERS,
+            json={"text": RIDGE, "document_type": "other", "document_id": "oak-more", "community": "oak"},
+        )
         assert loaded.status_code == 409, loaded.get_json()
         assert rows(other, "select count(*) from knowledge_chunks where document_id = 'oak-more'") == [(0,)]
         # the whole knowledge base's listing is refused; another community is served as before
