@@ -13,12 +13,16 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import psycopg
 import pytest
 
 from tests.helpers import make_settings
 from tests.rerank_standins import RerankStandin, overlap_scorer
+from worker.retrieve import service_scale
+from worker.retrieve.rerank import RerankFailed
 from worker.retrieve.service_scale import NOT_SEPARATED, SERVICE_REQUESTS_AT_ONCE
 from worker.retrieve.status.confidence import Calibration, off_domain_questions
 from worker.retrieve.rerank_services import ScoreScale, ServiceReranker, ServiceScale
@@ -231,6 +235,30 @@ def test_a_service_down_while_calibrating_leaves_the_fixed_cuts_with_a_warning_t
         assert not [w for w in answer["warnings"] if w.startswith("rerank score uncalibrated")]
     finally:
         retriever.close()
+
+
+def test_no_calibration_request_starts_after_the_service_first_fails():
+    # The first text's request is the slowest to fail: the others fail at once, and none of the
+    # texts still queued is sent while the first is pending, however the threads are scheduled.
+    class Failing:
+        service = "stand-in"
+
+        def __init__(self):
+            self.calls = 0
+            self.lock = threading.Lock()
+
+        def judged(self, text, candidates):
+            with self.lock:
+                self.calls += 1
+            if text == "text 0":
+                time.sleep(0.3)
+            raise RerankFailed("Cohere answered HTTP 503")
+
+    failing = Failing()
+    texts = [service_scale.Asked(f"text {n}", [chunk(1)]) for n in range(40)]
+    scale = service_scale.measure(failing, texts[:10], texts[10:], 1, 0.5, threading.Event())
+    assert scale.calibration is None and scale.failure == "Cohere answered HTTP 503 while calibrating"
+    assert failing.calls <= SERVICE_REQUESTS_AT_ONCE
 
 
 def test_a_service_that_cannot_tell_the_documents_apart_is_not_measured_again(sample_runtime, tmp_path, cohere):

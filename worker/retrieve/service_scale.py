@@ -86,10 +86,18 @@ def _bests(service: ServiceReranker, asked: list[Asked], stopping: threading.Eve
     """Each text's best service score over its candidates, and its best among those that do not
     hold it; a few requests in flight at once, the first failure ending them all."""
 
+    failed: list[RerankFailed] = []  # the first failure: no request starts after it
+
     def best(one: Asked) -> confidence_stage.Best:
         if stopping.is_set():
             raise Stopped
-        scores = service.judged(one.text, one.candidates)
+        if failed:
+            raise RerankFailed(str(failed[0]))
+        try:
+            scores = service.judged(one.text, one.candidates)
+        except RerankFailed as exc:
+            failed.append(exc)
+            raise
         passages = {c.id: c.content for c in one.candidates}
         others = [score for id_, score in scores.items() if not confidence_stage.quotes(passages[id_], one.text)]
         return confidence_stage.Best(max(scores.values(), default=0.0), max(others, default=0.0))
