@@ -32,7 +32,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from portfolio import SEED, size_of
-from scale_communities import MATCH, Corpus, community_name, pct, server, vector_text
+from scale_communities import MATCH, Corpus, community_name, leg_statement, pct, server, vector_text
 
 HYBRID = (
     "select id, vector_rank from hybrid_search(query_text => %(q)s, query_embedding => %(v)s::vector, "
@@ -42,9 +42,7 @@ HYBRID = (
 
 def first_asks(conn, name: str, vectors: list[str]) -> list[dict]:
     """Each question's vector leg twice through EXPLAIN (ANALYZE, BUFFERS): ms, buffers hit and read."""
-    statement = conn.execute("select arc_community_vector_leg_statement(%s)", (name,)).fetchone()[0]
-    for n, value in (("$1", "%(v)s::vector"), ("$2", "null::text[]"), ("$3", "false"), ("$4", "false"), ("$5", "40")):
-        statement = statement.replace(n, value)
+    statement = leg_statement(conn, name)
     out = []
     for v in vectors:
         for attempt in ("first", "second"):

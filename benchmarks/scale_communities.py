@@ -373,13 +373,11 @@ def partial_index_name(community: str) -> str:
 
 
 def build_partial_indexes(conn, communities: list[str], maintenance_work_mem: str) -> float:
-    """One partial HNSW index per community (the same m and ef_construction as the global one)."""
+    """One partial HNSW index per community, as the product makes it (arc_community_vector_index)."""
     conn.execute(f"set maintenance_work_mem = '{maintenance_work_mem}'")
     start = time.perf_counter()
     for c in communities:
-        conn.execute(f"create index if not exists {partial_index_name(c)} on knowledge_chunks "
-                     f"using hnsw (embedding vector_cosine_ops) with (m = 16, ef_construction = 64) "
-                     f"where community = '{c}'")
+        conn.execute("select arc_community_vector_index(%s)", (c,))
     conn.execute("analyze knowledge_chunks")
     return time.perf_counter() - start
 
@@ -421,9 +419,6 @@ LEGS = {
     # every distance computed: `+ 0` keeps the planner off the HNSW index, the btree finds the rows
     "exact": "select c.id from knowledge_chunks c where " + LEG_WHERE.format(community="c.community = %(c)s")
              + " order by (c.embedding <=> %(v)s::vector) + 0 limit 40",
-    # the community as a literal: only then can the planner prove the partial index's predicate
-    "partial": "select c.id from knowledge_chunks c where " + LEG_WHERE.format(community="c.community = {literal}")
-               + " order by c.embedding <=> %(v)s::vector limit 40",
     "partition": "select c.id from bench_parts c where c.community = %(c)s order by c.embedding <=> %(v)s::vector limit 40",
 }
 LEG_DEFAULTS = {"types": None, "binding": False, "superseded": False}
@@ -523,6 +518,15 @@ def _settings(conn, settings: dict[str, str]) -> None:
         conn.execute(f"set {k} = '{v}'")
 
 
+def leg_statement(conn, community: str) -> str:
+    """arc_community_vector_leg_statement for ``community``, its parameters filled in (any type,
+    every document, 40 rows) but the question's vector, ``%(v)s``."""
+    statement = conn.execute("select arc_community_vector_leg_statement(%s)", (community,)).fetchone()[0]
+    for n, value in (("$1", "%(v)s::vector"), ("$2", "null::text[]"), ("$3", "false"), ("$4", "false"), ("$5", "40")):
+        statement = statement.replace(n, value)
+    return statement
+
+
 def leg_runner(option: str):
     """(prepare, run) for a vector-leg option: run returns the ids found, with a vector rank."""
     leg, settings = VECTOR_OPTIONS[option]
@@ -530,13 +534,16 @@ def leg_runner(option: str):
     def prepare(conn) -> None:
         _settings(conn, settings)
 
+    statements: dict[str, str] = {}
+
     def run(conn, c: str, q: str, v: str) -> list[int]:
-        sql = LEGS[leg]
         if leg == "partial":
-            # planned on every call, as an EXECUTE in a function is: the literal changes the plan
-            return [r[0] for r in conn.execute(sql.replace("{literal}", "'" + c + "'"),
-                                               {**LEG_DEFAULTS, "c": c, "v": v}, prepare=False)]
-        return [r[0] for r in conn.execute(sql, {**LEG_DEFAULTS, "c": c, "v": v}, prepare=True)]
+            # the product's statement for the community's index (ordered as the index is: half
+            # precision or as stored), planned on every call, as an EXECUTE in a function is
+            if c not in statements:
+                statements[c] = leg_statement(conn, c)
+            return [r[0] for r in conn.execute(statements[c], {"v": v}, prepare=False)]
+        return [r[0] for r in conn.execute(LEGS[leg], {**LEG_DEFAULTS, "c": c, "v": v}, prepare=True)]
 
     return prepare, run
 

@@ -112,6 +112,30 @@ def test_each_community_of_several_is_searched_through_an_index_of_its_own(datab
     db.close()
 
 
+def test_an_own_index_holds_half_precision_and_one_made_before_is_read_as_it_is(database_factory, embedder):
+    """A community's own index is on embedding::halfvec(n) (half the pages a search reads) and its
+    leg reads it in that order, returning the full-precision distance; an index of the embedding
+    as stored (made before, or by hand) keeps its leg ordered by the stored embedding."""
+    url, db = _two_communities(database_factory, embedder, "halfindex", indexed=True)
+    statement = "select arc_community_vector_leg_statement('cedar-hollow')"
+    index = "select pg_get_indexdef('\"knowledge_chunks_hnsw_cedar-hollow\"'::regclass)"
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert f"((embedding)::halfvec({embedder.dim})) halfvec_cosine_ops" in conn.execute(index).fetchone()[0]
+        assert f"order by c.embedding::halfvec({embedder.dim}) <=>" in conn.execute(statement).fetchone()[0]
+        half = _answers(conn, embedder, "cedar-hollow")
+        for q in QUESTIONS:  # the vector leg finds the exact nearest chunks on a corpus this small
+            asked = {"q": q, "e": _vector(embedder, q), "c": "cedar-hollow", "t": None}
+            assert ([r[0] for r in conn.execute(VECTOR_LEG, asked)]
+                    == [r[0] for r in conn.execute(EXACT, asked)])
+        conn.execute('drop index "knowledge_chunks_hnsw_cedar-hollow"')
+        conn.execute('create index "knowledge_chunks_hnsw_cedar-hollow" on knowledge_chunks using hnsw '
+                     "(embedding vector_cosine_ops) with (m = 16, ef_construction = 64) where community = 'cedar-hollow'")
+        conn.execute("select arc_community_vector_leg('cedar-hollow')")
+        assert "order by c.embedding <=> $1" in conn.execute(statement).fetchone()[0]
+        assert _answers(conn, embedder, "cedar-hollow") == half
+    db.close()
+
+
 def test_a_long_community_name_gets_an_index_name_postgres_keeps(database_factory, embedder):
     url = database_factory("ownindexname")
     Database(url).migrate(embedder.dim)
