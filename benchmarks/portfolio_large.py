@@ -156,7 +156,9 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(f"Command: `python benchmarks/portfolio_large.py {' '.join(sys.argv[1:])}`\n\n" + text)
+        # the kept folder is this machine's, not the results'
+        command = " ".join("DIR" if a == str(args.keep) else a for a in sys.argv[1:])
+        args.out.write_text(f"Command: `python benchmarks/portfolio_large.py {command}`\n\n" + text)
 
 
 if __name__ == "__main__":
