@@ -113,7 +113,7 @@ def test_each_community_of_several_is_searched_through_an_index_of_its_own(datab
 
 
 def test_an_own_index_holds_half_precision_and_one_made_before_is_read_as_it_is(database_factory, embedder):
-    """A community's own index is on embedding::halfvec(n) (half the pages a search reads) and its
+    """A community's own index is on embedding::halfvec(n) (half the size) and its
     leg reads it in that order, returning the full-precision distance; an index of the embedding
     as stored (made before, or by hand) keeps its leg ordered by the stored embedding."""
     url, db = _two_communities(database_factory, embedder, "halfindex", indexed=True)

@@ -1,10 +1,10 @@
 -- Make the community's index if it has none (the m and ef_construction of 002's), and its vector
 -- leg. The index holds the embeddings at half precision (halfvec, pgvector 0.7 and later): half
--- the pages, and a search reads half as many of them, which is most of a large community's
--- vector-leg time when other communities' searches keep its index out of shared buffers
--- (benchmarks/portfolio/large.md: p95 15.0 -> 6.6 ms at 18,696 chunks, recall@40 0.996 -> 0.991).
--- The leg reads the candidates in that order and returns their full-precision distances.
--- Without halfvec, or past its 4,000 dimensions, the index is on the embedding as stored.
+-- the size (44,783 chunks of 384 dimensions: 50 MB against 87), so the large communities' indexes
+-- need half the memory to stay cached, for the same search time within the spread and 0.001 less
+-- recall@40 (benchmarks/portfolio/precision.md). The leg reads the candidates in that order and
+-- returns their full-precision distances. Without halfvec, or past its 4,000 dimensions, the
+-- index is on the embedding as stored.
 create or replace function arc_community_vector_index(community text)
 returns text
 language plpgsql
