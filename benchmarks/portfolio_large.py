@@ -24,6 +24,7 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,31 +64,62 @@ def first_asks(conn, name: str, vectors: list[str]) -> list[dict]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def portfolio_parser(description: str, queries: int) -> argparse.ArgumentParser:
+    """The arguments that find the kept portfolio and its largest community, and how many questions."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, required=True, help="the folder benchmarks/portfolio.py kept")
     parser.add_argument("--server", choices=("embedded", "pg15"), default="embedded")
     parser.add_argument("--communities", type=int, default=5000)
     parser.add_argument("--large-min", type=int, default=10000)
     parser.add_argument("--large-max", type=int, default=50000)
     parser.add_argument("--shared-buffers", default="2GB")
-    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--queries", type=int, default=queries)
     parser.add_argument("--warmup", type=int, default=40)
+    return parser
+
+
+@dataclass(frozen=True)
+class Largest:
+    """The portfolio's largest community, and questions of other communities to ask between its own."""
+
+    k: int
+    name: str
+    size: int
+    neighbours: list[tuple[str, str, str]]  # (community, question, vector)
+
+
+def largest(args: argparse.Namespace, corpus: Corpus) -> Largest:
+    sizes = [size_of(k, args.large_min, args.large_max) for k in range(args.communities)]
+    k = max(range(args.communities), key=lambda i: sizes[i])
+    neighbours = []
+    for other in range(0, args.communities, max(args.communities // 200, 1)):
+        qv, qt = corpus.questions(other, 2, batch=2)
+        neighbours += [(community_name(other), qt[j], vector_text(qv[j])) for j in range(2)]
+    return Largest(k, community_name(k), sizes[k], neighbours)
+
+
+def chunk_ids(conn, community: Largest) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The database id of each generated chunk of ``community``, in the generator's order."""
+    ids = np.zeros(community.size, dtype=np.int64)
+    for i, doc, chunk in conn.execute(
+        "select id, document_id, chunk_index from knowledge_chunks where community = %s", (community.name,)
+    ):
+        ids[int(doc[4:]) * 20 + chunk] = i
+    return ids
+
+
+def main() -> None:
+    parser = portfolio_parser(__doc__, queries=30)
     parser.add_argument("--first", type=int, default=10, help="questions asked first through EXPLAIN")
     parser.add_argument("--ef-search", default="80,100,120")
     parser.add_argument("--out", type=Path, default=None, help="also write the results here (markdown)")
     args = parser.parse_args()
     corpus = Corpus(0.3)
-    sizes = [size_of(k, args.large_min, args.large_max) for k in range(args.communities)]
-    k = max(range(args.communities), key=lambda i: sizes[i])
-    name = community_name(k)
+    big = largest(args, corpus)
+    k, name, neighbours = big.k, big.name, big.neighbours
     efs = [int(e) for e in args.ef_search.split(",")]
     rng = np.random.default_rng(SEED)
-    neighbours = []
-    for other in range(0, args.communities, max(args.communities // 200, 1)):
-        qv, qt = corpus.questions(other, 2, batch=2)
-        neighbours += [(community_name(other), qt[j], vector_text(qv[j])) for j in range(2)]
-    lines = [f"Largest community {name}, {sizes[k]:,} chunks ({args.server}, shared_buffers {args.shared_buffers})", ""]
+    lines = [f"Largest community {name}, {big.size:,} chunks ({args.server}, shared_buffers {args.shared_buffers})", ""]
     with (
         server(args.server, args.keep / args.server, args.shared_buffers) as url,
         psycopg.connect(url, autocommit=True) as conn,
@@ -107,12 +139,8 @@ def main() -> None:
                 f"{statistics.median(x['read'] for x in a):.0f} | {max(x['read'] for x in a)} | "
                 f"{statistics.median(x['hit'] for x in a):.0f} |"
             )
-        ids = np.zeros(sizes[k], dtype=np.int64)
-        for i, doc, chunk in conn.execute(
-            "select id, document_id, chunk_index from knowledge_chunks where community = %s", (name,)
-        ):
-            ids[int(doc[4:]) * 20 + chunk] = i
-        vectors = corpus.chunks(k, sizes[k])[0]
+        ids = chunk_ids(conn, big)
+        vectors = corpus.chunks(k, big.size)[0]
         wv, wt = corpus.questions(k, args.warmup, batch=3)
         for j in range(args.warmup):
             conn.execute(HYBRID, {"q": wt[j], "v": vector_text(wv[j]), "c": name, "ef": None}).fetchall()

@@ -13,7 +13,6 @@ recall@40 against the exact 40 nearest chunks (numpy, from the generated vectors
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -25,8 +24,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from portfolio import SEED, size_of
-from scale_communities import MATCH, Corpus, community_name, leg_statement, pct, server, vector_text
+from portfolio import SEED
+from portfolio_large import chunk_ids, largest, portfolio_parser
+from scale_communities import MATCH, Corpus, leg_statement, pct, server, vector_text
 
 HYBRID = (
     "select id from hybrid_search(query_text => %(q)s, query_embedding => %(v)s::vector, match_count => 40, "
@@ -53,25 +53,11 @@ def drop_os_cache() -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", type=Path, required=True, help="the folder benchmarks/portfolio.py kept")
-    parser.add_argument("--server", choices=("embedded", "pg15"), default="embedded")
-    parser.add_argument("--communities", type=int, default=5000)
-    parser.add_argument("--large-min", type=int, default=10000)
-    parser.add_argument("--large-max", type=int, default=50000)
-    parser.add_argument("--shared-buffers", default="2GB")
-    parser.add_argument("--queries", type=int, default=40)
-    parser.add_argument("--warmup", type=int, default=40)
-    args = parser.parse_args()
+    args = portfolio_parser(__doc__, queries=40).parse_args()
     corpus = Corpus(0.3)
-    sizes = [size_of(k, args.large_min, args.large_max) for k in range(args.communities)]
-    k = max(range(args.communities), key=lambda i: sizes[i])
-    name = community_name(k)
+    big = largest(args, corpus)
+    k, name, neighbours = big.k, big.name, big.neighbours
     rng = np.random.default_rng(SEED)
-    neighbours = []
-    for other in range(0, args.communities, max(args.communities // 200, 1)):
-        qv, qt = corpus.questions(other, 2, batch=2)
-        neighbours += [(community_name(other), qt[j], vector_text(qv[j])) for j in range(2)]
     probe = f"probe_precision_{name}"
     with (
         server(args.server, args.keep / args.server, args.shared_buffers) as url,
@@ -101,12 +87,8 @@ def main() -> None:
         psycopg.connect(url, autocommit=True) as conn,
     ):
         try:
-            ids = np.zeros(sizes[k], dtype=np.int64)
-            for i, doc, chunk in conn.execute(
-                "select id, document_id, chunk_index from knowledge_chunks where community = %s", (name,)
-            ):
-                ids[int(doc[4:]) * 20 + chunk] = i
-            vectors = corpus.chunks(k, sizes[k])[0]
+            ids = chunk_ids(conn, big)
+            vectors = corpus.chunks(k, big.size)[0]
             # each statement warmed by questions of its own, neither timed
             for n, statement in enumerate(variants.values()):
                 wv, _ = corpus.questions(k, args.warmup, batch=3 + n)
@@ -142,7 +124,7 @@ def main() -> None:
     )
     precision = "half" if own_is_half else "full"
     print(
-        f"Largest community {name}, {sizes[k]:,} chunks ({args.server}); its own index ({precision} precision) "
+        f"Largest community {name}, {big.size:,} chunks ({args.server}); its own index ({precision} precision) "
         f"{index_mb['own']:.0f} MB, the probe {index_mb['probe']:.0f} MB\n"
     )
     print("| vector leg statement | p50 ms | p95 ms | recall@40 | lowest |\n|---|---|---|---|---|")
