@@ -68,6 +68,11 @@ def main() -> None:
             "select atttypmod from pg_attribute where attrelid = 'knowledge_chunks'::regclass and attname = 'embedding'"
         ).fetchone()[0]
         own_is_half = "halfvec" in own
+        half_order = f"order by c.embedding::halfvec({dims}) <=> %(v)s::vector::halfvec({dims})"
+        full_order = "order by c.embedding <=> %(v)s::vector"
+        other = own.replace(half_order, full_order) if own_is_half else own.replace(full_order, half_order)
+        if other == own:
+            raise SystemExit(f"the leg statement of {name} orders by neither {full_order!r} nor {half_order!r}")
         column = "embedding vector_cosine_ops" if own_is_half else f"(embedding::halfvec({dims})) halfvec_cosine_ops"
         conn.execute("set maintenance_work_mem = '1GB'")
         conn.execute(f"drop index if exists {probe}")
@@ -78,9 +83,6 @@ def main() -> None:
     # A build leaves the new index in the operating system's cache and the other index perhaps not:
     # both start cold (the server restarted, the cache dropped) for a fair comparison.
     cold = drop_os_cache()
-    half_order = f"order by c.embedding::halfvec({dims}) <=> %(v)s::vector::halfvec({dims})"
-    full_order = "order by c.embedding <=> %(v)s::vector"
-    other = own.replace(half_order, full_order) if own_is_half else own.replace(full_order, half_order)
     variants = {"full precision": other if own_is_half else own, "half precision": own if own_is_half else other}
     with (
         server(args.server, args.keep / args.server, args.shared_buffers) as url,

@@ -96,10 +96,7 @@ def database_factory(request):
     server = request.getfixturevalue("pg_server" if request.param == "embedded" else "pg15_server")
 
     def make(prefix: str = "t") -> str:
-        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'create database "{name}"')
-        return database_url(server, name)
+        return database_url(server, _create_database(server, prefix))
 
     make.target = request.param
     return make
@@ -110,12 +107,32 @@ def make_database(pg_server):
     """Factory: a new empty database on the session server; returns its URL."""
 
     def make(prefix: str = "t") -> str:
-        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(pg_server, autocommit=True) as conn:
-            conn.execute(f'create database "{name}"')
-        return database_url(pg_server, name)
+        return database_url(pg_server, _create_database(pg_server, prefix))
 
     return make
+
+
+# The databases the test modules made, (server URL, name): each module's are dropped when it ends,
+# so a whole run holds one module's databases per test process at a time, not all of them.
+_module_databases: list[tuple[str, str]] = []
+
+
+def _create_database(server: str, prefix: str, template: str | None = None) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"' + (f' template "{template}"' if template else ""))
+    _module_databases.append((server, name))
+    return name
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_the_modules_databases() -> Iterator[None]:
+    made_before = len(_module_databases)
+    yield
+    for server, name in reversed(_module_databases[made_before:]):
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+    del _module_databases[made_before:]
 
 
 @pytest.fixture(scope="session")
@@ -141,10 +158,7 @@ def sample_template(pg_server, embedder) -> str:
 def sample_runtime(pg_server, sample_template, embedder, tmp_path_factory) -> Iterator[Runtime]:
     """A migrated database holding the sample corpus, the module's own (a copy of
     ``sample_template``, so what one module writes no other module sees)."""
-    name = f"sample_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f'create database "{name}" template "{sample_template}"')
-    url = database_url(pg_server, name)
+    url = database_url(pg_server, _create_database(pg_server, "sample", template=sample_template))
     settings = make_settings(tmp_path_factory.mktemp("data"), url)
     db = Database(url)
     runtime = Runtime(settings, db, embedder)
