@@ -58,7 +58,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from importlib import resources
 
 import numpy as np
@@ -264,11 +263,22 @@ class Known:
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     scale: LikeScale = LikeScale()
     stored: tuple[StoredConfirmation, ...] = ()
+    # Each entry's answer as one number (its chunk's id; 0 for "none"), to compare at once; made
+    # when the confirmations are read (:meth:`of`), not at each question.
+    answers: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
-    @cached_property
-    def answers(self) -> np.ndarray:
-        """Each entry's answer as one number (its chunk's id; 0 for "none"), to compare at once."""
-        return np.fromiter((e.chunk_id or 0 for e in self.entries), dtype=np.int64, count=len(self.entries))
+    @classmethod
+    def of(
+        cls,
+        stamp: str,
+        loaded_at: float,
+        entries: tuple[Entry, ...],
+        matrix: np.ndarray,
+        scale: LikeScale,
+        stored: tuple[StoredConfirmation, ...],
+    ) -> Known:
+        answers = np.fromiter((e.chunk_id or 0 for e in entries), dtype=np.int64, count=len(entries))
+        return cls(stamp, loaded_at, entries, matrix, scale, stored, answers)
 
 
 @dataclass(frozen=True)
@@ -379,7 +389,7 @@ class Confirmations:
             return Known(stamp, now, stored=stored)
         matrix = np.stack([unit_length(s.embedding) for s in usable])
         entries = tuple(Entry(s.id, s.query, s.answer, s.chunk_id, asking(s.query)) for s in usable)
-        return Known(stamp, now, entries, matrix, LikeScale.of(self._different(entries, matrix)), stored)
+        return Known.of(stamp, now, entries, matrix, LikeScale.of(self._different(entries, matrix)), stored)
 
     def _different(self, entries: tuple[Entry, ...], matrix: np.ndarray) -> list[float]:
         """Similarities between different questions: each confirmed question's nearest confirmed
