@@ -41,15 +41,22 @@ HYBRID = (
 )
 
 
+LEG_SETTINGS = ("set enable_sort = off", "set hnsw.ef_search = 120", "set hnsw.iterative_scan = relaxed_order")
+
+
+def leg_settings(conn) -> None:  # type: ignore[no-untyped-def]
+    """The session settings the leg function runs with (arc_community_vector_leg, hybrid_search)."""
+    for setting in LEG_SETTINGS:
+        conn.execute(setting)
+
+
 def first_asks(conn, name: str, vectors: list[str]) -> list[dict]:
     """Each question's vector leg twice through EXPLAIN (ANALYZE, BUFFERS): ms, buffers hit and read."""
     statement = leg_statement(conn, name)
     out = []
     for v in vectors:
         for attempt in ("first", "second"):
-            conn.execute("set enable_sort = off")
-            conn.execute("set hnsw.ef_search = 120")
-            conn.execute("set hnsw.iterative_scan = relaxed_order")
+            leg_settings(conn)
             plan = "\n".join(r[0] for r in conn.execute("explain (analyze, buffers) " + statement, {"v": v}))
             conn.execute("reset all")
             buffers = re.search(r"Buffers: shared (?:hit=(\d+))? ?(?:read=(\d+))?", plan)

@@ -25,7 +25,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from portfolio import SEED
-from portfolio_large import chunk_ids, largest, portfolio_parser
+from portfolio_large import chunk_ids, largest, leg_settings, portfolio_parser
 from scale_communities import MATCH, Corpus, leg_statement, pct, server, vector_text
 
 HYBRID = (
@@ -33,13 +33,6 @@ HYBRID = (
     "community => %(c)s)"
 )
 SIZE_MB = "select pg_relation_size(to_regclass(quote_ident(%s))) / 1048576.0"
-LEG_SETTINGS = ("set enable_sort = off", "set hnsw.ef_search = 120", "set hnsw.iterative_scan = relaxed_order")
-
-
-def leg_settings(conn) -> None:  # type: ignore[no-untyped-def]
-    """The session settings the leg function runs with (arc_community_vector_leg, hybrid_search)."""
-    for setting in LEG_SETTINGS:
-        conn.execute(setting)
 
 
 def drop_os_cache() -> bool:
