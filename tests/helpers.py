@@ -48,6 +48,12 @@ def make_settings(tmp: Path, database_url: str, **overrides) -> Settings:
     return Settings.from_env({}, data_dir=tmp, database_url=database_url, **overrides)
 
 
+def query_log_written(client) -> bool:  # type: ignore[no-untyped-def]
+    """Wait until the app's query log has written every answer given so far (it writes off the
+    answer's path); False if it did not within its timeout."""
+    return client.application.extensions["arc"].knowledge.query_log.flush()
+
+
 def database_url(server_url: str, name: str) -> str:
     """The URL of database ``name`` on the server of ``server_url``."""
     base, _, query = server_url.partition("?")

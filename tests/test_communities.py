@@ -17,7 +17,7 @@ from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.models import DocumentFields
 from worker.store import sqlfiles
 from worker.store.database import Database
-from tests.helpers import hollow_and_ridge
+from tests.helpers import hollow_and_ridge, query_log_written
 
 QUESTIONS = ("can I build a fence", "pergola height limit", "how many board members", "paint colour approval",
              "pets", "architectural review committee meeting")
@@ -240,7 +240,7 @@ def test_the_webhooks_take_a_community_and_refuse_an_ambiguous_or_unknown_one(tw
     chat = client.post("/webhook/arc-retrieval", json={"chatInput": "fence height", "sessionId": "s",
                                                        "metadata": {"community": "ridge"}}, headers=ASK)
     assert chat.status_code == 200 and chat.get_json()["community"] == "ridge"
-    assert client.application.extensions["arc"].knowledge.query_log.flush()
+    assert query_log_written(client)
     with psycopg.connect(db.url) as conn:
         logged = conn.execute("select community, count(*) from query_log group by 1 order by 1").fetchall()
         assert logged == [("default", 2), ("ridge", 2)]

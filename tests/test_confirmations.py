@@ -12,7 +12,7 @@ import re
 import psycopg
 import pytest
 
-from tests.helpers import make_settings
+from tests.helpers import make_settings, query_log_written
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
 from worker.serve.app import create_app
@@ -178,7 +178,7 @@ def test_votes_from_the_chat_are_recorded_and_counted_and_bad_ones_named(keeper)
     # Questions asked shows the votes, and lists only the answers voted unhelpful when asked to
     client.post("/webhook/arc-retrieval", headers={**ASK, "X-Request-ID": "liked-1"}, json={"query": "Solar panels?"})
     client.post(route, headers=ASK, json={"request_id": "liked-1", "helpful": True})
-    assert client.application.extensions["arc"].knowledge.query_log.flush(), "written off the answer's path"
+    assert query_log_written(client), "written off the answer's path"
     page = client.get("/login").get_data(as_text=True)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
     assert client.post("/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf}).status_code == 302

@@ -21,7 +21,7 @@ import requests
 
 from worker.serve.app import create_app
 
-from tests.helpers import KEEPER_TOKEN as TOKEN
+from tests.helpers import KEEPER_TOKEN as TOKEN, query_log_written
 from tests.helpers import ROOT, csrf, free_port, make_settings, sign_in
 
 HOSTILE = "# Pool rules\n\nThe pool closes at 9 pm. <script>window.pwned = 1</script> <img src=x onerror=\"window.pwned=2\">\n"
@@ -146,7 +146,7 @@ def test_retrieval_testing_uncalibrated_shows_the_fixed_cuts(sample_runtime, tmp
 
 def test_questions_page_lists_the_log_by_status(keeper, client):
     client.post("/webhook/arc-retrieval", json={"query": "how long do i boil an egg"})
-    assert client.application.extensions["arc"].knowledge.query_log.flush(), "written off the answer's path"
+    assert query_log_written(client), "written off the answer's path"
     sign_in(keeper)
     text = keeper.get("/questions?status=no_results").get_data(as_text=True)
     assert "how long do i boil an egg" in text
@@ -404,7 +404,7 @@ def test_the_questions_asked_are_those_of_the_community_chosen(two_communities):
         response = client.post("/webhook/arc-retrieval", json={"query": question, "community": community},
                                headers={"X-ARC-Token": TOKEN})
         assert response.status_code == 200, response.get_data(as_text=True)
-    assert client.application.extensions["arc"].knowledge.query_log.flush(), "written off the answer's path"
+    assert query_log_written(client), "written off the answer's path"
     ridge = client.get("/questions?community=ridge").get_data(as_text=True)
     assert "may ridge paint doors" in ridge and "may hollow keep chickens" not in ridge
     hollow = client.get("/questions?community=hollow").get_data(as_text=True)
@@ -489,7 +489,7 @@ def test_questions_asked_fold_long_ones_and_link_each_to_asking_it_again(keeper,
     long_question = "Can I build a fence " + "and a shed " * 170 + "in my backyard?"
     for question in (long_question, "Do sheds need approval?"):
         assert client.post("/webhook/arc-retrieval", json={"query": question}).status_code == 200
-    assert client.application.extensions["arc"].knowledge.query_log.flush(), "written off the answer's path"
+    assert query_log_written(client), "written off the answer's path"
     sign_in(keeper)
     text = keeper.get("/questions").get_data(as_text=True)
     assert f"<summary>{long_question[:200]}&hellip;</summary>" in text

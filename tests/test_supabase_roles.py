@@ -13,7 +13,7 @@ from worker.serve.app import create_app
 from worker.store.database import Database
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.runtime import Runtime
-from tests.helpers import make_settings
+from tests.helpers import make_settings, query_log_written
 from tests.helpers import SETUP_ROLES, with_user
 
 TABLES = ("knowledge_chunks", "bm25_corpus", "bm25_terms", "bm25_postings", "query_log", "knowledge_base_state",
@@ -113,6 +113,6 @@ def test_the_worker_answers_as_the_owner(supabase_like, embedder):
     answer = client.post("/webhook/arc-retrieval", json={"query": "What is the maximum fence height?"}).get_json()
     assert answer["status"] == "success" and "fence" in answer["context"].lower()
     # the query log is written off the answer's path: its row is in once the writer has flushed
-    assert client.application.extensions["arc"].knowledge.query_log.flush()
+    assert query_log_written(client)
     with psycopg.connect(supabase_like["url"]) as conn:
         assert conn.execute("select count(*) from query_log").fetchone()[0] >= 1
