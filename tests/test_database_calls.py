@@ -113,6 +113,22 @@ def test_a_connection_that_broke_while_it_sat_costs_no_answer(elm, embedder, mon
     assert int(again.timings_ms["database_calls"]) >= 2  # the broken statement, then the call again
 
 
+def test_a_connection_the_pool_has_just_opened_is_lent_without_a_check(elm, embedder):
+    """A connection opened for a caller while the others are busy was made moments ago: lending it
+    costs no liveness check (a round trip across a network)."""
+    from worker.store import calls
+
+    db = Database(elm.url, pool_size=2)
+    try:
+        with db.connection() as busy:
+            busy.execute("select 1")
+            with calls.counted() as tally, db.connection() as opened:
+                assert opened is not busy
+        assert tally.calls == 0
+    finally:
+        db.close()
+
+
 def test_the_webhook_says_its_count(client):
     answer = client.post("/webhook/arc-retrieval", json={"query": QUESTION}).get_json()
     calls = answer["timings_ms"]["database_calls"]

@@ -4,12 +4,13 @@ The pool is opened lazily in the process that uses it, so a gunicorn master can 
 before forking without sharing sockets with its workers.
 
 The pool checks a connection is alive before lending it (one round trip) only when it has sat
-unused for :data:`CHECK_AFTER_SECONDS`: across a network that check doubled every call. One used
-moments ago is lent as it is; if it broke meanwhile (the server restarted), the statement fails
-with a connection error, the pool drops it, and a question's search, a read, is asked again on
-another (``postgres_search.py``, ``ANSWER_ATTEMPTS``). That read asks for its first connection
-unchecked however long it sat (``connection(checked=False)``): a quiet worker, a question every
-few seconds, would otherwise pay the check on every question; its later attempts are checked.
+unused for :data:`CHECK_AFTER_SECONDS` since it was returned or opened: across a network that
+check doubled every call. One used moments ago is lent as it is; if it broke meanwhile (the
+server restarted), the statement fails with a connection error, the pool drops it, and a
+question's search, a read, is asked again on another (``postgres_search.py``,
+``ANSWER_ATTEMPTS``). That read asks for its first connection unchecked however long it sat
+(``connection(checked=False)``): a quiet worker, a question every few seconds, would otherwise
+pay the check on every question; its later attempts are checked.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class Database:
         with contextlib.suppress(psycopg.ProgrammingError):  # no vector extension yet (before migrations)
             register_vector(conn)
         conn.commit()
+        self._note_return(conn)  # just opened: as fresh as one returned now, lent without a check
 
     @property
     def pool(self) -> ConnectionPool:
