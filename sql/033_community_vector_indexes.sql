@@ -18,8 +18,8 @@
 -- community's rows (6 s for 10k chunks among 1M here, the table's 1.5 GB read included), and
 -- holds off other writers (never searches) until the load commits. A build that fails
 -- (rights, memory) leaves the community on the global index and lets the load commit; call
--- `select arc_community_vector_indexes()` to try again. The global index stays: it answers a
--- community without an index of its own; drop it only if every community has one.
+-- `select arc_community_vector_indexes()` to try again. The global index answers a community
+-- without an index of its own (095 drops it once every community past the size has one).
 -- This file makes the trigger; the functions are sql/functions/arc_community_*.sql.
 
 -- A community's first chunks (030 counts them in its corpus row) defer the index to the end of

@@ -1,8 +1,9 @@
 """Each community of a knowledge base of several past a size has an HNSW index of its own (sql/033,
 094), and hybrid_search's vector leg reads it (sql/031): a community that is a small share of one
 global index is pgvector's weak spot (benchmarks/scale/communities/). A smaller community among
-several is read exactly, with no schema object of its own. A knowledge base of one community keeps
-the global index alone, and a community's answers do not change when others arrive."""
+several is read exactly, with no schema object of its own. A knowledge base of one community has
+the global index alone, one of several drops it, and a community's answers do not change when
+others arrive."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from psycopg import sql
 
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
 from worker.store.database import Database
+from worker.store.knowledge_base import delete_document
 
 from tests.helpers import big_document
 
@@ -67,6 +69,10 @@ def _two_communities(database_factory, embedder, prefix: str, *, indexed: bool) 
     return url, db
 
 
+def _has_global_index(conn) -> bool:
+    return conn.execute("select to_regclass('knowledge_chunks_embedding_hnsw') is not null").fetchone()[0]
+
+
 def _scans(conn, index: str) -> int:
     conn.execute("select pg_stat_clear_snapshot()")
     return conn.execute("select coalesce(sum(idx_scan), 0) from pg_stat_user_indexes where indexrelname = %s",
@@ -91,7 +97,7 @@ def test_each_community_of_several_is_searched_through_an_index_of_its_own(datab
         assert _own_indexes(conn) == {"knowledge_chunks_hnsw_cedar-hollow": "(community = 'cedar-hollow'::text)",
                                       "knowledge_chunks_hnsw_cedar-ridge": "(community = 'cedar-ridge'::text)"}
         scans = _scans(conn, "knowledge_chunks_hnsw_cedar-hollow")
-        global_scans = _scans(conn, "knowledge_chunks_embedding_hnsw")
+        assert not _has_global_index(conn)  # no search reads it now, so it is dropped
         # the same answers, now read from the community's own graph (filtered by type too)
         assert _answers(conn, embedder, "cedar-hollow") == before
         conn.execute("select pg_stat_force_next_flush()")
@@ -99,12 +105,11 @@ def test_each_community_of_several_is_searched_through_an_index_of_its_own(datab
         while _scans(conn, "knowledge_chunks_hnsw_cedar-hollow") == scans and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _scans(conn, "knowledge_chunks_hnsw_cedar-hollow") >= scans + len(QUESTIONS) * len(TYPES)
-        assert _scans(conn, "knowledge_chunks_embedding_hnsw") == global_scans
         ridge = _answers(conn, embedder, "cedar-ridge")
         ids = {r[0] for rows in ridge.values() for r in rows}
         assert {r[0] for r in conn.execute("select distinct community from knowledge_chunks where id = any(%s)",
                                            (list(ids),))} == {"cedar-ridge"}
-        # a community without its index (dropped, or its build failed) is searched through the global one
+        # a community without its index (dropped, or its build failed) is read exactly
         conn.execute('drop index "knowledge_chunks_hnsw_cedar-hollow"')
         assert _answers(conn, embedder, "cedar-hollow") == before
         assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == [("cedar-hollow",)]
@@ -211,16 +216,12 @@ def test_a_small_community_among_several_is_read_exactly_with_no_object_of_its_o
     ingestor = Ingestor(db, embedder)
     ingest_sample_corpus(ingestor, community="cedar-ridge")
     with psycopg.connect(url, autocommit=True) as conn:
-        assert _own_indexes(conn) == {} and _legs(conn) == []
-        global_scans = _scans(conn, "knowledge_chunks_embedding_hnsw")
+        assert _own_indexes(conn) == {} and _legs(conn) == [] and not _has_global_index(conn)
         for q in QUESTIONS:
             for t in TYPES:
                 asked = {"q": q, "e": _vector(embedder, q), "c": "cedar-hollow", "t": t}
                 exact = [r[0] for r in conn.execute(EXACT, asked)]
                 assert exact and [r[0] for r in conn.execute(VECTOR_LEG, asked)] == exact
-        conn.execute("select pg_stat_force_next_flush()")
-        time.sleep(0.5)
-        assert _scans(conn, "knowledge_chunks_embedding_hnsw") == global_scans
 
     # one more document brings cedar-ridge past the size: its load commits with its index alone
     ingestor.write([big_document("pets", 3)], community="cedar-ridge")
@@ -271,3 +272,60 @@ def test_no_statement_of_a_small_communitys_search_is_jit_compiled(database_fact
                                      "t": None}).fetchall()
     assert rows and len(plans) > 5
     assert not [p for p in plans if "JIT:" in p]
+
+
+def test_the_global_index_goes_with_a_second_community_and_returns_for_one_grown_past_the_size(
+    database_factory, embedder
+):
+    """No search of a knowledge base of several reads the global index once every community past
+    the size has its own, so it is dropped; the one community left is read exactly, and gets the
+    global index again when it grows past the size."""
+    url = database_factory("globalindex")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _has_global_index(conn)  # one community: the global index is its index
+        alone = _answers(conn, embedder, "cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert not _has_global_index(conn) and _own_indexes(conn) == {}
+        assert _answers(conn, embedder, "cedar-hollow") == alone
+        for document_id in [r[0] for r in conn.execute(
+                "select distinct document_id from knowledge_chunks where community = 'cedar-ridge'")]:
+            delete_document(db, document_id, community="cedar-ridge")
+        assert conn.execute("select count(*) from bm25_corpus where n_docs > 0").fetchone()[0] == 1
+        # the one left, small, without the global index: read exactly, the knowledge base's one community
+        for q in QUESTIONS:
+            asked = {"q": q, "e": _vector(embedder, q), "c": None, "t": None}
+            exact = [r[0] for r in conn.execute(EXACT.replace("c.community = %(c)s", "true"), asked)]
+            assert exact and [r[0] for r in conn.execute(VECTOR_LEG, asked)] == exact
+        size = conn.execute("select n_docs from bm25_corpus where community = 'cedar-hollow'").fetchone()[0]
+    db.close()
+    _index_communities_from(url, size + 1)
+    db = Database(url)
+    Ingestor(db, embedder).write([big_document("pets", 3)], community="cedar-hollow")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _has_global_index(conn) and _own_indexes(conn) == {}
+    db.close()
+
+
+def test_a_database_of_several_communities_drops_its_global_index_when_upgraded(database_factory, embedder):
+    """A database of several communities from before keeps every document and answer; its
+    global index, which no search reads, is dropped (095)."""
+    url, db = _two_communities(database_factory, embedder, "upgradeglobal", indexed=False)
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        before = {c: _answers(conn, embedder, c) for c in ("cedar-hollow", "cedar-ridge")}
+        chunks = conn.execute("select count(*) from knowledge_chunks").fetchone()[0]
+        conn.execute("create index knowledge_chunks_embedding_hnsw on knowledge_chunks "
+                     "using hnsw (embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
+        conn.execute("delete from schema_migrations where name = '095_global_index_for_one_community'")
+    db = Database(url)
+    assert "095_global_index_for_one_community" in db.migrate(embedder.dim)
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert not _has_global_index(conn)
+        assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == chunks
+        assert {c: _answers(conn, embedder, c) for c in ("cedar-hollow", "cedar-ridge")} == before

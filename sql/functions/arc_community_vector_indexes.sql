@@ -2,6 +2,14 @@
 -- knowledge base holds several communities; a smaller one is read exactly (hybrid_search). Returns
 -- the communities it made an index for. (A community with an index and no vector leg,
 -- from before the legs were made, gets its leg, quietly.)
+--
+-- The global HNSW index (002) then answers no search: every community is read through its own
+-- index or exactly. Yet every write of any community inserts into it, vacuum walks it, and it
+-- takes its share of memory (2.6 GB at 1.3M chunks of 384 dimensions, against 50 MB for a
+-- community of 44,783 at half precision: benchmarks/portfolio/results.md). So it is dropped once
+-- every community past the size has its own; a failed build keeps it for that community. A
+-- knowledge base back to one community gets it again when that community grows past the size
+-- without an index of its own (arc_global_vector_index); until then it is read exactly.
 create or replace function arc_community_vector_indexes()
 returns setof text
 language plpgsql
@@ -11,6 +19,12 @@ declare
   c text;
 begin
   if (select count(*) from bm25_corpus where n_docs > 0) < 2 then
+    if to_regclass('knowledge_chunks_embedding_hnsw') is null
+       and exists (select 1 from bm25_corpus b
+                    where b.n_docs >= arc_community_index_min_chunks()
+                      and to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is null) then
+      perform arc_global_vector_index();
+    end if;
     return;
   end if;
   for c in select b.community from bm25_corpus b
@@ -27,6 +41,12 @@ begin
             order by b.community loop
     perform arc_community_vector_leg(c);
   end loop;
+  if to_regclass('knowledge_chunks_embedding_hnsw') is not null
+     and not exists (select 1 from bm25_corpus b
+                      where b.n_docs >= arc_community_index_min_chunks()
+                        and to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is null) then
+    drop index knowledge_chunks_embedding_hnsw;
+  end if;
 end
 $$;
 

@@ -18,8 +18,9 @@
 -- is an error (22023) naming the parameter, and so is a community that holds no chunks. Both legs
 -- read that community alone, inside the SQL: the vector leg on the community's own HNSW index when
 -- it has one (033; at half precision, arc_community_vector_index), exactly over its rows when it
--- is a small community among several (094), else filtering the global HNSW scan on it (iterative
--- scans keep filling match_count); the full-text leg reads that community's postings and scores
+-- is a small community among several (094) or the knowledge base has no global HNSW index (one of
+-- several drops it, arc_community_vector_indexes), else filtering the global HNSW scan on it
+-- (iterative scans keep filling match_count); the full-text leg reads that community's postings and scores
 -- with its statistics (bm25_query_terms(text, community)). Nothing of another community is ever a
 -- candidate.
 --
@@ -111,8 +112,8 @@ declare
   scope       text;
   holding     bigint;
   scope_size  bigint;
-  own_ids     bigint[];
-  own_dist    double precision[];
+  leg_ids     bigint[];
+  leg_dist    double precision[];
   own_leg     regprocedure;
   leg_name    text;
   sorting     text;
@@ -169,9 +170,8 @@ begin
   -- search would rather read all the community's rows of that type through the btree and sort
   -- them; through the global index, filtering on the community, it is slower and misses more. That
   -- statement is the community's vector leg function (033), whose plan is kept for the session;
-  -- without it (an index made by hand) the same statement is planned here on every call. The
-  -- rest of the function is the same either way, with the global index when the community has none of
-  -- its own.
+  -- without it (an index made by hand) the same statement is planned here on every call. Each
+  -- way of reading the leg leaves its ids and distances in leg_ids / leg_dist for the fusion.
   if query_embedding is not null then
     leg_name := arc_community_vector_leg_name(scope);
     select to_regprocedure(format('%I(vector, text[], boolean, boolean, integer)', leg_name))
@@ -182,28 +182,31 @@ begin
       if own_leg is not null then
         execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
                        '  from %I($1, $2, $3, $4, $5) v', leg_name)
-          into own_ids, own_dist
+          into leg_ids, leg_dist
           using query_embedding, document_types, binding_only, include_superseded, match_count;
       else
         sorting := current_setting('enable_sort');
         perform set_config('enable_sort', 'off', true);
         execute format('select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)'
                        '  from (%s) v', arc_community_vector_leg_statement(scope))
-          into own_ids, own_dist
+          into leg_ids, leg_dist
           using query_embedding, document_types, binding_only, include_superseded, match_count;
         perform set_config('enable_sort', sorting, true);
       end if;
-      own_ids := coalesce(own_ids, '{}');
-    elsif scope_size < arc_community_index_min_chunks()
-          -- another community holds chunks: two range probes of the primary key (with sequential
-          -- scans off here, "<>" would cost a disabled scan, and PostgreSQL 15 would JIT-compile it)
-          and (exists (select 1 from bm25_corpus b where b.community < scope and b.n_docs > 0)
-               or exists (select 1 from bm25_corpus b where b.community > scope and b.n_docs > 0)) then
+      leg_ids := coalesce(leg_ids, '{}');
+    elsif (scope_size < arc_community_index_min_chunks()
+           -- another community holds chunks: two range probes of the primary key (with sequential
+           -- scans off here, "<>" would cost a disabled scan, and PostgreSQL 15 would JIT-compile it)
+           and (exists (select 1 from bm25_corpus b where b.community < scope and b.n_docs > 0)
+                or exists (select 1 from bm25_corpus b where b.community > scope and b.n_docs > 0)))
+          or to_regclass('knowledge_chunks_embedding_hnsw') is null then
       -- A small community among several has no index of its own (094): its rows are read exactly
       -- through the btree indexes that lead with the community. The distance plus 0 is not an
       -- order any HNSW index gives, so the global one (filtered, pgvector's weak spot) is not used.
+      -- So is a community when the knowledge base has no global index (a knowledge base of several
+      -- drops it, arc_community_vector_indexes): one whose own index failed, or the one left.
       select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)
-        into own_ids, own_dist
+        into leg_ids, leg_dist
         from (select c.id, c.embedding <=> query_embedding as distance
                 from knowledge_chunks c
                where c.community = scope
@@ -213,7 +216,26 @@ begin
                  and (filter_as_of is null or arc_in_force(c.id, filter_as_of))
                order by (c.embedding <=> query_embedding) + 0
                limit match_count) v;
-      own_ids := coalesce(own_ids, '{}');
+      leg_ids := coalesce(leg_ids, '{}');
+    else
+      -- Through the global index, the community inside the HNSW scan (iterative scans keep filling
+      -- match_count). A statement of its own, planned only when it runs: without the index its plan
+      -- would cost a scan of the whole table, which PostgreSQL 15 would JIT-compile on every call.
+      select array_agg(v.id order by v.distance), array_agg(v.distance order by v.distance)
+        into leg_ids, leg_dist
+        from (select c.id, c.embedding <=> query_embedding as distance
+                from knowledge_chunks c
+                -- expressions, not the bare columns: on large corpora the planner otherwise reads
+                -- every chunk of the type (or of the community) through the btree and sorts them
+                -- instead of filtering during the HNSW scan
+               where (document_types is null or (c.document_type || '') = any (document_types))
+                 and (c.community || '') = scope
+                 and (not binding_only or c.is_binding)
+                 and (include_superseded or c.superseded_by is null)
+                 and (filter_as_of is null or arc_in_force(c.id, filter_as_of))
+               order by c.embedding <=> query_embedding
+               limit match_count) v;
+      leg_ids := coalesce(leg_ids, '{}');
     end if;
   end if;
 
@@ -335,30 +357,11 @@ begin
 
   return query
   with vector_leg as (
-    -- the distance once: each evaluation reads the chunk's TOASTed embedding again
     select v.id, 1 - v.distance as score, (row_number() over (order by v.distance))::integer as rank
-    from ((
-      select c.id, c.embedding <=> query_embedding as distance
-      from knowledge_chunks c
-      where query_embedding is not null
-        and own_ids is null  -- read through the global index: no own index (033) nor exact read (094)
-        -- an expression, not the bare column: on large corpora the planner otherwise reads every
-        -- chunk of the type through the btree and sorts them instead of filtering
-        -- during the HNSW scan (iterative scans keep filling the list)
-        and (document_types is null or (c.document_type || '') = any (document_types))
-        -- the community inside the HNSW scan too (an expression for the same reason)
-        and (c.community || '') = scope
-        and (not binding_only or c.is_binding)
-        and (include_superseded or c.superseded_by is null)
-        and (filter_as_of is null or arc_in_force(c.id, filter_as_of))
-      order by c.embedding <=> query_embedding
-      limit match_count
-    ) union all
-      select o.id, o.distance from unnest(own_ids, own_dist) as o(id, distance)
-    ) v
-    -- the community's own index (033) is read without it: its list is filtered here (the exact
-    -- read, 094, filtered already: the check again is cheap on match_count rows)
-    where filter_as_of is null or own_ids is null or arc_in_force(v.id, filter_as_of)
+    from unnest(leg_ids, leg_dist) as v(id, distance)
+    -- the community's own index (033) is read without it: its list is filtered here (the other
+    -- reads filtered already: the check again is cheap on match_count rows)
+    where filter_as_of is null or arc_in_force(v.id, filter_as_of)
   ), fts_leg as (
     select f.id, f.score, (row_number() over (order by f.score desc, f.id))::integer as rank
     from unnest(scored_ids, scored) as f(id, score)
