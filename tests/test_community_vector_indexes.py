@@ -55,9 +55,9 @@ def _legs(conn) -> list[str]:
     return [r[0] for r in conn.execute("select proname from pg_proc where proname like 'arc_vector_leg_%' order by 1")]
 
 
-def _two_communities(database_factory, embedder, prefix: str, *, indexed: bool) -> tuple[str, Database]:
-    """A database holding the sample corpus as two communities, each with an index of its own
-    (``indexed``) or read exactly (the sample corpus is under the default size)."""
+def _one_community(database_factory, embedder, prefix: str, *, indexed: bool = False) -> tuple[str, Database, Ingestor]:
+    """A database holding the sample corpus as community "cedar-hollow"; ``indexed``: every
+    community of several gets an index of its own (else the sample corpus is under the size)."""
     url = database_factory(prefix)
     if indexed:
         _index_communities_from(url, 1)
@@ -65,6 +65,13 @@ def _two_communities(database_factory, embedder, prefix: str, *, indexed: bool) 
     db.migrate(embedder.dim)
     ingestor = Ingestor(db, embedder)
     ingest_sample_corpus(ingestor, community="cedar-hollow")
+    return url, db, ingestor
+
+
+def _two_communities(database_factory, embedder, prefix: str, *, indexed: bool) -> tuple[str, Database]:
+    """A database holding the sample corpus as two communities, each with an index of its own
+    (``indexed``) or read exactly (the sample corpus is under the default size)."""
+    url, db, ingestor = _one_community(database_factory, embedder, prefix, indexed=indexed)
     ingest_sample_corpus(ingestor, community="cedar-ridge")
     return url, db
 
@@ -80,12 +87,7 @@ def _scans(conn, index: str) -> int:
 
 
 def test_each_community_of_several_is_searched_through_an_index_of_its_own(database_factory, embedder):
-    url = database_factory("ownindex")
-    _index_communities_from(url, 1)
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    url, db, ingestor = _one_community(database_factory, embedder, "ownindex", indexed=True)
     with psycopg.connect(url, autocommit=True) as conn:
         assert _own_indexes(conn) == {}  # one community: the global index is its index
         before = _answers(conn, embedder, "cedar-hollow")
@@ -203,11 +205,7 @@ VECTOR_LEG = ("select id from hybrid_search(query_text => %(q)s, query_embedding
 def test_a_small_community_among_several_is_read_exactly_with_no_object_of_its_own(database_factory, embedder):
     """Below the size a community has no index or function of its own and its vector leg is exact,
     never the global index filtered; the load that brings it past the size makes its index."""
-    url = database_factory("smallexact")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    url, db, ingestor = _one_community(database_factory, embedder, "smallexact")
     with psycopg.connect(url, autocommit=True) as conn:
         size = conn.execute("select n_docs from bm25_corpus where community = 'cedar-hollow'").fetchone()[0]
     db.close()
@@ -280,11 +278,7 @@ def test_the_global_index_goes_with_a_second_community_and_returns_for_one_grown
     """No search of a knowledge base of several reads the global index once every community past
     the size has its own, so it is dropped; the one community left is read exactly, and gets the
     global index again when it grows past the size."""
-    url = database_factory("globalindex")
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    url, db, ingestor = _one_community(database_factory, embedder, "globalindex")
     with psycopg.connect(url, autocommit=True) as conn:
         assert _has_global_index(conn)  # one community: the global index is its index
         alone = _answers(conn, embedder, "cedar-hollow")
