@@ -22,7 +22,7 @@ Measured for the smallest, the median and the largest community (and the 90th pe
   (iterative scans, ef_search 120, as hybrid_search runs it without an index of the community's
   own), while the database has one; an exact scan of the community's rows through the btree on
   community (every distance);
-  the community's own partial index (planned with the literal, sorting off), when it has one;
+  the community's own index, on its vector table (its leg's statement, sorting off), when it has one;
 * hybrid_search as the product runs it: `--neighbours` searches of other communities before each
   timed question (warm session, after `--warmup` untimed questions, in a pass before the legs',
   which read the global index and would evict the community's own pages between its questions);
@@ -92,10 +92,9 @@ LEGS = {
         "and c.superseded_by is null order by (c.embedding <=> %(v)s::vector) + 0 limit 40",
         {},
     ),
-    # the community's own partial index: the literal lets the planner prove the index's predicate
-    "own partial HNSW": (
-        "select c.id from knowledge_chunks c where c.community = {literal} "
-        "and c.superseded_by is null order by c.embedding <=> %(v)s::vector limit 40",
+    # the community's own index, on its vector table: the statement of its vector leg function
+    "own HNSW": (
+        "{own}",
         {"hnsw.ef_search": "120", "hnsw.iterative_scan": "relaxed_order", "enable_sort": "off"},
     ),
 }
@@ -236,13 +235,31 @@ def own_index(conn, name: str) -> bool:
     ).fetchone()[0]
 
 
+def leg_sql(conn, option: str, name: str) -> str:
+    """The option's statement for community ``name`` (its own leg's, as the checkout writes it,
+    with the leg's parameters: any type, superseded left out, 40 rows)."""
+    sql = LEGS[option][0]
+    if sql == "{own}":
+        own = conn.execute("select arc_community_vector_leg_statement(%s)", (name,)).fetchone()[0]
+        for param, value in (
+            ("$1", "%(v)s::vector"),
+            ("$2", "null::text[]"),
+            ("$3", "false"),
+            ("$4", "false"),
+            ("$5", "40"),
+        ):
+            own = own.replace(param, value)
+        return own
+    return sql
+
+
 def leg(conn, option: str, s: Sampled, j: int) -> list[int]:
-    sql, settings = LEGS[option]
+    settings = LEGS[option][1]
+    sql = leg_sql(conn, option, s.name)
     conn.execute("reset all")
     conn.execute("set enable_seqscan = off")
     for k, v in settings.items():
         conn.execute(f"set {k} = '{v}'")
-    sql = sql.replace("{literal}", "'" + s.name + "'")
     return [r[0] for r in conn.execute(sql, {"c": s.name, "v": s.vectors[j]}, prepare=False)]
 
 
@@ -294,8 +311,8 @@ def measure(url: str, samples: list[Sampled], neighbours: list[tuple], n_neighbo
             rows.append(row(s, "hybrid_search (warm session, neighbours between)", times, recalls))
         has_own = {s.name: own_index(conn, s.name) for s in samples}
         has_global = conn.execute("select to_regclass('knowledge_chunks_embedding_hnsw') is not null").fetchone()[0]
-        options = [o for o in LEGS if o != "own partial HNSW" and (has_global or o != "global HNSW, filtered")]
-        options += ["own partial HNSW"] if all(has_own.values()) else []
+        options = [o for o in LEGS if o != "own HNSW" and (has_global or o != "global HNSW, filtered")]
+        options += ["own HNSW"] if all(has_own.values()) else []
         for s in samples:  # warm-up: each option once per question of the first few
             for j in range(min(5, len(s.texts))):
                 for o in options:
@@ -325,12 +342,13 @@ def measure(url: str, samples: list[Sampled], neighbours: list[tuple], n_neighbo
                 second.append((time.perf_counter() - start) * 1000)
             with psycopg.connect(url, autocommit=True) as conn:
                 # the leg as hybrid_search reads it: a small community exactly
-                option = "own partial HNSW" if own_index(conn, s.name) else "exact (btree on community)"
-                sql, settings = LEGS[option]
+                option = "own HNSW" if own_index(conn, s.name) else "exact (btree on community)"
+                settings = LEGS[option][1]
+                sql = leg_sql(conn, option, s.name)
                 for k, v in settings.items():
                     conn.execute(f"set {k} = '{v}'")
                 plan = conn.execute(
-                    "explain (summary, format json) " + sql.replace("{literal}", "'" + s.name + "'"),
+                    "explain (summary, format json) " + sql,
                     {"c": s.name, "v": s.vectors[j]},
                 ).fetchone()[0]
                 planning.append(plan[0]["Planning Time"])
@@ -418,7 +436,7 @@ def first_load(url: str, corpus: Corpus, k: int, size: int, other: Sampled) -> d
         conn.execute("delete from knowledge_chunks where community = %s", (name,))
         conn.execute(
             conn.execute(
-                "select format('drop index if exists %%I', arc_community_vector_index_name(%s))", (name,)
+                "select format('drop table if exists %%I', arc_community_vector_table_name(%s))", (name,)
             ).fetchone()[0]
         )
         conn.execute(
@@ -504,11 +522,15 @@ def run(args) -> dict:
                 state_file.write_text(json.dumps(state))
             result.update(state)
             result["own_indexes"] = conn.execute(
-                "select count(*) from pg_indexes where tablename = 'knowledge_chunks' "
-                "and indexname like 'knowledge_chunks_hnsw_%%'"
+                "select count(*) from pg_indexes where indexname like 'arc\\_hnsw\\_%%' "
+                "or indexname like 'knowledge\\_chunks\\_hnsw\\_%%'"
             ).fetchone()[0]
-            result["table_total_mb"] = round(
-                conn.execute("select pg_total_relation_size('knowledge_chunks')").fetchone()[0] / 2**20
+            result["table_total_mb"] = round(  # knowledge_chunks and the communities' vector tables
+                conn.execute(
+                    "select pg_total_relation_size('knowledge_chunks') "
+                    "       + coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c where c.relkind = 'r' and c.relname like 'arc\\_vectors\\_%%'"
+                ).fetchone()[0]
+                / 2**20
             )
             result["reference_ms"] = reference_ms(conn)
             samples = sampled(conn, corpus, sizes, args.queries, args.warmup)

@@ -1,12 +1,13 @@
-"""Each community of a knowledge base of several past a size has an HNSW index of its own (sql/033,
-094), and hybrid_search's vector leg reads it (sql/031): a community that is a small share of one
-global index is pgvector's weak spot (benchmarks/scale/communities/). A smaller community among
-several is read exactly, with no schema object of its own. A knowledge base of one community has
-the global index alone, one of several drops it, and a community's answers do not change when
-others arrive."""
+"""Each community of a knowledge base of several past a size has an HNSW index of its own, on a
+vector table of its own that follows its chunks (sql/033, 094, 096), and hybrid_search's vector leg
+reads it: a community that is a small share of one global index is pgvector's weak spot
+(benchmarks/scale/communities/). A smaller community among several is read exactly, with no schema
+object of its own. A knowledge base of one community has the global index alone, one of several
+drops it, and a community's answers do not change when others arrive."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psycopg
@@ -36,11 +37,16 @@ def _answers(conn, embedder, community: str) -> dict:
 
 
 def _own_indexes(conn) -> dict[str, str]:
-    """index name -> its predicate, for the partial HNSW indexes on knowledge_chunks."""
+    """index name -> its table, for the HNSW indexes other than knowledge_chunks' global one."""
     return dict(conn.execute(
-        "select c.relname, pg_get_expr(i.indpred, i.indrelid) from pg_index i "
+        "select c.relname, i.indrelid::regclass::text from pg_index i "
         "join pg_class c on c.oid = i.indexrelid join pg_am a on a.oid = c.relam "
-        "where i.indrelid = 'knowledge_chunks'::regclass and a.amname = 'hnsw' and i.indpred is not null").fetchall())
+        "where a.amname = 'hnsw' and c.relname <> 'knowledge_chunks_embedding_hnsw'").fetchall())
+
+
+def _own(*communities: str) -> dict[str, str]:
+    """What _own_indexes reads when these communities have their index and table."""
+    return {f"arc_hnsw_{c}": f'"arc_vectors_{c}"' for c in communities}
 
 
 def _index_communities_from(url: str, chunks: int) -> None:
@@ -96,23 +102,22 @@ def test_each_community_of_several_is_searched_through_an_index_of_its_own(datab
     # a second community's load commits with an index for each of the two
     ingest_sample_corpus(ingestor, community="cedar-ridge")
     with psycopg.connect(url, autocommit=True) as conn:
-        assert _own_indexes(conn) == {"knowledge_chunks_hnsw_cedar-hollow": "(community = 'cedar-hollow'::text)",
-                                      "knowledge_chunks_hnsw_cedar-ridge": "(community = 'cedar-ridge'::text)"}
-        scans = _scans(conn, "knowledge_chunks_hnsw_cedar-hollow")
+        assert _own_indexes(conn) == _own("cedar-hollow", "cedar-ridge")
+        scans = _scans(conn, "arc_hnsw_cedar-hollow")
         assert not _has_global_index(conn)  # no search reads it now, so it is dropped
         # the same answers, now read from the community's own graph (filtered by type too)
         assert _answers(conn, embedder, "cedar-hollow") == before
         conn.execute("select pg_stat_force_next_flush()")
         deadline = time.monotonic() + 10
-        while _scans(conn, "knowledge_chunks_hnsw_cedar-hollow") == scans and time.monotonic() < deadline:
+        while _scans(conn, "arc_hnsw_cedar-hollow") == scans and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _scans(conn, "knowledge_chunks_hnsw_cedar-hollow") >= scans + len(QUESTIONS) * len(TYPES)
+        assert _scans(conn, "arc_hnsw_cedar-hollow") >= scans + len(QUESTIONS) * len(TYPES)
         ridge = _answers(conn, embedder, "cedar-ridge")
         ids = {r[0] for rows in ridge.values() for r in rows}
         assert {r[0] for r in conn.execute("select distinct community from knowledge_chunks where id = any(%s)",
                                            (list(ids),))} == {"cedar-ridge"}
         # a community without its index (dropped, or its build failed) is read exactly
-        conn.execute('drop index "knowledge_chunks_hnsw_cedar-hollow"')
+        conn.execute('drop index "arc_hnsw_cedar-hollow"')
         assert _answers(conn, embedder, "cedar-hollow") == before
         assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == [("cedar-hollow",)]
         assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == []
@@ -125,20 +130,20 @@ def test_an_own_index_holds_half_precision_and_one_made_before_is_read_as_it_is(
     as stored (made before, or by hand) keeps its leg ordered by the stored embedding."""
     url, db = _two_communities(database_factory, embedder, "halfindex", indexed=True)
     statement = "select arc_community_vector_leg_statement('cedar-hollow')"
-    index = "select pg_get_indexdef('\"knowledge_chunks_hnsw_cedar-hollow\"'::regclass)"
+    index = "select pg_get_indexdef('\"arc_hnsw_cedar-hollow\"'::regclass)"
     with psycopg.connect(url, autocommit=True) as conn:
         assert f"((embedding)::halfvec({embedder.dim})) halfvec_cosine_ops" in conn.execute(index).fetchone()[0]
-        assert f"order by c.embedding::halfvec({embedder.dim}) <=>" in conn.execute(statement).fetchone()[0]
+        assert f"order by v.embedding::halfvec({embedder.dim}) <=>" in conn.execute(statement).fetchone()[0]
         half = _answers(conn, embedder, "cedar-hollow")
         for q in QUESTIONS:  # the vector leg finds the exact nearest chunks on a corpus this small
             asked = {"q": q, "e": _vector(embedder, q), "c": "cedar-hollow", "t": None}
             assert ([r[0] for r in conn.execute(VECTOR_LEG, asked)]
                     == [r[0] for r in conn.execute(EXACT, asked)])
-        conn.execute('drop index "knowledge_chunks_hnsw_cedar-hollow"')
-        conn.execute('create index "knowledge_chunks_hnsw_cedar-hollow" on knowledge_chunks using hnsw '
-                     "(embedding vector_cosine_ops) with (m = 16, ef_construction = 64) where community = 'cedar-hollow'")
+        conn.execute('drop index "arc_hnsw_cedar-hollow"')
+        conn.execute('create index "arc_hnsw_cedar-hollow" on "arc_vectors_cedar-hollow" using hnsw '
+                     "(embedding vector_cosine_ops) with (m = 16, ef_construction = 64)")
         conn.execute("select arc_community_vector_leg('cedar-hollow')")
-        assert "order by c.embedding <=> $1" in conn.execute(statement).fetchone()[0]
+        assert "order by v.embedding <=> $1" in conn.execute(statement).fetchone()[0]
         assert _answers(conn, embedder, "cedar-hollow") == half
     db.close()
 
@@ -150,7 +155,7 @@ def test_a_long_community_name_gets_an_index_name_postgres_keeps(database_factor
         long_names = ["a" * 63, "a" * 62 + "b", "b" * 41, "with-hyphens_and_underscores"]
         names = [conn.execute("select arc_community_vector_index_name(%s)", (c,)).fetchone()[0] for c in long_names]
     assert all(len(n) <= 63 for n in names) and len(set(names)) == len(names)
-    assert names[2] == "knowledge_chunks_hnsw_" + "b" * 41
+    assert names[2] == "arc_hnsw_" + "b" * 41
 
 
 # bm25_query_terms as the SQL function it was before it became PL/pgSQL (to keep its plan)
@@ -224,7 +229,7 @@ def test_a_small_community_among_several_is_read_exactly_with_no_object_of_its_o
     # one more document brings cedar-ridge past the size: its load commits with its index alone
     ingestor.write([big_document("pets", 3)], community="cedar-ridge")
     with psycopg.connect(url, autocommit=True) as conn:
-        assert _own_indexes(conn) == {"knowledge_chunks_hnsw_cedar-ridge": "(community = 'cedar-ridge'::text)"}
+        assert _own_indexes(conn) == _own("cedar-ridge")
         assert _legs(conn) == ["arc_vector_leg_cedar-ridge"]
     db.close()
 
@@ -323,3 +328,157 @@ def test_a_database_of_several_communities_drops_its_global_index_when_upgraded(
         assert not _has_global_index(conn)
         assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == chunks
         assert {c: _answers(conn, embedder, c) for c in ("cedar-hollow", "cedar-ridge")} == before
+
+
+def _table_rows(conn, community: str) -> list[tuple]:
+    return conn.execute(sql.SQL("select id, document_type, is_binding, superseded_by, embedding::text "
+                                "from {} order by id").format(sql.Identifier(f"arc_vectors_{community}"))).fetchall()
+
+
+def _chunk_rows(conn, community: str) -> list[tuple]:
+    return conn.execute("select id, document_type, is_binding, superseded_by, embedding::text from knowledge_chunks "
+                        "where community = %s order by id", (community,)).fetchall()
+
+
+def _copy_of_a_chunk(community: str, document_id: str) -> str:
+    """An insert of one more chunk of the community (a copy of one of its chunks, as another document)."""
+    return ("insert into knowledge_chunks (document_id, document_name, document_type, section_path, chunk_index, "
+            "content, token_count, embedding, community) "
+            f"select '{document_id}', document_name, document_type, section_path, 0, content, token_count, embedding, "
+            f"community from knowledge_chunks where community = '{community}' order by id limit 1")
+
+
+def _leg_matches_exact(conn, embedder, community: str) -> None:
+    found = 0
+    for q in QUESTIONS:
+        for t in TYPES:
+            asked = {"q": q, "e": _vector(embedder, q), "c": community, "t": t}
+            exact = [r[0] for r in conn.execute(EXACT, asked)]
+            # the first ten: the copied pets document's chunks tie further down
+            assert [r[0] for r in conn.execute(VECTOR_LEG, asked)][:10] == exact[:10]
+            found += len(exact)
+    assert found
+
+
+def test_a_communitys_vector_table_follows_its_chunks(database_factory, embedder):
+    """A large community's index is on a table of its own, which holds exactly its chunks' leg
+    columns through every insert, update and delete of knowledge_chunks (and a truncate), and an
+    update of other columns (BM25's bookkeeping) leaves its rows untouched."""
+    url, db, ingestor = _one_community(database_factory, embedder, "vectortable", indexed=True)
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        # knowledge_chunks itself keeps no vector index: no per-community index slows its plans
+        assert conn.execute("select count(*) from pg_index i join pg_class c on c.oid = i.indexrelid "
+                            "join pg_am a on a.oid = c.relam where i.indrelid = 'knowledge_chunks'::regclass "
+                            "and a.amname = 'hnsw'").fetchone()[0] == 0
+        for c in ("cedar-hollow", "cedar-ridge"):
+            assert _table_rows(conn, c) == _chunk_rows(conn, c) != []
+        # an insert (the ingest path)
+        ingestor.write([big_document("pets", 3)], community="cedar-hollow")
+        assert _table_rows(conn, "cedar-hollow") == _chunk_rows(conn, "cedar-hollow")
+        # updates of the leg's columns: superseded, binding, type, embedding
+        document = conn.execute("select document_id from knowledge_chunks where community = 'cedar-hollow' "
+                                "and document_type = 'design_guidelines' limit 1").fetchone()[0]
+        conn.execute("update knowledge_chunks set superseded_by = 'newer' where document_id = %s", (document,))
+        conn.execute("update knowledge_chunks set is_binding = not is_binding, document_type = 'other' "
+                     "where id = (select min(id) from knowledge_chunks where community = 'cedar-hollow')")
+        conn.execute("update knowledge_chunks set embedding = (select embedding from knowledge_chunks "
+                     "where community = 'cedar-ridge' order by id desc limit 1) "
+                     "where id = (select max(id) from knowledge_chunks where community = 'cedar-hollow')")
+        assert _table_rows(conn, "cedar-hollow") == _chunk_rows(conn, "cedar-hollow")
+        _leg_matches_exact(conn, embedder, "cedar-hollow")  # the superseded document is not a candidate
+        # an update of other columns rewrites no row of the table
+        versions = conn.execute('select id, xmin::text from "arc_vectors_cedar-hollow" order by id').fetchall()
+        conn.execute("update knowledge_chunks set metadata = metadata || '{\"seen\": true}' "
+                     "where community = 'cedar-hollow'")
+        assert conn.execute('select id, xmin::text from "arc_vectors_cedar-hollow" order by id').fetchall() == versions
+        # a chunk moved to the other community leaves the one table for the other
+        conn.execute("update knowledge_chunks set community = 'cedar-ridge', document_id = 'moved' "
+                     "where id = (select max(id) from knowledge_chunks where community = 'cedar-hollow')")
+        for c in ("cedar-hollow", "cedar-ridge"):
+            assert _table_rows(conn, c) == _chunk_rows(conn, c)
+        # a delete (the documents API's path)
+        delete_document(db, document, community="cedar-hollow")
+        assert _table_rows(conn, "cedar-hollow") == _chunk_rows(conn, "cedar-hollow")
+        _leg_matches_exact(conn, embedder, "cedar-hollow")
+        _leg_matches_exact(conn, embedder, "cedar-ridge")
+        conn.execute("truncate knowledge_chunks cascade")
+        assert _table_rows(conn, "cedar-hollow") == _table_rows(conn, "cedar-ridge") == []
+    db.close()
+
+
+def test_no_chunk_is_left_out_of_a_vector_table_built_while_another_load_writes(database_factory, embedder):
+    """A build of a community's table waits for the loads of that community under way, and a load
+    that writes while the table is being made waits for it and then writes into it."""
+    url, db = _two_communities(database_factory, embedder, "vectorrace", indexed=True)
+    db.close()
+    rebuild = "select arc_community_vector_index('cedar-hollow')"
+    without = 'drop table "arc_vectors_cedar-hollow"'  # as before the community's first build
+    with psycopg.connect(url) as first, psycopg.connect(url) as second:
+        # a load under way, then a build: the build waits for its commit and copies its row
+        second.execute(without)
+        second.commit()
+        first.execute(_copy_of_a_chunk("cedar-hollow", "under-way"))
+        build = threading.Thread(target=lambda: (second.execute(rebuild), second.commit()))
+        build.start()
+        build.join(1.0)
+        assert build.is_alive()  # waiting for the load's commit
+        first.commit()
+        build.join(30)
+        # a build under way, then a load: the load waits for the table and writes into it
+        second.execute(without)
+        second.execute(rebuild)
+        load = threading.Thread(target=lambda: (first.execute(_copy_of_a_chunk("cedar-hollow", "while-made")),
+                                                first.commit()))
+        load.start()
+        load.join(1.0)
+        assert load.is_alive()  # waiting for the build's commit
+        second.commit()
+        load.join(30)
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = _chunk_rows(conn, "cedar-hollow")
+        assert _table_rows(conn, "cedar-hollow") == rows
+        assert conn.execute("select count(*) from knowledge_chunks where document_id in ('under-way', 'while-made')"
+                            ).fetchone()[0] == 2
+
+
+LEGACY_LEG = """select c.id, c.embedding <=> $1 as distance from knowledge_chunks c
+  where c.community = %L and ($2 is null or (c.document_type || '') = any ($2)) and (not $3 or c.is_binding)
+    and ($4 or c.superseded_by is null) order by c.embedding::halfvec(%s) <=> $1::halfvec(%s) limit $5"""
+
+
+def test_partial_indexes_upgrade_to_vector_tables(database_factory, embedder):
+    """A database whose large communities have partial indexes on knowledge_chunks (094) gets a
+    table and an index of its own for each and loses the partial ones (096), keeping every
+    document and answer."""
+    url, db = _two_communities(database_factory, embedder, "upgradetables", indexed=True)
+    db.close()
+    communities = ("cedar-hollow", "cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        before = {c: _answers(conn, embedder, c) for c in communities}
+        chunks = conn.execute("select count(*) from knowledge_chunks").fetchone()[0]
+        for c in communities:  # back to 094's layout: a partial index and a leg reading knowledge_chunks
+            conn.execute(sql.SQL("drop table {}").format(sql.Identifier(f"arc_vectors_{c}")))
+            conn.execute(sql.SQL("create index {} on knowledge_chunks using hnsw ((embedding::halfvec({})) "
+                                 "halfvec_cosine_ops) where community = {}").format(
+                sql.Identifier(f"knowledge_chunks_hnsw_{c}"), sql.Literal(embedder.dim), sql.Literal(c)))
+            statement = conn.execute("select format(%s::text, %s::text, %s::int, %s::int)",
+                                     (LEGACY_LEG, c, embedder.dim, embedder.dim)).fetchone()[0]
+            conn.execute(sql.SQL("create or replace function {}(query_embedding vector, document_types text[], "
+                                 "binding_only boolean, include_superseded boolean, match_count integer) "
+                                 "returns table (id bigint, distance double precision) language plpgsql stable "
+                                 "as {}").format(sql.Identifier(f"arc_vector_leg_{c}"),
+                                                 sql.Literal(f"begin return query {statement}; end")))
+        conn.execute("delete from schema_migrations where name = '096_community_vector_tables'")
+    db = Database(url)
+    assert "096_community_vector_tables" in db.migrate(embedder.dim)
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _own_indexes(conn) == _own(*communities)
+        assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == chunks
+        for c in communities:
+            assert _table_rows(conn, c) == _chunk_rows(conn, c)
+            leg = conn.execute(sql.SQL("select prosrc from pg_proc where proname = {}").format(
+                sql.Literal(f"arc_vector_leg_{c}"))).fetchone()[0]
+            assert f'"arc_vectors_{c}"' in leg
+        assert {c: _answers(conn, embedder, c) for c in communities} == before

@@ -30,9 +30,9 @@ def test_targets_are_what_supabase_runs(supabase_like):
         assert version.startswith("15") and vector[0] == "0.8.0"
 
 
-@pytest.fixture(scope="module")
-def supabase_like(database_factory, embedder, tmp_path_factory):
-    url = database_factory("supa")
+def _supabase_project(database_factory, prefix: str) -> tuple[str, str]:
+    """A new database set up as Supabase sets up a project: (superuser URL, owner URL)."""
+    url = database_factory(prefix)
     name = url.split("/")[3].split("?")[0]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SETUP_ROLES)
@@ -45,7 +45,12 @@ def supabase_like(database_factory, embedder, tmp_path_factory):
         for kind in ("tables", "functions", "sequences"):
             conn.execute(f"alter default privileges for role arc_owner in schema public "
                          f"grant all on {kind} to anon, authenticated, service_role")
-    owner_url = with_user(url, "arc_owner")
+    return url, with_user(url, "arc_owner")
+
+
+@pytest.fixture(scope="module")
+def supabase_like(database_factory, embedder, tmp_path_factory):
+    url, owner_url = _supabase_project(database_factory, "supa")
     db = Database(owner_url)
     db.migrate(embedder.dim)
     ingest_sample_corpus(Ingestor(db, embedder))
@@ -116,3 +121,29 @@ def test_the_worker_answers_as_the_owner(supabase_like, embedder):
     assert query_log_written(client)
     with psycopg.connect(supabase_like["url"]) as conn:
         assert conn.execute("select count(*) from query_log").fetchone()[0] >= 1
+
+
+def test_a_large_communitys_vector_table_is_shared_with_no_one(database_factory, embedder):
+    """The vector table and index a community past the size gets at a load's commit are made by
+    the loader at run time, where Supabase's default privileges would give them to anon: they
+    come with row level security and with the service role's rights alone."""
+    url, owner_url = _supabase_project(database_factory, "supavectors")
+    name = url.split("/")[3].split("?")[0]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'alter database "{name}" set arc.community_index_min_chunks = 1')
+    db = Database(owner_url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    db.close()
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("select relname, relrowsecurity from pg_class "
+                            "where relname like 'arc\\_vectors\\_%' order by 1").fetchall()
+    assert rows == [("arc_vectors_cedar-hollow", True), ("arc_vectors_cedar-ridge", True)]
+    for role in ("anon", "authenticated"):
+        for sql in ('select count(*) from "arc_vectors_cedar-hollow"', 'delete from "arc_vectors_cedar-ridge"',
+                    'truncate "arc_vectors_cedar-hollow"'):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                as_role(url, role, sql)
+    assert as_role(url, "service_role", 'select count(*) from "arc_vectors_cedar-hollow"')[0][0] > 0

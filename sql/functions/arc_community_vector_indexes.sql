@@ -1,7 +1,8 @@
--- Every community holding at least arc_community_index_min_chunks() chunks gets its index, once the
--- knowledge base holds several communities; a smaller one is read exactly (hybrid_search). Returns
--- the communities it made an index for. (A community with an index and no vector leg,
--- from before the legs were made, gets its leg, quietly.)
+-- Every community holding at least arc_community_index_min_chunks() chunks gets its vector table
+-- and index, once the knowledge base holds several communities; a smaller one is read exactly
+-- (hybrid_search). Returns the communities it made an index for. (A community with an index and
+-- no vector leg, from before the legs were made, gets its leg, quietly; one with a partial index
+-- on knowledge_chunks, as 094 made them, gets its table and index, and the partial one goes.)
 --
 -- The global HNSW index (002) then answers no search: every community is read through its own
 -- index or exactly. Yet every write of any community inserts into it, vacuum walks it, and it
@@ -18,6 +19,12 @@ as $$
 declare
   c text;
 begin
+  for c in select b.community from bm25_corpus b
+            where to_regclass(quote_ident(arc_community_object_name('knowledge_chunks_hnsw_', b.community))) is not null
+            order by b.community loop
+    perform arc_community_vector_index(c);
+    return next c;
+  end loop;
   if (select count(*) from bm25_corpus where n_docs > 0) < 2 then
     if to_regclass('knowledge_chunks_embedding_hnsw') is null
        and exists (select 1 from bm25_corpus b

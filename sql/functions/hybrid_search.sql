@@ -17,7 +17,7 @@
 -- One community (030): `community` null means the knowledge base's one community; with several it
 -- is an error (22023) naming the parameter, and so is a community that holds no chunks. Both legs
 -- read that community alone, inside the SQL: the vector leg on the community's own HNSW index when
--- it has one (033; at half precision, arc_community_vector_index), exactly over its rows when it
+-- it has one (on its own vector table, at half precision: arc_community_vector_index), exactly over its rows when it
 -- is a small community among several (094) or the knowledge base has no global HNSW index (one of
 -- several drops it, arc_community_vector_indexes), else filtering the global HNSW scan on it
 -- (iterative scans keep filling match_count); the full-text leg reads that community's postings and scores
@@ -164,14 +164,12 @@ begin
     null;  -- pgvector < 0.8: no iterative scans; the larger ef_search above still helps
   end;
 
-  -- A community with an HNSW index of its own (033) is searched there: planned with the
-  -- community as a literal, because only then can the planner see that the partial index holds
-  -- the rows asked for (a generic plan cannot), and with sorting off, without which a filtered
-  -- search would rather read all the community's rows of that type through the btree and sort
-  -- them; through the global index, filtering on the community, it is slower and misses more. That
-  -- statement is the community's vector leg function (033), whose plan is kept for the session;
-  -- without it (an index made by hand) the same statement is planned here on every call. Each
-  -- way of reading the leg leaves its ids and distances in leg_ids / leg_dist for the fusion.
+  -- A community with an HNSW index of its own is searched there, on its own vector table
+  -- (arc_community_vector_index), with sorting off, without which a filtered search would rather
+  -- read the table's rows of that type and sort them. That statement is the community's vector leg
+  -- function, whose plan is kept for the session; without it (an index made by hand) the same
+  -- statement is planned here on every call. Each way of reading the leg leaves its ids and
+  -- distances in leg_ids / leg_dist for the fusion.
   if query_embedding is not null then
     leg_name := arc_community_vector_leg_name(scope);
     select to_regprocedure(format('%I(vector, text[], boolean, boolean, integer)', leg_name))

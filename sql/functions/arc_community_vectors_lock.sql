@@ -1,0 +1,20 @@
+-- The lock that keeps a community's vector table whole (arc_community_vector_index): its build
+-- takes it alone, and every write of that community's chunks shares it
+-- (arc_community_vectors_on_write) before it looks for the table. So a load that writes while the
+-- table is made waits for it and then writes into it, and a build waits for the loads under way
+-- and copies their rows: no chunk is ever left out. Held to the end of the transaction.
+create or replace function arc_community_vectors_lock(community text, exclusive boolean)
+returns void
+language plpgsql
+set search_path = public, extensions
+as $$
+begin
+  if exclusive then
+    perform pg_advisory_xact_lock(hashtext('arc_community_vectors'), hashtext(community));
+  else
+    perform pg_advisory_xact_lock_shared(hashtext('arc_community_vectors'), hashtext(community));
+  end if;
+end
+$$;
+
+select arc_service_role_only('function', 'arc_community_vectors_lock(text, boolean)');
