@@ -20,7 +20,9 @@ held-out question's recorded candidates, and counts the takes of rules 1-6 and t
 ratio ("rule 7") would add, right and wrong.
 ``overlap`` tries a further route of rule 6 on the same recording: the question's first-stage
 candidates against the ones the confirmed question retrieves (rank-biased overlap, or the share of
-the first k in common). ``scale`` replays the status's success cut fitted on the confirmations
+the first k in common). ``kinds`` asks what rule 3 would do
+before rule 1 (the confirmations of a conflicting kind dropped before the nearest is chosen).
+``scale`` replays the status's success cut fitted on the confirmations
 (worker/retrieve/status/fitted_cut.py) against the rule it replaced and other anchors, on (c) and
 (d), from each answer's recorded confidence.
 
@@ -30,6 +32,7 @@ the first k in common). ``scale`` replays the status's success cut fitted on the
     python benchmarks/confirmation_rules.py halves /tmp/rules --splits 100
     python benchmarks/confirmation_rules.py overlap /tmp/rules
     python benchmarks/confirmation_rules.py scale /tmp/rules
+    python benchmarks/confirmation_rules.py kinds /tmp/rules
 """
 
 from __future__ import annotations
@@ -1030,6 +1033,45 @@ def _splits(answers: list[dict], fits: list[dict], count: int) -> None:
             )
 
 
+def kinds(folder: Path) -> None:
+    """Rule 3 first: drop the confirmations whose asked kind conflicts with the question's before
+    rule 1 chooses the nearest one and its rival (the matcher checks the kind after, so a nearer
+    confirmation of another kind refuses the question outright). Lists every question whose
+    nearest confirmation would change, and whether the new one could be taken at all: its
+    original's for a rewording, past ``near`` and ahead of its rival by MARGIN."""
+    original: dict[str, str] = {}
+    for c in json.loads((folder / "results.json").read_text())["communities"]:
+        for r in c["rewordings"]["questions"]:
+            original[r["id"]] = r["original"]
+    changed = collections.Counter()
+    reachable = collections.Counter()
+    print("| community | id | kind | rewording | new nearest is its original | similarity | rival | near | question |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for line in (folder / "calls.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        asks = confirmed.asking(row["question"])
+        if asks is None:
+            continue
+        keep = [i for i, q in enumerate(row["confirmed"]) if confirmed.asking(q) in (None, asks)]
+        if not keep:
+            continue
+        sims, answers = row["similarities"], [e[2] or 0 for e in row["entries"]]
+        best = max(keep, key=lambda i: sims[i])
+        if row["confirmed"][best] == row["nearest"]:
+            continue
+        rival = max((sims[i] for i in keep if answers[i] != answers[best]), default=-1.0)
+        own = original.get(row["id"]) == row["confirmed"][best]
+        changed[row["community"]] += 1
+        could = sims[best] >= row["near"] and sims[best] - rival >= confirmed.MARGIN
+        reachable[row["community"]] += could and own
+        print(f"| {row['community']} | {row['id']} | {row['kind']} | {'yes' if row['id'] in original else 'no'} "
+              f"| {'yes' if own else 'no'} | {sims[best]:.3f} | {rival:.3f} | {row['near']:.3f} | {row['question']} |")
+    print()
+    for community in sorted(changed):
+        print(f"{community}: nearest changed for {changed[community]} questions; "
+              f"rewordings that could then take their original's confirmation: {reachable[community]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -1053,6 +1095,9 @@ def main() -> None:
     sub.add_parser("models", help="which local model tells a rewording from a different question").add_argument(
         "--dataset", type=Path, default=Path("/work/shared/datasets/hoa-dev")
     )
+    sub.add_parser("kinds", help="rule 3 before rule 1: conflicting kinds dropped first").add_argument(
+        "folder", type=Path
+    )
     scaled = sub.add_parser("scale", help="replay the success cut fitted on the confirmations, and others")
     scaled.add_argument("folder", type=Path)
     scaled.add_argument("--splits", type=int, default=100, help="seeded halves per community for (d) again")
@@ -1069,6 +1114,8 @@ def main() -> None:
         models(args.dataset)
     elif args.command == "scale":
         scale(args.folder, args.splits)
+    elif args.command == "kinds":
+        kinds(args.folder)
     else:
         fit(args.folder)
 
