@@ -35,13 +35,13 @@ machine's load then falls on all alike), after a warm-up with other questions:
     pgvector 0.8's iterative scans off / relaxed_order / strict_order and several ef_search and
     hnsw.max_scan_tuples;
   - exact: the community's chunks through its btree, every distance computed and sorted;
-  - partial: a partial HNSW index per community (`where community = '...'`), the statement
-    naming the community as a literal and planned on every call (a generic plan cannot use a
-    partial index), with sorting off, as hybrid_search (031) runs it since 033;
+  - partial: an HNSW index per community, as the checkout makes it (on the community's vector
+    table, sql/096; the runs in results.md read a partial index `where community = '...'` on
+    knowledge_chunks), the leg's statement planned on every call, with sorting off;
   - partition: a copy of (id, community, embedding) list-partitioned by community, an HNSW
     index per partition, the community a parameter (run-time pruning);
-* the whole hybrid_search (both legs and the fusion): the checkout's (which reads the partial
-  indexes the run made), and each of its legs alone; and 031's as of BASELINE (the global index,
+* the whole hybrid_search (both legs and the fusion): the checkout's (which reads the
+  communities' own indexes the run made), and each of its legs alone; and 031's as of BASELINE (the global index,
   relaxed_order) with its strict_order variant (from git);
 * vector recall@40 against the exact 40 nearest chunks of that community (computed in numpy
   from the generated vectors).
@@ -369,11 +369,13 @@ def build_global_index(conn, maintenance_work_mem: str) -> float:
 
 
 def partial_index_name(community: str) -> str:
-    return f"knowledge_chunks_hnsw_{community}"
+    """A community's own HNSW index (arc_community_vector_index_name, for the short names here)."""
+    return f"arc_hnsw_{community}"
 
 
 def build_partial_indexes(conn, communities: list[str], maintenance_work_mem: str) -> float:
-    """One partial HNSW index per community, as the product makes it (arc_community_vector_index)."""
+    """One HNSW index per community, as the product makes it (arc_community_vector_index: on the
+    community's vector table)."""
     conn.execute(f"set maintenance_work_mem = '{maintenance_work_mem}'")
     start = time.perf_counter()
     for c in communities:
@@ -384,7 +386,7 @@ def build_partial_indexes(conn, communities: list[str], maintenance_work_mem: st
 
 def drop_partial_indexes(conn, communities: list[str]) -> None:
     for c in communities:
-        conn.execute(f"drop index if exists {partial_index_name(c)}")
+        conn.execute(f"drop table if exists arc_vectors_{c}")
 
 
 def build_partitions(conn, communities: list[str], maintenance_work_mem: str) -> float:
@@ -631,7 +633,7 @@ def sizes(conn, communities: list[str]) -> dict:
     row = conn.execute(
         "select pg_total_relation_size('knowledge_chunks'), pg_relation_size('knowledge_chunks_embedding_hnsw'),"
         " coalesce(pg_relation_size(to_regclass(%s)), 0),"
-        " (select coalesce(sum(pg_relation_size(indexrelid)), 0)::bigint from pg_index where indexrelid::regclass::text like 'knowledge_chunks_hnsw_%%'),"
+        " (select coalesce(sum(pg_relation_size(indexrelid)), 0)::bigint from pg_index where indexrelid::regclass::text like 'arc\\_hnsw\\_%%'),"
         " pg_total_relation_size('bm25_postings')", (one,)).fetchone()
     mb = lambda b: round(b / 2**20, 1)  # noqa: E731
     return {"table_total_mb": mb(row[0]), "global_hnsw_mb": mb(row[1]), "one_partial_hnsw_mb": mb(row[2]),
