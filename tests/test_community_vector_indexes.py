@@ -409,7 +409,8 @@ def test_a_communitys_vector_table_follows_its_chunks(database_factory, embedder
 
 def test_no_chunk_is_left_out_of_a_vector_table_built_while_another_load_writes(database_factory, embedder):
     """A build of a community's table waits for the loads of that community under way, and a load
-    that writes while the table is being made waits for it and then writes into it."""
+    that writes while the table is being made waits for it and then writes into it; another
+    community's loads go on meanwhile."""
     url, db = _two_communities(database_factory, embedder, "vectorrace", indexed=True)
     db.close()
     rebuild = "select arc_community_vector_index('cedar-hollow')"
@@ -433,6 +434,10 @@ def test_no_chunk_is_left_out_of_a_vector_table_built_while_another_load_writes(
         load.start()
         load.join(1.0)
         assert load.is_alive()  # waiting for the build's commit
+        # another community's writes do not wait for it (an index on knowledge_chunks held them all)
+        with psycopg.connect(url, autocommit=True) as third:
+            third.execute("set lock_timeout = '2s'")
+            third.execute(_copy_of_a_chunk("cedar-ridge", "meanwhile"))
         second.commit()
         load.join(30)
     with psycopg.connect(url, autocommit=True) as conn:
