@@ -487,3 +487,16 @@ def test_partial_indexes_upgrade_to_vector_tables(database_factory, embedder):
                 sql.Literal(f"arc_vector_leg_{c}"))).fetchone()[0]
             assert f'"arc_vectors_{c}"' in leg
         assert {c: _answers(conn, embedder, c) for c in communities} == before
+
+
+def test_a_write_of_thousands_of_communities_holds_a_bounded_number_of_locks(database_factory, embedder):
+    """Each community written shares its vector-table lock for the transaction; the communities
+    share 256 of them, so a statement writing thousands cannot run out of Postgres's lock slots."""
+    url = database_factory("vectorlocks")
+    Database(url).migrate(embedder.dim)
+    with psycopg.connect(url) as conn:
+        conn.execute("select arc_community_vectors_lock('c' || g, false) from generate_series(1, 3000) g")
+        held = conn.execute("select count(*) from pg_locks where locktype = 'advisory' "
+                            "and pid = pg_backend_pid()").fetchone()[0]
+        assert 200 < held <= 256
+        conn.rollback()
