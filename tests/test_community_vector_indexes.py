@@ -500,3 +500,23 @@ def test_a_write_of_thousands_of_communities_holds_a_bounded_number_of_locks(dat
                             "and pid = pg_backend_pid()").fetchone()[0]
         assert 200 < held <= 256
         conn.rollback()
+
+
+def test_a_failed_build_lets_the_load_commit_and_the_community_is_read_exactly(database_factory, embedder):
+    """A vector table that cannot be made at a load's commit (here a view on one left from before
+    keeps it from being dropped) is a warning: the load commits, the other community still gets
+    its own, and this one is read exactly until the build can run."""
+    url, db, ingestor = _one_community(database_factory, embedder, "failedbuild", indexed=True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute('create table "arc_vectors_cedar-ridge" as select id, document_type, is_binding, superseded_by, '
+                     "embedding from knowledge_chunks where false")
+        conn.execute('create view blocker as select * from "arc_vectors_cedar-ridge"')
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("select n_docs from bm25_corpus where community = 'cedar-ridge'").fetchone()[0] > 0
+        assert _own_indexes(conn) == _own("cedar-hollow")
+        _leg_matches_exact(conn, embedder, "cedar-ridge")
+        conn.execute("drop view blocker")
+        assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == [("cedar-ridge",)]
+        assert _table_rows(conn, "cedar-ridge") == _chunk_rows(conn, "cedar-ridge")
+    db.close()

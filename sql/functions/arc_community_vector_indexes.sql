@@ -3,6 +3,8 @@
 -- (hybrid_search). Returns the communities it made an index for. (A community with an index and
 -- no vector leg, from before the legs were made, gets its leg, quietly; one with a partial index
 -- on knowledge_chunks, as 094 made them, gets its table and index, and the partial one goes.)
+-- A community whose build fails is a warning (arc_community_vector_index_built): the others still
+-- get theirs, and it is read as it stands.
 --
 -- The global HNSW index (002) then answers no search: every community is read through its own
 -- index or exactly. Yet every write of any community inserts into it, vacuum walks it, and it
@@ -22,8 +24,9 @@ begin
   for c in select b.community from bm25_corpus b
             where to_regclass(quote_ident(arc_community_object_name('knowledge_chunks_hnsw_', b.community))) is not null
             order by b.community loop
-    perform arc_community_vector_index(c);
-    return next c;
+    if arc_community_vector_index_built(c) then
+      return next c;
+    end if;
   end loop;
   if (select count(*) from bm25_corpus where n_docs > 0) < 2 then
     if to_regclass('knowledge_chunks_embedding_hnsw') is null
@@ -38,8 +41,9 @@ begin
             where b.n_docs > 0 and b.n_docs >= arc_community_index_min_chunks()
               and to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is null
             order by b.community loop
-    perform arc_community_vector_index(c);
-    return next c;
+    if arc_community_vector_index_built(c) then
+      return next c;
+    end if;
   end loop;
   for c in select b.community from bm25_corpus b
             where to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is not null

@@ -1,7 +1,7 @@
 -- Constraint trigger (bm25_corpus_community_vector_index, 033, 094), deferred to the commit of a load
--- that brings a community its first chunks or past arc_community_index_min_chunks(). A build that
--- fails leaves the community on the global index (read exactly if there is none) and lets the load
--- commit.
+-- that brings a community its first chunks or past arc_community_index_min_chunks(). Whatever fails
+-- there (a build, or dropping the global index: rights, memory) is a warning and lets the load
+-- commit; each community is then read as it stands (its own index, the global one, or exactly).
 create or replace function arc_community_vector_indexes_on_commit() returns trigger
 language plpgsql
 set search_path = public, extensions
@@ -10,9 +10,9 @@ begin
   begin
     perform arc_community_vector_indexes();
   exception when others then
-    raise warning 'arc-retrieval: no vector index of its own for a community (%): it is searched through the '
-                  'global index, or exactly without one; run select arc_community_vector_indexes() to try again',
-                  sqlerrm;
+    raise warning 'arc-retrieval: the communities'' vector indexes were not brought up to date (%): each '
+                  'community is searched through its own index, the global index or exactly, as it stands; '
+                  'run select arc_community_vector_indexes() to try again', sqlerrm;
   end;
   return null;
 end
