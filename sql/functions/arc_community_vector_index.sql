@@ -2,11 +2,11 @@
 -- of 002's), and its vector leg.
 --
 -- The table (arc_community_vector_table_name) holds the community's chunk ids, the columns the leg
--- filters on and the embeddings; the sync triggers on knowledge_chunks keep it whole
--- (arc_community_vectors_on_write, 096). The index lives there, not on knowledge_chunks: the
--- planner opens every index of a table it plans a statement on, once a session, so a partial
--- index per large community on knowledge_chunks made every new connection's first plan of any
--- search slower by each of them (benchmarks/portfolio/results.md); on a table of its own it costs
+-- filters on and the embeddings; statement triggers on knowledge_chunks keep it whole
+-- (arc_community_vectors_on_insert and the others, 096). The index lives there, not on
+-- knowledge_chunks: the planner opens every index of a table it plans a statement on, once a
+-- session, so a partial index per large community on knowledge_chunks made every new
+-- connection's first plan of any search slower by each of them (benchmarks/portfolio/results.md); on a table of its own it costs
 -- only that community's searches.
 --
 -- The index holds the embeddings at half precision (halfvec, pgvector 0.7 and later): half the
