@@ -17,12 +17,12 @@
 -- One community (030): `community` null means the knowledge base's one community; with several it
 -- is an error (22023) naming the parameter, and so is a community that holds no chunks. Both legs
 -- read that community alone, inside the SQL: the vector leg on the community's own HNSW index when
--- it has one (on its own vector table, at half precision: arc_community_vector_index), exactly over its rows when it
--- is a small community among several (094) or the knowledge base has no global HNSW index (one of
--- several drops it, arc_community_vector_indexes), else filtering the global HNSW scan on it
--- (iterative scans keep filling match_count); the full-text leg reads that community's postings and scores
--- with its statistics (bm25_query_terms(text, community)). Nothing of another community is ever a
--- candidate.
+-- it has one (on its own vector table, at half precision: arc_community_vector_index), exactly
+-- over its rows when it is a small community among several (094) or the knowledge base has no
+-- global HNSW index (one of several drops it, arc_community_vector_indexes), else filtering the
+-- global HNSW scan on it (iterative scans keep filling match_count); the full-text leg reads that
+-- community's postings and scores with its statistics (bm25_query_terms(text, community)).
+-- Nothing of another community is ever a candidate.
 --
 -- filter_as_of: only chunks in force that day are candidates (arc_in_force, docs/as-of.md), in
 -- both legs; the caller includes superseded documents then, since one superseded later was in
