@@ -520,3 +520,35 @@ def test_a_failed_build_lets_the_load_commit_and_the_community_is_read_exactly(d
         assert conn.execute("select * from arc_community_vector_indexes()").fetchall() == [("cedar-ridge",)]
         assert _table_rows(conn, "cedar-ridge") == _chunk_rows(conn, "cedar-ridge")
     db.close()
+
+
+def test_a_build_and_a_load_of_two_communities_never_deadlock(database_factory, embedder):
+    """A build of several communities' tables and a load writing several communities take the
+    communities' locks in one order (their slot's, not their names'), so neither waits on the
+    other in a cycle: the load that holds one community and then writes the other goes through."""
+    url, db, ingestor = _one_community(database_factory, embedder, "vectororder", indexed=True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        slot = lambda c: conn.execute("select arc_community_vectors_slot(%s)", (c,)).fetchone()[0]  # noqa: E731
+        # a second community whose name sorts one way and whose slot the other
+        other = next(c for c in (f"aspen-{i}" for i in range(100)) if slot(c) > slot("cedar-hollow"))
+        first, second = "cedar-hollow", other  # first by slot, second by name
+    ingest_sample_corpus(ingestor, community=other)
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for c in (first, second):
+            conn.execute(sql.SQL("drop table {}").format(sql.Identifier(f"arc_vectors_{c}")))
+    with psycopg.connect(url) as load, psycopg.connect(url) as build:
+        load.execute("set lock_timeout = '20s'")
+        load.execute(_copy_of_a_chunk(first, "held"))  # holds the first community's lock
+        built: list = []
+        worker = threading.Thread(target=lambda: (built.extend(build.execute(
+            "select * from arc_community_vector_indexes()").fetchall()), build.commit()))
+        worker.start()
+        worker.join(1.0)
+        load.execute(_copy_of_a_chunk(second, "then"))  # no deadlock: the build waits on the first
+        load.commit()
+        worker.join(30)
+    assert sorted(built) == sorted([(first,), (second,)])
+    with psycopg.connect(url, autocommit=True) as conn:
+        for c in (first, second):
+            assert _table_rows(conn, c) == _chunk_rows(conn, c)

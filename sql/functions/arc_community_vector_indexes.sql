@@ -23,7 +23,7 @@ declare
 begin
   for c in select b.community from bm25_corpus b
             where to_regclass(quote_ident(arc_community_object_name('knowledge_chunks_hnsw_', b.community))) is not null
-            order by b.community loop
+            order by arc_community_vectors_slot(b.community), b.community loop
     if arc_community_vector_index_built(c) then
       return next c;
     end if;
@@ -40,7 +40,7 @@ begin
   for c in select b.community from bm25_corpus b
             where b.n_docs > 0 and b.n_docs >= arc_community_index_min_chunks()
               and to_regclass(quote_ident(arc_community_vector_index_name(b.community))) is null
-            order by b.community loop
+            order by arc_community_vectors_slot(b.community), b.community loop
     if arc_community_vector_index_built(c) then
       return next c;
     end if;

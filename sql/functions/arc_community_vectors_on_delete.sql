@@ -7,7 +7,8 @@ as $$
 declare
   c text;
 begin
-  for c in select distinct o.community from old_rows o loop
+  for c in select w.community from (select distinct o.community from old_rows o) w
+            order by arc_community_vectors_slot(w.community), w.community loop
     perform arc_community_vectors_lock(c, false);
     if to_regclass(quote_ident(arc_community_vector_table_name(c))) is not null then
       execute format('delete from %I v using old_rows o where v.id = o.id and o.community = $1',

@@ -9,7 +9,8 @@ as $$
 declare
   c text;
 begin
-  for c in select distinct n.community from new_rows n loop
+  for c in select w.community from (select distinct n.community from new_rows n) w
+            order by arc_community_vectors_slot(w.community), w.community loop
     perform arc_community_vectors_lock(c, false);
     if to_regclass(quote_ident(arc_community_vector_table_name(c))) is not null then
       execute format('insert into %I (id, document_type, is_binding, superseded_by, embedding) '

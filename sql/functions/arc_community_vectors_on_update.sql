@@ -11,7 +11,8 @@ declare
   c text;
   tab text;
 begin
-  for c in select o.community from old_rows o union select n.community from new_rows n loop
+  for c in select w.community from (select o.community from old_rows o union select n.community from new_rows n) w
+            order by arc_community_vectors_slot(w.community), w.community loop
     perform arc_community_vectors_lock(c, false);
     tab := arc_community_vector_table_name(c);
     if to_regclass(quote_ident(tab)) is null then
