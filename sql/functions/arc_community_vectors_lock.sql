@@ -1,6 +1,6 @@
 -- The lock that keeps a community's vector table whole (arc_community_vector_index): its build
 -- takes it alone, and every write of that community's chunks shares it
--- (arc_community_vectors_on_insert and the others) before it looks for the table. So a load that
+-- (arc_community_vector_tables_of) before it looks for the table. So a load that
 -- writes while the table is made waits for it and then writes into it, and a build waits for the
 -- loads under way and copies their rows: no chunk is ever left out. Held to the end of the
 -- transaction. The communities share 256 locks by the hash of their name

@@ -2,7 +2,7 @@
 -- (arc_community_vector_index) follows the updated chunks whose leg columns (type, binding,
 -- superseded, embedding) or community changed, and only those: BM25's bookkeeping updates
 -- chunks too, and must not rewrite the graphs. A chunk that moves to another community leaves
--- the one table and enters the other. Under the communities' locks, as an insert is.
+-- the one table and enters the other. Under the communities' locks (arc_community_vector_tables_of).
 create or replace function arc_community_vectors_on_update() returns trigger
 language plpgsql
 set search_path = public, extensions
@@ -11,13 +11,8 @@ declare
   c text;
   tab text;
 begin
-  for c in select w.community from (select o.community from old_rows o union select n.community from new_rows n) w
-            order by arc_community_vectors_slot(w.community), w.community loop
-    perform arc_community_vectors_lock(c, false);
-    tab := arc_community_vector_table_name(c);
-    if to_regclass(quote_ident(tab)) is null then
-      continue;
-    end if;
+  for c, tab in select * from arc_community_vector_tables_of(
+                  array(select o.community from old_rows o union select n.community from new_rows n)) loop
     execute format('delete from %I v using old_rows o join new_rows n on n.id = o.id '
                    ' where v.id = o.id and o.community = $1 and n.community is distinct from $1', tab)
       using c;
