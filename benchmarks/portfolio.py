@@ -235,22 +235,25 @@ def own_index(conn, name: str) -> bool:
     ).fetchone()[0]
 
 
+def own_leg_sql(conn, name: str) -> str:
+    """Community ``name``'s own leg statement, as the checkout writes it, with the leg's
+    parameters: the question's vector ``%(v)s``, any type, superseded left out, 40 rows."""
+    own = conn.execute("select arc_community_vector_leg_statement(%s)", (name,)).fetchone()[0]
+    for param, value in (
+        ("$1", "%(v)s::vector"),
+        ("$2", "null::text[]"),
+        ("$3", "false"),
+        ("$4", "false"),
+        ("$5", "40"),
+    ):
+        own = own.replace(param, value)
+    return own
+
+
 def leg_sql(conn, option: str, name: str) -> str:
-    """The option's statement for community ``name`` (its own leg's, as the checkout writes it,
-    with the leg's parameters: any type, superseded left out, 40 rows)."""
+    """The option's statement for community ``name``."""
     sql = LEGS[option][0]
-    if sql == "{own}":
-        own = conn.execute("select arc_community_vector_leg_statement(%s)", (name,)).fetchone()[0]
-        for param, value in (
-            ("$1", "%(v)s::vector"),
-            ("$2", "null::text[]"),
-            ("$3", "false"),
-            ("$4", "false"),
-            ("$5", "40"),
-        ):
-            own = own.replace(param, value)
-        return own
-    return sql
+    return own_leg_sql(conn, name) if sql == "{own}" else sql
 
 
 def leg(conn, option: str, s: Sampled, j: int) -> list[int]:
@@ -528,7 +531,8 @@ def run(args) -> dict:
             result["table_total_mb"] = round(  # knowledge_chunks and the communities' vector tables
                 conn.execute(
                     "select pg_total_relation_size('knowledge_chunks') "
-                    "       + coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c where c.relkind = 'r' and c.relname like 'arc\\_vectors\\_%%'"
+                    "       + coalesce(sum(pg_total_relation_size(c.oid)), 0) from pg_class c "
+                    "where c.relkind = 'r' and c.relname like 'arc\\_vectors\\_%%'"
                 ).fetchone()[0]
                 / 2**20
             )

@@ -31,7 +31,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from portfolio import HYBRID, Sampled, sampled, size_of
+from portfolio import HYBRID, Sampled, own_leg_sql, sampled, size_of
 from scale_communities import DIM, Corpus, community_name, pct, server, vector_text
 
 # 094's leg for a community's partial index: the community a literal, ordered at half precision
@@ -50,19 +50,6 @@ EXACT_READ = (
     "select c.id from knowledge_chunks c where c.community = {literal} and c.superseded_by is null "
     "order by (c.embedding <=> %(v)s::vector) + 0 limit 40"
 )
-
-
-def own_leg(conn, community: str) -> str:
-    statement = conn.execute("select arc_community_vector_leg_statement(%s)", (community,)).fetchone()[0]
-    for param, value in (
-        ("$1", "%(v)s::vector"),
-        ("$2", "null::text[]"),
-        ("$3", "false"),
-        ("$4", "false"),
-        ("$5", "40"),
-    ):
-        statement = statement.replace(param, value)
-    return statement
 
 
 def literal(community: str) -> str:
@@ -145,7 +132,7 @@ def main() -> None:
             if not large:
                 raise SystemExit(f"{args.keep} has no community with a vector table: build it with --own-indexes")
             samples = {s.label: s for s in sampled(conn, corpus, sizes, args.queries, 0)}
-            own = [(c, own_leg(conn, c)) for c in large]
+            own = [(c, own_leg_sql(conn, c)) for c in large]
         small = samples["median"]
         result["large_communities"] = len(large)
         result["rows"] += planning_rows(url, "a vector table per large community (checkout)", small, own, args.sessions)
@@ -199,7 +186,7 @@ def legs(url: str, s: Sampled, corpus: Corpus, sizes: list[int], args, round_: i
     with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url, autocommit=True) as other:
         for k, v in SETTINGS.items():
             conn.execute(f"set {k} = '{v}'")
-        statements = {"own": own_leg(conn, s.name), "partial": PARTIAL_LEG.format(literal=literal(s.name), dim=DIM)}
+        statements = {"own": own_leg_sql(conn, s.name), "partial": PARTIAL_LEG.format(literal=literal(s.name), dim=DIM)}
         for j in range(len(s.vectors)):
             for way in ("own", "partial") if j % 2 == 0 else ("partial", "own"):
                 for n in range(args.neighbours):
