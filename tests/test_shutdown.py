@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import requests
+
 from tests.helpers import COMMANDS, ROOT, free_port, wait_until_serving
 
 # Each test starts the worker (or the eval command) in a process with its own Postgres and model.
@@ -73,3 +75,36 @@ def test_a_stop_is_clean(command, stop_signal, load, tmp_path):
     assert took < 25, f"the stop took {took:.1f} s"
     if load:
         assert statuses and all(s == 200 for s in statuses), sorted(set(statuses))
+
+
+
+STOPPING = """
+import os, signal
+from worker.serve import gunicorn_conf
+
+class Exited(Exception):
+    pass
+
+def fake_exit(code):
+    raise Exited
+
+os._exit = fake_exit
+try:
+    gunicorn_conf._exit_now(0)
+except Exited:
+    pass
+for stop in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+    print(stop.name, callable(signal.getsignal(stop)))
+"""
+
+
+def test_a_stop_signal_during_the_exit_finds_a_handler():
+    """While _exit_now runs, a further stop signal must find a Python handler that does nothing.
+    With SIG_IGN, a Ctrl-C trapped inside ``signal.signal()`` (between its check of pending
+    signals and the swap) reached Python after the swap, and CPython printed "OSError: Signal 2
+    ignored due to race condition" with a traceback (a worker that the master's SIGQUIT was
+    already stopping when the terminal's SIGINT reached it)."""
+
+    done = subprocess.run([sys.executable, "-c", STOPPING], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["SIGINT", "True", "SIGQUIT", "True", "SIGTERM", "True"], done.stdout

@@ -253,16 +253,23 @@ def _exit_now(code: int) -> None:
     """Flush the output and exit without Python's finalisation, which under onnxruntime's and the
     tokenizers' native threads crashed the process on every stop (SIGSEGV, or SIGABRT from
     "terminate called after throwing an instance of 'std::system_error'"). Further stop signals
-    are ignored meanwhile: one raising SystemExit halfway would skip the exit."""
+    do nothing meanwhile: one raising SystemExit halfway would skip the exit. They get a handler
+    that does nothing rather than SIG_IGN: a signal trapped while the handler is being swapped
+    reaches Python after the swap, and CPython reports one that finds SIG_IGN with a traceback
+    ("Signal 2 ignored due to race condition")."""
     import signal
     import sys
 
     for stop in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
         # ValueError: not the main thread (the watchdog): the handlers are already set
         with contextlib.suppress(ValueError):
-            signal.signal(stop, signal.SIG_IGN)
+            signal.signal(stop, _do_nothing)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def _do_nothing(_signum: int, _frame: object) -> None:
+    """The handler of a stop signal once the process is leaving."""
