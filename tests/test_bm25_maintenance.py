@@ -212,3 +212,32 @@ def test_db_maintain_leaves_the_postings_readable_from_their_index_alone(make_da
     assert scan["Node Type"] == "Index Only Scan" and scan["Actual Rows"] == 500
     # without a vacuum every entry read is checked against the heap, as after any large load
     assert scan["Heap Fetches"] == 0
+
+
+def _postings_options(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return set(conn.execute("select reloptions from pg_class where relname = 'bm25_postings'").fetchone()[0] or [])
+
+
+AUTOVACUUM_AFTER_LOADS = {"autovacuum_vacuum_insert_scale_factor=0", "autovacuum_vacuum_insert_threshold=100000"}
+
+
+def test_autovacuum_comes_by_the_postings_after_a_fixed_number_of_inserts(database_factory, embedder):
+    """A load's postings are read at a heap fetch each until a vacuum; autovacuum's default insert
+    threshold grows with the table (a fifth of it), so in a large portfolio a new community waited
+    for millions of other inserts. A fresh database and an upgraded one (097) both set a fixed one."""
+    fresh = database_factory("postings_autovacuum")
+    Database(fresh).migrate(embedder.dim)
+    assert _postings_options(fresh) == AUTOVACUUM_AFTER_LOADS
+
+    upgraded = database_factory("postings_autovacuum_upgrade")
+    Database(upgraded).migrate(embedder.dim)
+    with psycopg.connect(upgraded, autocommit=True) as conn:  # a database of before 097
+        conn.execute("alter table bm25_postings reset (autovacuum_vacuum_insert_scale_factor, "
+                     "autovacuum_vacuum_insert_threshold)")
+        conn.execute("delete from schema_migrations where name = '097_postings_autovacuum'")
+    assert _postings_options(upgraded) == set()
+    db = Database(upgraded)
+    assert "097_postings_autovacuum" in db.migrate(embedder.dim)
+    db.close()
+    assert _postings_options(upgraded) == AUTOVACUUM_AFTER_LOADS
