@@ -493,6 +493,10 @@ DESIGNS = {
     "sentence ratio": (0.9, 0.95, 1.0, 1.05, 1.1, 1.2),
     # the question's cosine to that sentence
     "sentence similarity": (0.4, 0.45, 0.5, 0.55, 0.6, 0.65),
+    # 1 when the question's nearest sentence of the passage is the confirmed question's nearest
+    # of several (a rewording asks for the same sentence; a different question on the passage,
+    # another)
+    "same sentence": (1.0,),
     # the question's similarity as a quantile of the knowledge base's different-question similarities
     "kb percentile": (0.8, 0.85, 0.9, 0.95, 0.98, 1.0),
 }
@@ -563,6 +567,7 @@ def _with_passages(folder: Path, dataset: Path) -> list[Call]:
             "passage ratio": float(q @ p) / max(float(original @ p), 1e-6),
             "sentence ratio": mine / max(theirs, 1e-6),
             "sentence similarity": mine,
+            "same sentence": float(len(sentences) > 1 and int(np.argmax(sentences @ q)) == best),
             "kb percentile": float(np.mean(np.asarray(different) < row["similarity"])),
         }
     return calls
