@@ -16,7 +16,8 @@ hybrid_search as the product runs it and the full-text leg alone (no vector), wi
 fetches of one long list's read (EXPLAIN). States: *as loaded*; *after autovacuum*, once
 pg_stat_user_tables says autovacuum came by (waiting up to `--wait` seconds; with the table's
 default settings it does not come, and a VACUUM stands in for it, as `arc-retrieval db maintain`
-runs it); and the seconds autovacuum took to come. The community's postings are as before at the
+runs it); and the seconds autovacuum took to come. Then what a vacuum pass costs after 097's
+threshold's worth of writes (:func:`pass_costs`). The community's postings are as before at the
 end (the same rows).
 """
 
@@ -98,6 +99,50 @@ def wait_for_autovacuum(conn, since, seconds: float) -> float | None:  # type: i
     return None
 
 
+def pass_costs(conn, name: str) -> list[tuple[str, float, str]]:  # type: ignore[no-untyped-def]
+    """What a vacuum of bm25_postings costs after what 097's threshold lets through: 100,000
+    postings inserted (a new community's; copies of ``name``'s under another community), then as
+    many again with 20,000 of ``name``'s deleted among them (a list's floor rising drops its lowest
+    postings). Autovacuum stays off meanwhile; the rows are as before at the end."""
+    conn.execute("alter table bm25_postings set (autovacuum_enabled = false)")
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    costs = []
+
+    def timed(label: str) -> None:
+        notices.clear()
+        start = time.perf_counter()
+        conn.execute("vacuum (verbose) bm25_postings")
+        took = time.perf_counter() - start
+        scans = next((n.split("index scans: ")[1].split()[0] for n in notices if "index scans: " in n), "?")
+        costs.append((label, took, scans))
+
+    copy = (
+        "insert into bm25_postings select chunk_id, lexeme || %s, weight, 'zz-benchmark' "
+        "from bm25_postings where community = %s limit 100000"
+    )
+    try:
+        conn.execute("vacuum bm25_postings")
+        conn.execute(copy, ("n", name))
+        timed("100,000 postings inserted")
+        conn.execute(copy, ("x", name))
+        conn.execute(
+            "create temporary table gone as select * from bm25_postings where community = %s "
+            "order by random() limit 20000",
+            (name,),
+        )
+        conn.execute("delete from bm25_postings p using gone g where p.chunk_id = g.chunk_id and p.lexeme = g.lexeme")
+        timed("100,000 inserted, 20,000 deleted")
+    finally:
+        conn.execute("delete from bm25_postings where community = 'zz-benchmark'")
+        if conn.execute("select to_regclass('pg_temp.gone')").fetchone()[0]:
+            conn.execute("insert into bm25_postings select * from gone")
+            conn.execute("drop table gone")
+        conn.execute("alter table bm25_postings reset (autovacuum_enabled)")
+        conn.execute("vacuum bm25_postings")
+    return costs
+
+
 def main() -> None:
     parser = portfolio_parser(__doc__, queries=40)
     parser.add_argument("--wait", type=float, default=300, help="seconds to wait for autovacuum")
@@ -125,6 +170,7 @@ def main() -> None:
             conn.execute("vacuum bm25_postings")
         label = "after autovacuum" if came is not None else "after a VACUUM (autovacuum did not come)"
         states.append((label, heap_fetches(conn, big.name), measure(conn, big, corpus, 30, args.queries, rng)))
+        costs = pass_costs(conn, big.name)
     lines = [
         f"Largest community {big.name}, {big.size:,} chunks, {own:,} of the {postings:,} postings "
         f"(Postgres {version}, shared_buffers {args.shared_buffers}); bm25_postings options: {options or 'defaults'}",
@@ -141,6 +187,15 @@ def main() -> None:
     for label, (rows, fetches), times in states:
         h, f = times["hybrid_search"], times["full-text leg alone"]
         lines.append(f"| {label} | {rows:,}, {fetches:,} | {pct(h, 50)} / {pct(h, 95)} | {pct(f, 50)} / {pct(f, 95)} |")
+    lines += [
+        "",
+        "What a vacuum pass over bm25_postings costs after what that threshold lets through (VACUUM, "
+        "autovacuum's cost limits aside):",
+        "",
+        "| after | seconds | index scans |",
+        "|---|---|---|",
+        *[f"| {label} | {took:.2f} | {scans} |" for label, took, scans in costs],
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
