@@ -77,7 +77,6 @@ def test_a_stop_is_clean(command, stop_signal, load, tmp_path):
         assert statuses and all(s == 200 for s in statuses), sorted(set(statuses))
 
 
-
 STOPPING = """
 import os, signal
 from worker.serve import gunicorn_conf
@@ -104,7 +103,6 @@ def test_a_stop_signal_during_the_exit_finds_a_handler():
     signals and the swap) reached Python after the swap, and CPython printed "OSError: Signal 2
     ignored due to race condition" with a traceback (a worker that the master's SIGQUIT was
     already stopping when the terminal's SIGINT reached it)."""
-
     done = subprocess.run([sys.executable, "-c", STOPPING], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["SIGINT", "True", "SIGQUIT", "True", "SIGTERM", "True"], done.stdout
