@@ -6,8 +6,9 @@
 -- (arc_community_vectors_on_insert and the others, 096). The index lives there, not on
 -- knowledge_chunks: the planner opens every index of a table it plans a statement on, once a
 -- session, so a partial index per large community on knowledge_chunks made every new
--- connection's first plan of any search slower by each of them (benchmarks/portfolio/results.md); on a table of its own it costs
--- only that community's searches.
+-- connection's first plan of any search slower by each of them
+-- (benchmarks/portfolio/results.md); on a table of its own it costs only that community's
+-- searches.
 --
 -- The index holds the embeddings at half precision (halfvec, pgvector 0.7 and later): half the
 -- size (44,783 chunks of 384 dimensions: 50 MB against 87), so the large communities' indexes

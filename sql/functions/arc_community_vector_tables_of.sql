@@ -14,9 +14,9 @@ begin
   for c in select w.c from unnest(communities) as w(c) group by w.c
             order by arc_community_vectors_slot(w.c), w.c loop
     perform arc_community_vectors_lock(c, false);
-    if to_regclass(quote_ident(arc_community_vector_table_name(c))) is not null then
+    vector_table := arc_community_vector_table_name(c);
+    if to_regclass(quote_ident(vector_table)) is not null then
       community := c;
-      vector_table := arc_community_vector_table_name(c);
       return next;
     end if;
   end loop;
