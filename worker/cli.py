@@ -524,6 +524,48 @@ def documents_delete(document_id: str, community: str | None) -> None:
     click.echo(f"deleted {document_id} ({deleted} chunks)")
 
 
+@main.group()
+def communities() -> None:
+    """The knowledge base's communities: list, delete."""
+
+
+@communities.command("list")
+def communities_list() -> None:
+    """Every community holding documents, with its chunk count."""
+    runtime = _runtime(_settings())
+    try:
+        found = _knowledge(runtime).communities()
+    except ArcError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        runtime.close()
+    if not found:
+        click.echo("the knowledge base is empty")
+        return
+    click.echo("community\tchunks")
+    for name, chunks in sorted(found.items()):
+        click.echo(f"{name}\t{chunks}")
+
+
+@communities.command("delete")
+@click.argument("name")
+@click.confirmation_option(
+    "--yes", prompt="Delete the community and everything kept of it?", help="Delete without asking first."
+)
+def communities_delete(name: str) -> None:
+    """Delete a community and everything kept of it, in one transaction: its documents and chunks,
+    the keeper's confirmations, the chat's votes, the questions asked, its status calibrations,
+    and its vector table and index."""
+    runtime = _runtime(_settings())
+    try:
+        removed = _knowledge(runtime).delete_community(name, caller=LOCAL)
+    except ArcError as exc:
+        raise click.ClickException(str(exc).removeprefix("community: ")) from None
+    finally:
+        runtime.close()
+    click.echo(f"deleted community {name}: " + ", ".join(f"{n} {kind}" for kind, n in removed.items()))
+
+
 @main.command()
 @click.argument("query")
 @click.option("--rerank/--no-rerank", default=None)

@@ -49,6 +49,13 @@ class Caller:
         if not self.write:
             raise WriteForbidden(READ_ONLY)
 
+    def may_delete_community(self) -> None:
+        """403 unless this caller writes and reaches every community: removing a whole community
+        is for the keeper of every community, not one community's token's."""
+        self.may_write()
+        if self.communities is not None:
+            raise CommunityForbidden("community: only the keeper of every community may delete one")
+
 
 # The one user of the command line and of MCP over stdio: the whole knowledge base is theirs.
 LOCAL = Caller("local")

@@ -212,6 +212,18 @@ class KnowledgeService:
         self.changed()
         return deleted
 
+    def delete_community(self, community: str, *, caller: Caller) -> dict[str, int]:
+        """Remove everything kept of a community, in the database that holds it (within an
+        admission slot): what was removed, by kind. Only a caller of every community may; raises
+        ``UnknownCommunity`` when nothing is kept under that name."""
+        caller.may_delete_community()
+        shard = self.shard(community)
+        self.runtime.ensure_schema(shard.db)
+        with self.admission.slot():
+            removed = communities.delete(shard.db, community)
+        self.changed()
+        return removed
+
     # -- ingesting ---------------------------------------------------------------------------
 
     @contextmanager

@@ -1,10 +1,12 @@
-"""Which communities (associations) the knowledge base holds (``sql/030_communities.sql``), and
-which one a request means when it names none."""
+"""Which communities (associations) the knowledge base holds (``sql/030_communities.sql``),
+which one a request means when it names none, and one removed whole."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection
+
+import psycopg
 
 from ..errors import CommunityRequired, UnknownCommunity
 from ..models import COMMUNITY_PATTERN, DEFAULT_COMMUNITY
@@ -42,3 +44,18 @@ def resolve_for_write(requested: str | None, known: Collection[str]) -> str:
             )
         return requested
     return resolve(None, known)
+
+
+def delete(db: Database, community: str) -> dict[str, int]:
+    """Remove everything kept of ``community`` (``sql/functions/arc_delete_community.sql``) under
+    the write lock every ingest and delete takes, with no statement timeout (a large community's
+    postings take longer than a search's budget to delete): what was removed, by kind. Raises
+    :class:`UnknownCommunity` when nothing is kept under that name."""
+    with db.connect() as conn, conn.transaction():
+        db.lock_writes(conn)
+        conn.execute("set local statement_timeout = 0")
+        try:
+            rows = conn.execute("select kind, removed from arc_delete_community(%s)", (community,)).fetchall()
+        except psycopg.errors.InvalidParameterValue:
+            raise UnknownCommunity(f"community: nothing is kept under {community!r} in this knowledge base") from None
+    return {kind: int(removed) for kind, removed in rows}
