@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
+from tests.helpers import shell_blocks
 from worker.cli import main
 from worker.errors import CommunityForbidden, UnknownCommunity
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
@@ -19,10 +20,10 @@ from worker.service.caller import Caller
 from worker.store import communities
 from worker.store.database import Database
 
-from tests.helpers import shell_blocks
-
-SEARCH = ("select id, round(fused_score::numeric, 9) from hybrid_search(query_text => %(q)s, "
-          "query_embedding => %(e)s::vector, match_count => 20, community => %(c)s)")
+SEARCH = (
+    "select id, round(fused_score::numeric, 9) from hybrid_search(query_text => %(q)s, "
+    "query_embedding => %(e)s::vector, match_count => 20, community => %(c)s)"
+)
 QUESTIONS = ("can I build a fence", "how many board members", "paint colour approval")
 
 
@@ -37,38 +38,63 @@ def _answers(conn, embedder, community: str) -> dict[str, list]:
 def _keep_about(conn, community: str) -> None:
     """What the service keeps about a community besides its documents: a confirmation, a vote, a
     question asked, a status calibration and a language scale."""
-    conn.execute("insert into answer_confirmations (community, query, answer, embedding, embedding_model) "
-                 "values (%s, 'is there a pool', 'none', '{0.1,0.2}', 'm')", (community,))
-    conn.execute("insert into answer_feedback (request_id, community, helpful) values ('r-' || %s, %s, false)",
-                 (community, community))
-    conn.execute("insert into query_log (request_id, query, status, community) values ('r-' || %s, 'fence?', "
-                 "'success', %s)", (community, community))
-    conn.execute("insert into status_calibrations (community, embedding_model, kb_version) values (%s, 'm', 1) "
-                 "on conflict do nothing", (community,))
-    conn.execute("insert into status_language_scales (community, embedding_model, language, kb_version, floor, "
-                 "match, near_miss, language_drop, pairs) values (%s, 'm', 'es', 1, 0.1, 0.8, 0.5, 0.1, 10)",
-                 (community,))
+    conn.execute(
+        "insert into answer_confirmations (community, query, answer, embedding, embedding_model) "
+        "values (%s, 'is there a pool', 'none', '{0.1,0.2}', 'm')",
+        (community,),
+    )
+    conn.execute(
+        "insert into answer_feedback (request_id, community, helpful) values ('r-' || %s, %s, false)",
+        (community, community),
+    )
+    conn.execute(
+        "insert into query_log (request_id, query, status, community) values ('r-' || %s, 'fence?', 'success', %s)",
+        (community, community),
+    )
+    conn.execute(
+        "insert into status_calibrations (community, embedding_model, kb_version) values (%s, 'm', 1) "
+        "on conflict do nothing",
+        (community,),
+    )
+    conn.execute(
+        "insert into status_language_scales (community, embedding_model, language, kb_version, floor, "
+        "match, near_miss, language_drop, pairs) values (%s, 'm', 'es', 1, 0.1, 0.8, 0.5, 0.1, 10)",
+        (community,),
+    )
 
 
 def _rows_naming(conn, community: str) -> dict[str, int]:
     """Every table with a community column, and how many of its rows name ``community`` (a table
     added later is checked as well), bar the two counters the delete keeps on purpose."""
-    tables = [r[0] for r in conn.execute(
-        "select c.table_name from information_schema.columns c join information_schema.tables t "
-        "on t.table_schema = c.table_schema and t.table_name = c.table_name "
-        "where c.table_schema = current_schema() and c.column_name = 'community' and t.table_type = 'BASE TABLE' "
-        "and c.table_name not in ('knowledge_base_state', 'bm25_corpus') order by 1")]
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "select c.table_name from information_schema.columns c join information_schema.tables t "
+            "on t.table_schema = c.table_schema and t.table_name = c.table_name "
+            "where c.table_schema = current_schema() and c.column_name = 'community' and t.table_type = 'BASE TABLE' "
+            "and c.table_name not in ('knowledge_base_state', 'bm25_corpus') order by 1"
+        )
+    ]
     assert {"knowledge_chunks", "bm25_postings", "bm25_terms", "answer_confirmations", "query_log"} <= set(tables)
-    return {t: conn.execute(sql.SQL("select count(*) from {} where community = %s").format(sql.Identifier(t)),
-                            (community,)).fetchone()[0] for t in tables}
+    return {
+        t: conn.execute(
+            sql.SQL("select count(*) from {} where community = %s").format(sql.Identifier(t)), (community,)
+        ).fetchone()[0]
+        for t in tables
+    }
 
 
 def _objects_of(conn, community: str) -> list[str]:
     """The schema objects named after ``community`` (arc_community_object_name: its vector table,
     primary key, HNSW index, leg function)."""
-    return [r[0] for r in conn.execute(
-        "select relname from pg_class where relname like '%%\\_' || %(c)s "
-        "union all select proname from pg_proc where proname like '%%\\_' || %(c)s order by 1", {"c": community})]
+    return [
+        r[0]
+        for r in conn.execute(
+            "select relname from pg_class where relname like '%%\\_' || %(c)s "
+            "union all select proname from pg_proc where proname like '%%\\_' || %(c)s order by 1",
+            {"c": community},
+        )
+    ]
 
 
 def _indexed_database(database_factory, embedder, prefix: str) -> tuple[str, Database, Ingestor]:
@@ -96,8 +122,15 @@ def test_a_deleted_community_leaves_nothing_and_the_others_answer_as_before(data
         version = conn.execute("select version from knowledge_base_state where community = 'cedar-ridge'").fetchone()[0]
 
     removed = communities.delete(db, "cedar-ridge")
-    assert removed == {"documents": 6, "chunks": 39, "confirmations": 1, "votes": 1, "questions asked": 1,
-                       "calibrations": 2, "objects": 3}
+    assert removed == {
+        "documents": 6,
+        "chunks": 39,
+        "confirmations": 1,
+        "votes": 1,
+        "questions asked": 1,
+        "calibrations": 2,
+        "objects": 3,
+    }
 
     with psycopg.connect(url, autocommit=True) as conn:
         assert set(_rows_naming(conn, "cedar-ridge").values()) == {0}
