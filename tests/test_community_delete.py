@@ -12,10 +12,12 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from tests.helpers import shell_blocks
+from tests.helpers import make_settings, query_log_written, shell_blocks
 from worker.cli import main
 from worker.errors import CommunityForbidden, UnknownCommunity
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from worker.runtime import Runtime
+from worker.serve.app import create_app
 from worker.service.caller import Caller
 from worker.store import communities
 from worker.store.database import Database
@@ -194,3 +196,70 @@ def test_the_readme_commands_list_and_delete_a_community(make_database, embedder
     again = runner.invoke(main, deleting)
     assert again.exit_code == 1
     assert again.output.strip().splitlines()[-1] == "Error: nothing is kept under 'heronwood' in this knowledge base"
+
+
+ASK_TOKEN, ADMIN_TOKEN = "ask-ask-ask-ask-ask-ask-1", "admin-admin-admin-admin-1"
+RIDGE_WRITER = "ridge-writer-secret-00001"
+
+
+def test_over_http_the_keeper_of_every_community_deletes_one(make_database, embedder, tmp_path):
+    url = make_database("delhttp")
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    for community in ("cedar-hollow", "cedar-ridge"):
+        ingest_sample_corpus(ingestor, community=community)
+    settings = make_settings(
+        tmp_path,
+        url,
+        api_token=ASK_TOKEN,
+        ingest_token=ADMIN_TOKEN,
+        community_tokens=f"write@cedar-ridge:{RIDGE_WRITER}",
+    )
+    client = create_app(runtime=Runtime(settings, db, embedder)).test_client()
+    admin, ridge, ask = ({"X-ARC-Token": t} for t in (ADMIN_TOKEN, RIDGE_WRITER, ASK_TOKEN))
+    asked = client.post(
+        "/webhook/arc-retrieval", json={"query": "fence height", "community": "cedar-ridge"}, headers=ask
+    )
+    assert asked.status_code == 200 and query_log_written(client)
+
+    listed = client.get("/webhook/arc-communities", headers=admin)
+    assert listed.status_code == 200
+    assert listed.get_json()["communities"] == [
+        {"community": "cedar-hollow", "chunks": 39},
+        {"community": "cedar-ridge", "chunks": 39},
+    ]
+    assert [
+        c["community"] for c in client.get("/webhook/arc-communities", headers=ridge).get_json()["communities"]
+    ] == ["cedar-ridge"]
+    # neither the agents' token nor a community's own writing token deletes a community
+    assert client.delete("/webhook/arc-communities/cedar-ridge", headers=ask).status_code == 403
+    refused = client.delete("/webhook/arc-communities/cedar-ridge", headers=ridge)
+    assert refused.status_code == 403, refused.get_json()
+    assert refused.get_json()["field"] == "community" and "every community" in refused.get_json()["message"]
+    bad = client.delete("/webhook/arc-communities/Cedar%20Ridge", headers=admin)
+    assert bad.status_code == 422 and bad.get_json()["field"] == "community"
+    assert "cedar-ridge" in communities.list_communities(db)
+
+    deleted = client.delete("/webhook/arc-communities/cedar-ridge", headers=admin)
+    assert deleted.status_code == 200, deleted.get_json()
+    body = deleted.get_json()
+    assert body["status"] == "deleted" and body["community"] == "cedar-ridge"
+    assert body["removed"]["chunks"] == 39 and body["removed"]["questions asked"] == 1
+    with psycopg.connect(url) as conn:
+        assert set(_rows_naming(conn, "cedar-ridge").values()) == {0}
+
+    gone = client.post(
+        "/webhook/arc-retrieval", json={"query": "fence height", "community": "cedar-ridge"}, headers=ask
+    )
+    assert gone.status_code == 404 and gone.get_json()["field"] == "community"
+    again = client.delete("/webhook/arc-communities/cedar-ridge", headers=admin)
+    assert again.status_code == 404 and again.get_json()["field"] == "community"
+    assert (
+        client.post(
+            "/webhook/arc-retrieval", json={"query": "fence height", "community": "cedar-hollow"}, headers=ask
+        ).status_code
+        == 200
+    )
+    assert query_log_written(client)
+    db.close()

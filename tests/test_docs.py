@@ -208,7 +208,7 @@ def test_every_route_the_readme_names_is_served(app):
     for route in named:
         assert any(p.match(route) for p in patterns), f"the README names {route}, which is not served"
     for rule in rules:  # and every route is in the README
-        assert re.sub(r"<[^>]+>", "<id>", rule) in README, rule
+        assert rule in README or re.sub(r"<[^>]+>", "<id>", rule) in README, rule
 
 
 # --- keys and fields ----------------------------------------------------------------------------

@@ -474,3 +474,24 @@ class DeleteResponse(BaseModel):
     document_id: str
     deleted_chunks: int
     request_id: str | None = None
+
+
+class CommunitySummary(BaseModel):
+    """A community holding documents, with its chunk count."""
+
+    community: str
+    chunks: int
+
+
+class CommunityList(BaseModel):
+    communities: list[CommunitySummary]
+    request_id: str | None = None
+
+
+class CommunityDeleted(BaseModel):
+    """A community deleted whole: how many of each kind of row (and its own schema objects) went."""
+
+    status: Literal["deleted"]
+    community: str
+    removed: dict[str, int]
+    request_id: str | None = None

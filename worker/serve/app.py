@@ -15,6 +15,7 @@ from ..models import RetrievalResponse
 from ..runtime import Runtime, open_runtime
 from ..service.knowledge import KnowledgeService, Retriever
 from . import guards, pages
+from .communities_api import communities
 from .confirmations import confirmations
 from .dify import dify
 from .documents_api import documents
@@ -76,7 +77,7 @@ def create_app(
     guards.declare(app, "static", OPEN)
     app.before_request(guards.before_request)
     app.after_request(guards.after_request)
-    for blueprint in (webhooks, documents, ops, dify, confirmations):
+    for blueprint in (webhooks, documents, communities, ops, dify, confirmations):
         app.register_blueprint(blueprint)
     register_error_handlers(app)
     pages.init_app(app)

@@ -14,7 +14,10 @@ from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from ..models import (
+    COMMUNITY_PATTERN,
     DOCUMENT_ID_PATTERN,
+    CommunityDeleted,
+    CommunityList,
     DeleteResponse,
     DocumentDetail,
     DocumentList,
@@ -34,6 +37,7 @@ from ..service.confirmations import (
     FeedbackRequest,
     Recorded,
 )
+from .communities_api import COMMUNITIES_ROUTE
 from .confirmations import CONFIRM_ROUTE, FEEDBACK_ROUTE
 from .dify import DIFY_ROUTE, DifyError, DifyRequest, DifyResponse
 from .documents_api import DOCUMENTS_ROUTE
@@ -105,6 +109,12 @@ DOCUMENT_ID = {
     "in": "path",
     "required": True,
     "schema": {"type": "string", "pattern": DOCUMENT_ID_PATTERN, "maxLength": 200},
+}
+COMMUNITY = {
+    "name": "community",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": COMMUNITY_PATTERN, "maxLength": 63},
 }
 WRITE_BUSY = "past ARC_WRITE_LOCK_WAIT; see Retry-After"
 
@@ -190,6 +200,32 @@ OPERATIONS: tuple[Operation, ...] = (
             "503": "Database unavailable, or another load holds the knowledge base " + WRITE_BUSY,
         },
         parameters=(DOCUMENT_ID,),
+    ),
+    Operation(
+        COMMUNITIES_ROUTE,
+        "get",
+        "listCommunities",
+        "Each community holding documents that the token reaches, with its chunks (ingest token)",
+        response=CommunityList,
+        answered="The communities",
+        errors={**TOKEN_REFUSED, "503": "Database unavailable; see Retry-After"},
+    ),
+    Operation(
+        COMMUNITIES_ROUTE + "/{community}",
+        "delete",
+        "deleteCommunity",
+        "Delete a community and everything kept of it, atomically (the ingest token of every community)",
+        response=CommunityDeleted,
+        answered="Deleted, with what was removed by kind",
+        errors={
+            "401": TOKEN_REFUSED["401"],
+            "403": "The agents' token, or a community token: only the keeper of every community deletes one",
+            "404": "Nothing is kept under that community",
+            "422": "community is malformed",
+            "429": TOKEN_REFUSED["429"],
+            "503": "Database unavailable, or another load holds the knowledge base " + WRITE_BUSY,
+        },
+        parameters=(COMMUNITY,),
     ),
     Operation(
         DIFY_ROUTE,

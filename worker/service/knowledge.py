@@ -181,6 +181,13 @@ class KnowledgeService:
         held by a database the mapping does not send it to: ``CommunityConflict``)."""
         return self.runtime.databases.communities()
 
+    def reached_communities(self, *, caller: Caller) -> dict[str, int]:
+        """As :meth:`communities`, only those ``caller`` reaches."""
+        known = self.communities()
+        if caller.communities is None:
+            return known
+        return {name: chunks for name, chunks in known.items() if name in caller.communities}
+
     def _placed(self, named: str | None) -> str | None:
         """The community a question is for, when the knowledge base is split: an unnamed one is
         the only community of every database (or the request is refused), as in one database."""
