@@ -657,3 +657,33 @@ def test_a_confirmation_form_cannot_name_another_community_s_passage(two_communi
     listed = client.get("/webhook/arc-confirm", query_string={"community": "ridge"},
                         headers={"X-ARC-Token": TOKEN}).get_json()["confirmations"]
     assert listed == []
+
+
+def test_a_community_is_deleted_from_its_documents_page(two_communities):
+    """Among several communities, a community's documents page ends with its delete: the keeper
+    types its name, and the pages go on with the communities left, saying what went."""
+    client = two_communities
+    # with several left the chooser says what went; a notice with words of its own is not shown
+    chooser = client.get("/documents?notice=community_deleted&gone=elm&chunks=3").get_data(as_text=True)
+    assert "Choose a community" in chooser and "Deleted the community elm (3 chunks)" in chooser
+    forged = client.get("/documents?notice=community_deleted&gone=<b>x</b>&chunks=3").get_data(as_text=True)
+    assert "Deleted the community" not in forged
+    page = client.get("/documents?community=ridge").get_data(as_text=True)
+    form = re.search(r'<form[^>]*id="delete-community".*?</form>', page, re.S)
+    assert form and 'action="/communities/ridge/delete?community=ridge"' in form[0]
+    # the wrong name, or none, deletes nothing
+    for typed in ("", "hollow"):
+        refused = client.post("/communities/ridge/delete", data={"confirm": typed, "csrf_token": csrf(page)})
+        assert refused.status_code == 400 and "confirm" in refused.get_data(as_text=True)
+    assert client.get("/documents?community=ridge").status_code == 200
+
+    deleted = client.post("/communities/ridge/delete?community=ridge",
+                          data={"confirm": "ridge", "csrf_token": csrf(page)})
+    assert deleted.status_code == 302
+    left = client.get(deleted.headers["Location"])  # hollow, the one left, with what went
+    shown = left.get_data(as_text=True)
+    assert left.status_code == 200 and "Deleted the community ridge (2 chunks) and everything kept of it" in shown
+    assert "hollow-rules" in shown and 'id="delete-community"' not in shown  # one community: no delete offered
+    assert client.get("/documents?community=ridge").status_code == 404
+    again = client.post("/communities/ridge/delete", data={"confirm": "ridge", "csrf_token": csrf(page)})
+    assert again.status_code == 404

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from ..document_types import DOCUMENT_TYPES
-from ..errors import DatabaseUnavailable, InvalidInput
+from ..errors import DatabaseUnavailable, InvalidInput, UnknownCommunity
 from ..models import (
     COMMUNITY_PATTERN,
     DEFAULT_COMMUNITY,
@@ -233,7 +233,7 @@ def _chooser(_: ChooseCommunity) -> Any:
     kept: dict[str, Any] = {**(request.view_args or {}), **request.args.to_dict()}
     g.communities, g.community, g.carry_community = [c.name for c in cards], None, False
     targets = {c.name: url_for(endpoint, **{**kept, "community": c.name}) for c in cards}
-    return render_template("pages/choose.html", cards=cards, targets=targets)
+    return render_template("pages/choose.html", cards=cards, targets=targets, message=_notice(request.args))
 
 
 @pages.get("/")
@@ -451,10 +451,24 @@ def delete(document_id: str) -> Any:
     return redirect(link("pages.documents", **told))
 
 
+@pages.post("/communities/<name>/delete")
+def delete_community(name: str) -> Any:
+    """A community deleted whole (the keeper types its name to confirm); the pages go on with the
+    communities left."""
+    if request.form.get("confirm") != name:
+        abort(400, "confirm: type the community's name to delete it")
+    try:
+        removed = services().knowledge.delete_community(name, caller=caller())
+    except UnknownCommunity:
+        abort(404, f"community: nothing is kept under {name[:80]!r} in this knowledge base")
+    return redirect(url_for("pages.documents", notice="community_deleted", gone=name, chunks=removed["chunks"]))
+
+
 # The notices the documents page shows, by key: only what the worker itself wrote (a link
 # cannot put words of its own in the box). Their values are a document id, a count, a community.
 NOTICES = {
     "deleted": "Deleted {document} ({chunks} chunks)",
+    "community_deleted": "Deleted the community {gone} ({chunks} chunks) and everything kept of it",
 }
 
 
@@ -462,9 +476,14 @@ def _notice(args: Any) -> str | None:
     """The notice a ``?notice=KEY`` asks for, its values checked; None for any other."""
     template = NOTICES.get(args.get("notice", ""))
     document, chunks, emptied = args.get("document", ""), args.get("chunks", ""), args.get("emptied")
-    if template is None or not re.fullmatch(DOCUMENT_ID_PATTERN, document) or not chunks.isdigit():
+    gone = args.get("gone", "")
+    if template is None or not chunks.isdigit():
         return None
-    told = template.format(document=document[:200], chunks=int(chunks))
+    if "{document}" in template and not re.fullmatch(DOCUMENT_ID_PATTERN, document):
+        return None
+    if "{gone}" in template and not re.fullmatch(COMMUNITY_PATTERN, gone):
+        return None
+    told = template.format(document=document[:200], gone=gone, chunks=int(chunks))
     if emptied is not None and re.fullmatch(COMMUNITY_PATTERN, emptied):
         told += f"; {emptied} holds no documents now"
     return told
