@@ -7,7 +7,7 @@
 --
 -- Kept: the community's version row (knowledge_base_state) and its zeroed statistics row
 -- (bm25_corpus). Its version only moves up, so a community loaded again under the same name never
--- meets a cached search or a stored calibration of the one forgotten. Neither names anything of it.
+-- meets a cached search or a stored calibration of the one deleted. Neither names anything of it.
 --
 -- The community's vector lock (exclusive) makes it wait for loads and builds of the community under
 -- way and them for it. A name nothing is kept under is an error (22023) naming the community.
