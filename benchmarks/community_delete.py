@@ -95,7 +95,10 @@ def main() -> None:
             rows.append({"which": label, "chunks": sizes[k], **row})
             print(rows[-1], flush=True)
 
-    command = "python benchmarks/community_delete.py " + " ".join(sys.argv[1:])
+    # the kept folder is this machine's, not the results'
+    command = "python benchmarks/community_delete.py " + " ".join(
+        "DIR" if a == str(args.keep) else a for a in sys.argv[1:]
+    )
     lines = [
         "# Deleting a community whole, in a portfolio",
         "",
