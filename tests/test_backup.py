@@ -17,6 +17,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -284,14 +285,52 @@ def test_a_serving_worker_answers_from_the_restored_knowledge_base(sample_backup
     assert [c.id for c in after.chunks] == [c.id for c in first.chunks]
 
 
+def test_a_restore_undone_by_a_deadlock_is_run_again(sample_backup, make_database, embedder, tmp_path):
+    """A serving worker's short transaction that holds a table the restore replaces and then asks
+    for the writers' lock the restore holds: a deadlock, which Postgres breaks by undoing the
+    restore (it waited first). The restore is run again once that transaction is through."""
+    _, path = sample_backup
+    target = make_database("bk_deadlock")
+    _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample(community="other", caller=LOCAL))
+    holder = psycopg.connect(target)
+    holder.execute("lock table query_log in access share mode")  # held, as a read of the log holds it
+    outcome: dict[str, object] = {}
+
+    def restore() -> None:
+        try:
+            outcome["report"] = backup.restore_backup(target, backup.read_backup(path), replace=True)
+        except backup.BackupError as exc:
+            outcome["error"] = str(exc)
+
+    thread = threading.Thread(target=restore)
+    thread.start()
+    with psycopg.connect(target, autocommit=True) as watch:
+        deadline = time.monotonic() + 60
+        while not watch.execute("select count(*) from pg_locks l join pg_class c on c.oid = l.relation "
+                                "where not l.granted and c.relname = 'query_log'").fetchone()[0]:
+            assert thread.is_alive() and time.monotonic() < deadline, outcome
+            time.sleep(0.02)
+    # now the holder asks for what the restore holds: Postgres undoes one of the two
+    holder.execute("select pg_advisory_xact_lock(hashtext('arc-retrieval:writes'))")
+    holder.commit()
+    holder.close()
+    thread.join(120)
+    assert "error" not in outcome, outcome
+    header = backup.read_backup(path).header
+    with psycopg.connect(target) as conn:  # the backup's knowledge base, the one replaced gone
+        assert conn.execute("select count(*) from knowledge_chunks").fetchone()[0] == header.rows["knowledge_chunks"]
+        assert not conn.execute("select 1 from knowledge_chunks where community = 'other'").fetchone()
+
+
 # -- killed mid-way -----------------------------------------------------------------------------
 
 
-def _killed_at(args: list[str], url: str, step: str | None, tmp_path: Path, after: float = 0.0) -> None:
+def _killed_at(args: list[str], url: str, step: str | None, tmp_path: Path, after: float = 0.0,
+               tmpdir: Path | None = None) -> None:
     """Run the command, wait until it reaches ``step`` (or ``after`` seconds), SIGKILL it and
-    every process it started (pg_dump, pg_restore)."""
+    every process it started (pg_dump, pg_restore). ``tmpdir``: its temporary directory."""
     flag = tmp_path / f"reached-{step}"
-    env = {**os.environ, "DATABASE_URL": url}
+    env = {**os.environ, "DATABASE_URL": url} | ({"TMPDIR": str(tmpdir)} if tmpdir else {})
     if step:
         env |= {"ARC_BACKUP_PAUSE_AT": step, "ARC_BACKUP_PAUSE_FLAG": str(flag)}
     process = subprocess.Popen([*CLI, *args], cwd=ROOT, env=env, start_new_session=True,
@@ -332,18 +371,26 @@ def test_a_backup_killed_mid_way_leaves_the_previous_file_whole(sample_backup, t
 
 @pytest.mark.parametrize("step,after", [("restore-loaded", 0), ("restore-before-commit", 0), (None, 2.0), (None, 3.0)])
 def test_a_restore_killed_mid_way_leaves_the_knowledge_base_as_it_was(
-    sample_backup, make_database, embedder, tmp_path, step, after
+    sample_backup, make_database, embedder, tmp_path, step, after, monkeypatch
 ):
     source, path = sample_backup
     target = make_database("bk_kill")
     _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample(community="other", caller=LOCAL))
     before = _fingerprint(target)
-    _killed_at(["restore", str(path), "--replace"], target, step, tmp_path, after=after)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    _killed_at(["restore", str(path), "--replace"], target, step, tmp_path, after=after, tmpdir=scratch)
     time.sleep(0.5)  # the server notices the lost connection and rolls back
     found = _fingerprint(target)
+    if step is not None:  # killed holding its copy of the archive, which it could not remove
+        assert [p.name for p in scratch.glob("arc-restore-*/archive.dump")], list(scratch.iterdir())
     if step is None and found == _fingerprint(source):
         return  # the timed kill came after the commit: the whole backup, which is also whole
     assert found == before
+    # the next restore removes the copy the killed one left
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    backup.restore_backup(target, backup.read_backup(path), replace=True)
+    assert list(scratch.iterdir()) == []
 
 
 # -- the README's commands, on the embedded database --------------------------------------------

@@ -155,9 +155,9 @@ def database_where(runtime) -> str:
 
 
 def _ready_marker() -> str:
-    import tempfile
+    from worker.scratch import folder
 
-    return os.path.join(tempfile.mkdtemp(prefix="arc-ready-"), "announced")
+    return str(folder("arc-ready-") / "announced")
 
 
 def post_worker_init(worker) -> None:

@@ -27,10 +27,10 @@ import contextlib
 import glob
 import hashlib
 import json
+import logging
 import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +41,7 @@ import psutil
 import psycopg
 from psycopg import sql
 
+from ..scratch import scratch
 from . import sqlfiles
 from .server_version import bundled_bindir, major_of
 
@@ -52,6 +53,10 @@ BOOKKEEPING_TABLES = ("schema_migrations", "bm25_corpus", "knowledge_base_state"
 # Left out of a backup: signed-in sessions end with the server that issued them.
 SESSION_TABLES = ("keeper_sessions",)
 _CHUNK = 1 << 20
+log = logging.getLogger("arc.backup")
+# A restore that Postgres undid to break a deadlock with a serving worker's short transaction is
+# run again, this many times in all.
+RESTORE_ATTEMPTS = 3
 
 
 class BackupError(Exception):
@@ -278,9 +283,10 @@ def read_backup(path: Path) -> BackupFile:
 
 @contextlib.contextmanager
 def _archive_copy(backup: BackupFile) -> Iterator[Path]:
-    """The archive alone, in a private temporary file (pg_restore reads a file)."""
-    with tempfile.TemporaryDirectory(prefix="arc-restore-") as folder:
-        archive = Path(folder) / "archive.dump"
+    """The archive alone, in a private temporary file (pg_restore reads a file); a copy that a
+    killed restore left is removed first (worker/scratch.py)."""
+    with scratch("arc-restore-") as folder:
+        archive = folder / "archive.dump"
         with open(backup.path, "rb") as src, open(archive, "wb") as out:
             src.seek(backup.archive_offset)
             remaining = backup.archive_length
@@ -317,47 +323,67 @@ def restore_backup(url: str, backup: BackupFile, *, replace: bool, bindir: Path 
                 "restore refuses to overwrite it; pass --replace to replace it with the backup"
             )
         listing = _restore_listing(bindir, archive)
-        script = subprocess.Popen(
-            [
-                str(bindir / "pg_restore"),
-                "--file=-",
-                "--clean",
-                "--if-exists",
-                "--no-owner",
-                "--no-privileges",
-                f"--use-list={listing}",
-                str(archive),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            with conn.transaction():
-                conn.execute(sqlfiles.query("backup_restore_lock"))
-                previous = _versions(conn)
-                conn.execute(sqlfiles.migrations()[0].text, prepare=False)  # the extensions
-                assert script.stdout is not None
-                _run_script(conn, script.stdout, server_major)
-                error = script.stderr.read().decode(errors="replace") if script.stderr else ""
-                if script.wait() != 0:
-                    raise BackupError(f"pg_restore failed: {_first_line(error)}")
-                _checkpoint("restore-loaded")
-                conn.execute("set local search_path = public, extensions")
-                conn.execute(sqlfiles.query("backup_rights"))
-                _move_versions_past(conn, previous)
-                restored = _row_counts(conn)
-                expected = {t: n for t, n in backup.header.rows.items()}
-                if {t: restored.get(t) for t in expected} != expected:
-                    raise BackupError("the restored rows differ from the backup's counts; nothing was changed")
-                _checkpoint("restore-before-commit")
-        except psycopg.Error as exc:
-            detail = exc.diag.message_primary or str(exc).splitlines()[0]
-            raise BackupError(f"the restore failed, nothing was changed: {detail}") from None
-        finally:
-            if script.poll() is None:
-                script.kill()
-            script.wait()
+        for attempt in range(1, RESTORE_ATTEMPTS + 1):
+            try:
+                _restore_once(conn, bindir, archive, listing, backup, server_major)
+                break
+            except psycopg.errors.DeadlockDetected as exc:
+                # a serving worker's short transaction (a calibration stored, a confirmation
+                # read) met the restore's locks in another order, and Postgres undid the restore
+                if attempt == RESTORE_ATTEMPTS:
+                    raise BackupError(f"the restore failed, nothing was changed: {_message(exc)}") from None
+                log.warning("restore undone to break a deadlock; running it again", extra={"attempt": attempt})
+            except psycopg.Error as exc:
+                raise BackupError(f"the restore failed, nothing was changed: {_message(exc)}") from None
     return RestoreReport(rows=backup.header.rows, replaced=bool(held))
+
+
+def _restore_once(
+    conn: psycopg.Connection, bindir: Path, archive: Path, listing: Path, backup: BackupFile, server_major: int
+) -> None:
+    """One attempt at the restore, in one transaction: pg_restore's script run on ``conn``, the
+    rights and versions set, the rows counted against the header; any error undoes it all."""
+    script = subprocess.Popen(
+        [
+            str(bindir / "pg_restore"),
+            "--file=-",
+            "--clean",
+            "--if-exists",
+            "--no-owner",
+            "--no-privileges",
+            f"--use-list={listing}",
+            str(archive),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        with conn.transaction():
+            conn.execute(sqlfiles.query("backup_restore_lock"))
+            previous = _versions(conn)
+            conn.execute(sqlfiles.migrations()[0].text, prepare=False)  # the extensions
+            assert script.stdout is not None
+            _run_script(conn, script.stdout, server_major)
+            error = script.stderr.read().decode(errors="replace") if script.stderr else ""
+            if script.wait() != 0:
+                raise BackupError(f"pg_restore failed: {_first_line(error)}")
+            _checkpoint("restore-loaded")
+            conn.execute("set local search_path = public, extensions")
+            conn.execute(sqlfiles.query("backup_rights"))
+            _move_versions_past(conn, previous)
+            restored = _row_counts(conn)
+            expected = {t: n for t, n in backup.header.rows.items()}
+            if {t: restored.get(t) for t in expected} != expected:
+                raise BackupError("the restored rows differ from the backup's counts; nothing was changed")
+            _checkpoint("restore-before-commit")
+    finally:
+        if script.poll() is None:
+            script.kill()
+        script.wait()
+
+
+def _message(exc: psycopg.Error) -> str:
+    return exc.diag.message_primary or str(exc).splitlines()[0]
 
 
 def _restore_listing(bindir: Path, archive: Path) -> Path:
