@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.helpers import KEEPER_TOKEN, database_url, make_settings, sign_in
+from tests.helpers import KEEPER_TOKEN, database_url, make_settings, query_log_written, sign_in
 from worker.config import ConfigError, Settings
 from worker.errors import CommunityConflict
 from worker.ingest.ingestor import Ingestor
@@ -371,3 +371,35 @@ def test_a_community_held_by_both_databases_is_refused(servers, embedder, tmp_pa
         assert elm.status_code == 200 and [d["document_id"] for d in elm.get_json()["documents"]] == ["elm-rules"]
     finally:
         runtime.close()
+
+
+def test_a_community_is_deleted_in_the_database_that_holds_it(client, split):
+    """`DELETE /webhook/arc-communities/<community>` in a split knowledge base: the community goes
+    from its database, the other database is not touched, and the listing across both follows."""
+    _, default, other = split
+    assert ask(client, "When can kayaks be kept on the dock?", "ridge").status_code == 200
+    assert query_log_written(client)  # the question is in ridge's database before the delete
+    assert rows(other, "select count(*) from query_log where community = 'ridge'")[0][0] >= 1
+    count = "select count(*) from knowledge_chunks where community = %s"
+    hollow_before = rows(default, count, "hollow")
+    listed = client.get("/webhook/arc-communities", headers=HEADERS).get_json()["communities"]
+    assert {c["community"] for c in listed} == {"hollow", "ridge"}
+
+    deleted = client.delete("/webhook/arc-communities/ridge", headers=HEADERS)
+    assert deleted.status_code == 200, deleted.get_json()
+    assert deleted.get_json()["removed"]["chunks"] >= 1
+    assert rows(other, count, "ridge") == [(0,)]
+    assert rows(other, "select count(*) from query_log where community = 'ridge'") == [(0,)]
+    assert rows(default, count, "hollow") == hollow_before
+    listed = client.get("/webhook/arc-communities", headers=HEADERS).get_json()["communities"]
+    assert [c["community"] for c in listed] == ["hollow"]
+    assert ask(client, "When can kayaks be kept on the dock?", "ridge").status_code == 404
+
+    # loaded again, it goes back to its database
+    stored = client.post(
+        "/webhook/arc-ingest",
+        headers=HEADERS,
+        json={"text": RIDGE, "document_type": "other", "document_id": "ridge-rules", "community": "ridge"},
+    )
+    assert stored.status_code == 200, stored.get_json()
+    assert rows(other, count, "ridge")[0][0] >= 1
