@@ -122,6 +122,8 @@ def n8n(n8n_home, worker, chat_model, node_package, tmp_path_factory):
                 webhook_id="7a2d3b21-9c5f-4d66-8b4f-3e9f2c8b1bf2",
                 parameters={"options": {"retries": 0}}),
         confirm_variant(folder),
+        variant(WORKFLOWS / "arc-documents-node.json", folder, wid="arcNodeCommunit1", route="arc-node-communities",
+                webhook_id="7a2d3b21-9c5f-4d66-8b4f-3e9f2c8b1bf4", parameters={"operation": "listCommunities"}),
     ]
     credentials = (
         credential("arcNodeQuestions1", "ARC Questions", worker, WORKER_TOKEN, "questions"),
@@ -264,6 +266,22 @@ def test_the_node_confirms_an_answer_with_the_keepers_credential(n8n, worker):
     finally:
         for confirmation in made:
             requests.delete(f"{worker}/webhook/arc-confirm/{confirmation}", headers=keeper, timeout=30)
+
+
+def test_the_node_lists_the_communities_with_the_keepers_credential(n8n, worker):
+    keeper = {"X-ARC-Token": INGEST_TOKEN}
+    for _ in range(10):  # the worker here allows 2 requests a second per token (ARC_RATE_LIMIT)
+        shown = requests.get(f"{worker}/webhook/arc-communities", headers=keeper, timeout=30)
+        if shown.status_code != 429:
+            break
+        time.sleep(float(shown.headers.get("Retry-After", "1")))
+    assert shown.status_code == 200, shown.text
+    expected = shown.json()["communities"]
+    assert expected and all(c["chunks"] > 0 for c in expected)
+    r = call(n8n, "arc-node-communities", method="GET")  # the node waits out a 429 itself
+    assert r.status_code == 200, r.text
+    listed = r.json() if isinstance(r.json(), list) else [r.json()]  # one item: n8n may answer it bare
+    assert listed == expected
 
 
 def test_a_422_from_the_worker_is_a_node_error_naming_the_field(n8n):

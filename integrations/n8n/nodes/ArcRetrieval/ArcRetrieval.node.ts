@@ -190,6 +190,11 @@ async function runOperation(this: IExecuteFunctions, i: number): Promise<IDataOb
 		return await callWorker.call(this, { method: 'POST', path: '/webhook/arc-confirm', body, retries }, i);
 	}
 
+	if (operation === 'listCommunities') {
+		const listed = await callWorker.call(this, { method: 'GET', path: '/webhook/arc-communities', retries }, i);
+		return (listed.communities ?? []) as IDataObject[];
+	}
+
 	if (operation === 'listDocuments') {
 		const listed = await callWorker.call(this, { method: 'GET', path: '/webhook/arc-documents', qs, retries }, i);
 		return ((listed.documents ?? []) as IDataObject[]).map((document) => ({

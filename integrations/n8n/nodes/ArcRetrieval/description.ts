@@ -58,6 +58,12 @@ export const properties: INodeProperties[] = [
 				description: 'Store a file from a previous node: read, chunked and embedded (ingest token)',
 			},
 			{
+				name: 'List Communities',
+				value: 'listCommunities',
+				action: 'List communities',
+				description: 'Each community (association) the token reaches, with its chunks (ingest token)',
+			},
+			{
 				name: 'List Documents',
 				value: 'listDocuments',
 				action: 'List documents',
