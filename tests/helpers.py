@@ -708,10 +708,25 @@ def running_n8n(install: N8nInstall, folder: Path, chat_model, env_overrides: di
         wait_for(lambda: ready(requests.post(f"{base}/webhook/arc-retrieval", json={"query": "ping"},
                                              headers={"X-ARC-Token": N8N_TOKEN}, timeout=30)),
                  120, "n8n's webhook")
+        # n8n answers the first webhook before it has activated every workflow: wait for each one
+        # that checks a header (registered, it refuses a request without it; before, a 404)
+        for method, path in _guarded_webhooks(chosen):
+            wait_for(lambda m=method, p=path: requests.request(m, f"{base}/webhook/{p}", timeout=30).status_code
+                     != 404, 120, f"n8n's webhook {method} {path}")
         yield {"base": base, "ids": prepared.ids, "active": prepared.active, "log": folder / "n8n.log"}
     finally:
         stop_process(process)
         log.close()
+
+
+def _guarded_webhooks(workflows: list[dict]) -> list[tuple[str, str]]:
+    """(method, path) of every webhook node of ``workflows`` that checks a header."""
+    return [
+        (node["parameters"].get("httpMethod", "GET"), node["parameters"]["path"])
+        for workflow in workflows
+        for node in workflow["nodes"]
+        if node["type"] == "n8n-nodes-base.webhook" and node["parameters"].get("authentication") == "headerAuth"
+    ]
 
 
 def install_node_package(tarball: Path, nodes_folder: Path) -> Path:
