@@ -13,7 +13,6 @@ database stays as built (`--commit` keeps the deletes).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -25,6 +24,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from portfolio import Probe, size_of
+from portfolio_large import kept_portfolio_parser
 from scale_communities import Corpus, community_name, server, vector_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,13 +69,7 @@ def measured(url: str, name: str, other: str, vector: str, commit: bool) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", type=Path, required=True, help="the folder benchmarks/portfolio.py kept")
-    parser.add_argument("--server", choices=("embedded", "pg15"), default="embedded")
-    parser.add_argument("--communities", type=int, default=5000)
-    parser.add_argument("--large-min", type=int, default=10000)
-    parser.add_argument("--large-max", type=int, default=50000)
-    parser.add_argument("--shared-buffers", default="2GB")
+    parser = kept_portfolio_parser(__doc__)
     parser.add_argument("--commit", action="store_true", help="keep the deletes (the kept database loses them)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -71,8 +71,8 @@ def first_asks(conn, name: str, vectors: list[str]) -> list[dict]:
     return out
 
 
-def portfolio_parser(description: str, queries: int) -> argparse.ArgumentParser:
-    """The arguments that find the kept portfolio and its largest community, and how many questions."""
+def kept_portfolio_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments that find the kept portfolio and its communities' sizes."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, required=True, help="the folder benchmarks/portfolio.py kept")
     parser.add_argument("--server", choices=("embedded", "pg15"), default="embedded")
@@ -80,6 +80,12 @@ def portfolio_parser(description: str, queries: int) -> argparse.ArgumentParser:
     parser.add_argument("--large-min", type=int, default=10000)
     parser.add_argument("--large-max", type=int, default=50000)
     parser.add_argument("--shared-buffers", default="2GB")
+    return parser
+
+
+def portfolio_parser(description: str, queries: int) -> argparse.ArgumentParser:
+    """The arguments that find the kept portfolio and its largest community, and how many questions."""
+    parser = kept_portfolio_parser(description)
     parser.add_argument("--queries", type=int, default=queries)
     parser.add_argument("--warmup", type=int, default=40)
     return parser
