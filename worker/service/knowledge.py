@@ -40,6 +40,7 @@ from ..retrieve.options import AnswerOptions
 from ..retrieve.pipeline import Retriever
 from ..runtime import Runtime
 from ..store import communities, knowledge_base
+from ..store.communities import Warmed
 from ..store.database import Database
 from ..store.querylog import QueryLog
 from .admission import Admission
@@ -111,6 +112,7 @@ class KnowledgeService:
         # reading documents (parsing, conversion, OCR) has its own small bound, inside the
         # general one, so uploads can never take every slot questions need
         self.ingest_admission = Admission(limits.max_ingests, limits.max_ingests, limits.queue_timeout)
+        self.warming: threading.Thread | None = None  # prepare_calibrations's reading of the large communities
 
     @property
     def retriever(self) -> Retriever:
@@ -338,9 +340,31 @@ class KnowledgeService:
 
     def prepare_calibrations(self) -> None:
         """At a serving process's start: the stored status calibrations answer; whatever is missing
-        or stale is measured in the background (retrieve/calibration.py), in every database."""
+        or stale is measured in the background (retrieve/calibration.py), in every database. The
+        large communities' full-text pages are read into each database's cache meanwhile
+        (:meth:`warm`), so the first questions after a restart do not read them from disk."""
         for db in self.runtime.databases.all():
             self.shard_of(db).retriever.prepare_calibrations()
+        self.warming = threading.Thread(target=self.warm, name="arc-warm-communities", daemon=True)
+        self.warming.start()
+
+    def warm(self) -> list[Warmed]:
+        """Read each database's large communities' full-text pages into its shared buffers
+        (store/communities.py); a failure is logged, and questions read the pages as they go."""
+        warmed: list[Warmed] = []
+        for db in self.runtime.databases.all():
+            try:
+                done = communities.warm(db)
+            except Exception as exc:
+                log.warning("communities not warmed", extra={"error_type": type(exc).__name__})
+                continue
+            if done:
+                log.info(
+                    "communities warmed",
+                    extra={"communities": [w.community for w in done], "pages": sum(w.pages for w in done)},
+                )
+            warmed += done
+        return warmed
 
     def close(self) -> None:
         """Write the queued query-log rows and stop the retriever's background work; the runtime

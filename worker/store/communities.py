@@ -1,10 +1,12 @@
 """Which communities (associations) the knowledge base holds (``sql/030_communities.sql``),
-which one a request means when it names none, and one removed whole."""
+which one a request means when it names none, one removed whole, and the large ones' pages read
+into the server's cache."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 
 import psycopg
 
@@ -59,3 +61,23 @@ def delete(db: Database, community: str) -> dict[str, int]:
         except psycopg.errors.InvalidParameterValue:
             raise UnknownCommunity(f"community: nothing is kept under {community!r} in this knowledge base") from None
     return {kind: int(removed) for kind, removed in rows}
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """A community whose full-text pages were read into shared buffers, and their estimated count."""
+
+    community: str
+    chunks: int
+    pages: int
+
+
+def warm(db: Database) -> list[Warmed]:
+    """Read the large communities' full-text pages into the server's shared buffers, largest
+    first, within a quarter of them (``sql/functions/arc_warm_communities.sql``), with no statement
+    timeout: a search's budget is shorter than reading a large community. Nothing, when another
+    process is warming meanwhile."""
+    with db.connect() as conn, conn.transaction():
+        conn.execute("set local statement_timeout = 0")
+        rows = conn.execute("select community, chunks, pages from arc_warm_communities()").fetchall()
+    return [Warmed(str(c), int(n), int(p)) for c, n, p in rows]
