@@ -4,6 +4,9 @@ one caller at a time, on both Postgres versions."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -86,6 +89,12 @@ def test_the_large_communities_pages_are_read_largest_first_within_the_share(dat
         assert second.execute(WARM.format("")).fetchall()
 
     assert [w.community for w in communities.warm(db)] == largest_first
+
+    # the statement the README gives for a restart of Postgres alone, exactly as written there
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    statement = re.search(r"`(select \* from arc_warm_communities\(\);)`", readme).group(1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert [r[0] for r in conn.execute(statement).fetchall()] == largest_first
 
 
 def test_a_serving_process_warms_at_its_start(database_factory, embedder, tmp_path, caplog):
