@@ -312,14 +312,7 @@ def _scored(calls: list[Call], community: str, takes) -> tuple[float, float, int
 
 
 def _strictness(p: dict) -> float:
-    return (
-        p["extra"]
-        + p["margin"]
-        + p["share"]
-        - p["top_behind"]
-        + p["top_margin"]
-        - p["top_below_like"]
-    )
+    return p["extra"] + p["margin"] + p["share"] - p["top_behind"] + p["top_margin"] - p["top_below_like"]
 
 
 def best(calls: list[Call], communities: list[str]) -> dict:
@@ -845,8 +838,10 @@ def models(dataset: Path) -> None:
             return v / np.linalg.norm(v)
 
         centre: dict[str, np.ndarray] = centres if "centred" in label else {}
-        same = [float(unit(r.question.question, community_of[r.of]) @ unit(text[r.of], community_of[r.of]))
-                for r in rewordings.rewordings]
+        same = [
+            float(unit(r.question.question, community_of[r.of]) @ unit(text[r.of], community_of[r.of]))
+            for r in rewordings.rewordings
+        ]
         different: list[float] = []
         for community, asked in communities.items():
             matrix = np.stack([unit(q, community) for q in asked])
@@ -872,8 +867,9 @@ def models(dataset: Path) -> None:
         if isinstance(embedder, E5Embedder):
             continue
         report(f"{name}, centred", vectors)
-        expanded = _unit_rows(embedder.embed_queries(
-            [f"{preprocess(q).normalized} {' '.join(expand(q))}".strip() for q in questions]))
+        expanded = _unit_rows(
+            embedder.embed_queries([f"{preprocess(q).normalized} {' '.join(expand(q))}".strip() for q in questions])
+        )
         vectors = dict(zip(questions, expanded, strict=True))
         report(f"{name}, documents' words added", vectors)
         centres = {c: np.mean([vectors[q] for q in asked], axis=0) for c, asked in communities.items()}
@@ -1069,12 +1065,16 @@ def kinds(folder: Path) -> None:
         changed[row["community"]] += 1
         could = sims[best] >= row["near"] and sims[best] - rival >= confirmed.MARGIN
         reachable[row["community"]] += could and own
-        print(f"| {row['community']} | {row['id']} | {row['kind']} | {'yes' if row['id'] in original else 'no'} "
-              f"| {'yes' if own else 'no'} | {sims[best]:.3f} | {rival:.3f} | {row['near']:.3f} | {row['question']} |")
+        print(
+            f"| {row['community']} | {row['id']} | {row['kind']} | {'yes' if row['id'] in original else 'no'} "
+            f"| {'yes' if own else 'no'} | {sims[best]:.3f} | {rival:.3f} | {row['near']:.3f} | {row['question']} |"
+        )
     print()
     for community in sorted(changed):
-        print(f"{community}: nearest changed for {changed[community]} questions; "
-              f"rewordings that could then take their original's confirmation: {reachable[community]}")
+        print(
+            f"{community}: nearest changed for {changed[community]} questions; "
+            f"rewordings that could then take their original's confirmation: {reachable[community]}"
+        )
 
 
 def main() -> None:

@@ -255,7 +255,7 @@ def test_an_invalid_as_of_is_a_4xx_naming_it(dated, bad):
 
 
 def test_dates_on_the_ingest_webhook_json_and_upload_and_out_of_order_is_refused(dated):
-    db, client, _ = dated
+    _db, client, _ = dated
     post = lambda body: client.post("/webhook/arc-ingest", json={"community": "oak", **body})  # noqa: E731
     bad = post({"text": POOL_RULES, "document_type": "other", "document_id": "pool", "effective_date": "2019-13-01"})
     assert bad.status_code == 422 and bad.get_json()["field"] == "effective_date", bad.get_json()

@@ -261,7 +261,7 @@ def test_questions_are_answered_while_a_backup_runs(sample_backup, embedder, tmp
 def test_a_serving_worker_answers_from_the_restored_knowledge_base(sample_backup, make_database, embedder, tmp_path):
     """A restore --replace under a worker that keeps its pool, statements and caches: its next
     answers come from the restored chunks (new tables, new functions, versions moved on)."""
-    source, path = sample_backup
+    _source, path = sample_backup
     target = make_database("bk_serving")
     _loaded(target, embedder, tmp_path, lambda k: k.ingest_sample(caller=LOCAL))
     question = _questions(SAMPLE_QUESTIONS)[0]

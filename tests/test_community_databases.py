@@ -120,7 +120,7 @@ def test_each_community_is_stored_in_its_own_database(client, split):
 
 
 def test_each_question_is_answered_and_logged_by_its_community_s_database(client, split):
-    runtime, default, other = split
+    _runtime, default, other = split
     for community, query, words, elsewhere in (
         ("hollow", "When must hammocks come down?", "Hammocks strung", "Kayaks"),
         ("ridge", "When can kayaks be kept on the dock?", "Kayaks may be kept", "Hammocks"),
@@ -166,7 +166,7 @@ def test_the_documents_api_follows_the_mapping(client, split):
     assert unnamed.status_code == 400 and "2 communities" in unnamed.get_json()["message"]
 
     # a delete goes to the community's database, and only there
-    _, default, other = split
+    _, _default, other = split
     stored = client.post(
         "/webhook/arc-ingest",
         headers=HEADERS,
@@ -235,7 +235,7 @@ def test_the_command_line_follows_the_mapping(split, tmp_path, monkeypatch):
 
     from worker.cli import main
 
-    runtime, default, other = split
+    _runtime, default, other = split
     monkeypatch.setenv("DATABASE_URL", default)
     monkeypatch.setenv("ARC_COMMUNITY_DATABASES", f"ridge={other}")
     monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path))

@@ -67,7 +67,7 @@ def test_the_webhook_refuses_bad_input_and_the_wrong_token(managed):
 
 
 def test_deleting_the_newer_version_makes_the_older_current_again(managed):
-    client, db, ingestor, _ = managed
+    client, _db, ingestor, _ = managed
     newer = ingestor.prepare_text(parse_markdown("# Fences 2026\n\nFences may be 7 feet tall."),
                                   DocumentFields(document_id="fences-2026", document_type="design_guidelines",
                                                  supersedes="design-guidelines-2024"))
@@ -80,7 +80,7 @@ def test_deleting_the_newer_version_makes_the_older_current_again(managed):
 
 
 def test_an_unknown_supersession_id_is_a_clear_error_and_nothing_is_stored(managed, tmp_path, monkeypatch):
-    client, db, _, url = managed
+    client, _db, _, url = managed
     refused = client.post("/webhook/arc-ingest", headers=ADMIN, json={
         "text": "# Fences 2026\n\nFences may be 7 feet tall.", "document_type": "design_guidelines",
         "document_id": "fences-2026", "supersedes": "design-guidelines-2042"})

@@ -298,7 +298,7 @@ def test_the_nesting_scan_runs_in_the_bounded_child_not_in_the_serving_process()
 def test_too_many_pages_is_a_422_before_any_page_is_read(hostile):
     from tests.helpers import make_pdf
 
-    app, db = hostile
+    app, _db = hostile
     r = upload(app.test_client(), "long.pdf", make_pdf([[f"Page {n} text of the rules."] for n in range(6)]))
     refused_naming(r, 422, "6 pages", "ARC_MAX_PAGES")
 
@@ -307,7 +307,7 @@ def test_too_many_pages_is_a_422_before_any_page_is_read(hostile):
 def test_too_many_scanned_pages_is_a_422_without_running_ocr(hostile):
     from tests.helpers import joined
 
-    app, db = hostile
+    app, _db = hostile
     CountingOcr.calls.clear()
     r = upload(app.test_client(), "scans.pdf", joined(scanned_page(SCANNED_LINES), scanned_page(SCANNED_LINES)))
     refused_naming(r, 422, "2 pages need OCR", "ARC_MAX_OCR_PAGES")
@@ -318,7 +318,7 @@ def test_too_many_scanned_pages_is_a_422_without_running_ocr(hostile):
 def test_ocr_waits_for_admission_instead_of_running_beside_it(hostile):
     """With the one slot taken (ARC_MAX_CONCURRENT=1, no queue), a scanned upload is refused
     with 429 before its pages are read, not after."""
-    app, db = hostile
+    app, _db = hostile
     arc = app.extensions["arc"]
     CountingOcr.calls.clear()
     holding, release = threading.Event(), threading.Event()
@@ -343,7 +343,7 @@ def test_ocr_waits_for_admission_instead_of_running_beside_it(hostile):
 # --- authentication --------------------------------------------------------------------------
 
 def test_a_stranger_failing_authentication_never_locks_out_the_right_token(hostile, caplog):
-    app, db = hostile
+    app, _db = hostile
     client = app.test_client()
     wrong = "wrong-" + "w" * 30
     with caplog.at_level(logging.WARNING, logger="arc.auth"):

@@ -110,7 +110,7 @@ def _closed(sock: socket.socket) -> bool:
 
 @needs_tesseract
 def test_ocr_stops_when_the_client_goes_away(tmp_path):
-    process, url, log_path = start_worker(tmp_path)
+    process, url, _log_path = start_worker(tmp_path)
     pdf = joined(*[scanned_page(SCANNED_LINES)] * 12)
     boundary = "arcboundary"
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"document_type\"\r\n\r\nccr\r\n"

@@ -226,7 +226,7 @@ def test_a_change_on_the_primary_is_in_the_next_answer_though_the_standby_lags(p
 
 
 def test_the_standby_stopped_mid_load_costs_no_answer(pair, worker):
-    primary, standby = pair
+    _primary, standby = pair
     questions = ["fence height", "paint colours", "shed approval", "boat parking", "tree removal",
                  "solar panels", "pool rules", "holiday lights"]
     outcomes: list[int | str] = []

@@ -45,7 +45,7 @@ def stored(db: Database) -> list[str]:
 
 
 def test_an_ingest_behind_a_load_waits_for_it_past_the_statement_timeout(writer):
-    client, db, load, watcher, _ = writer
+    client, db, load, _watcher, _ = writer
     load.execute(sqlfiles.query("lock_writes"))
     released = threading.Timer(1.0, load.commit)  # the load ends after 1 s: over 3 statement timeouts
     started = time.monotonic()
@@ -57,7 +57,7 @@ def test_an_ingest_behind_a_load_waits_for_it_past_the_statement_timeout(writer)
 
 
 def test_past_the_wait_the_answer_is_retriable_names_the_cause_and_stores_nothing(writer, tmp_path, monkeypatch):
-    client, db, load, watcher, url = writer
+    client, db, load, _watcher, url = writer
     load.execute(sqlfiles.query("lock_writes"))
     started = time.monotonic()
     answer = client.post("/webhook/arc-ingest", headers=ADMIN, json=DOC)
