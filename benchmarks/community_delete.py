@@ -24,7 +24,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from portfolio import Probe, size_of
-from portfolio_large import kept_portfolio_parser
+from portfolio_large import kept_command, kept_portfolio_parser
 from scale_communities import Corpus, community_name, server, vector_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,10 +89,7 @@ def main() -> None:
             rows.append({"which": label, "chunks": sizes[k], **row})
             print(rows[-1], flush=True)
 
-    # the kept folder is this machine's, not the results'
-    command = "python benchmarks/community_delete.py " + " ".join(
-        "DIR" if a == str(args.keep) else a for a in sys.argv[1:]
-    )
+    command = kept_command("community_delete.py", args.keep)
     lines = [
         "# Deleting a community whole, in a portfolio",
         "",

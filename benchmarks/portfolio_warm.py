@@ -26,7 +26,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from portfolio import DIM
-from portfolio_large import HYBRID, Largest, largest, portfolio_parser
+from portfolio_large import HYBRID, Largest, kept_command, largest, portfolio_parser, timed_among_others
 from scale_communities import Corpus, pct, server, vector_text
 
 from worker.store.database import Database
@@ -44,9 +44,6 @@ def measure(conn, corpus: Corpus, big: Largest, queries: int, warmup: int, batch
     times: dict[str, list[float]] = {leg: [] for leg in LEGS}
     for j in range(queries):
         for leg, (text, vector) in LEGS.items():
-            for idx in rng.choice(len(big.neighbours), size=2, replace=False):
-                c, q, v = big.neighbours[idx]
-                conn.execute(HYBRID, {"q": q, "v": v, "c": c, "ef": None}).fetchall()
             qv, qt = asked[leg]
             params = {
                 "q": qt[j] if text else "",
@@ -54,9 +51,7 @@ def measure(conn, corpus: Corpus, big: Largest, queries: int, warmup: int, batch
                 "c": big.name,
                 "ef": None,
             }
-            start = time.perf_counter()
-            conn.execute(HYBRID, params).fetchall()
-            times[leg].append((time.perf_counter() - start) * 1000)
+            times[leg].append(timed_among_others(conn, big, params, rng)[0])
     return times
 
 
@@ -107,8 +102,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        command = " ".join("DIR" if a == str(args.keep) else a for a in sys.argv[1:])
-        args.out.write_text(f"Command: `python benchmarks/portfolio_warm.py {command}`\n\n" + text)
+        args.out.write_text(f"Command: `{kept_command('portfolio_warm.py', args.keep)}`\n\n" + text)
 
 
 if __name__ == "__main__":

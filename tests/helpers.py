@@ -27,6 +27,7 @@ import numpy as np
 import psycopg
 import pytest
 import requests
+from psycopg import sql as pgsql
 
 from worker.config import Settings
 from worker.ingest.chunking import Chunk
@@ -46,6 +47,23 @@ FENCE = "What's the max fence height allowed in my backyard??"
 def make_settings(tmp: Path, database_url: str, **overrides) -> Settings:
     overrides.setdefault("rate_limit", 0)  # rate limiting has its own tests
     return Settings.from_env({}, data_dir=tmp, database_url=database_url, **overrides)
+
+
+def two_indexed_communities(database_factory, embedder, prefix: str) -> tuple[str, Database, Ingestor]:  # type: ignore[no-untyped-def]
+    """A new database (``database_factory``'s server) holding the sample corpus as two communities,
+    cedar-hollow and cedar-ridge, each past the size for an index of its own (lowered to 1 for the
+    database)."""
+    url = database_factory(prefix)
+    with psycopg.connect(url, autocommit=True) as conn:
+        name = conn.execute("select current_database()").fetchone()[0]
+        lowered = pgsql.SQL("alter database {} set arc.community_index_min_chunks = 1")
+        conn.execute(lowered.format(pgsql.Identifier(name)))
+    db = Database(url)
+    db.migrate(embedder.dim)
+    ingestor = Ingestor(db, embedder)
+    ingest_sample_corpus(ingestor, community="cedar-hollow")
+    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    return url, db, ingestor
 
 
 def query_log_written(client) -> bool:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from tests.helpers import make_settings, query_log_written, shell_blocks
+from tests.helpers import make_settings, query_log_written, shell_blocks, two_indexed_communities
 from worker.cli import main
 from worker.errors import CommunityForbidden, UnknownCommunity
 from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
@@ -99,22 +99,8 @@ def _objects_of(conn, community: str) -> list[str]:
     ]
 
 
-def _indexed_database(database_factory, embedder, prefix: str) -> tuple[str, Database, Ingestor]:
-    """Two communities of the sample corpus, each past the size for an index of its own."""
-    url = database_factory(prefix)
-    with psycopg.connect(url, autocommit=True) as conn:
-        name = conn.execute("select current_database()").fetchone()[0]
-        conn.execute(sql.SQL("alter database {} set arc.community_index_min_chunks = 1").format(sql.Identifier(name)))
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
-    ingest_sample_corpus(ingestor, community="cedar-ridge")
-    return url, db, ingestor
-
-
 def test_a_deleted_community_leaves_nothing_and_the_others_answer_as_before(database_factory, embedder):
-    url, db, ingestor = _indexed_database(database_factory, embedder, "delcommunity")
+    url, db, ingestor = two_indexed_communities(database_factory, embedder, "delcommunity")
     with psycopg.connect(url, autocommit=True) as conn:
         for community in ("cedar-hollow", "cedar-ridge"):
             _keep_about(conn, community)

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
-from tests.helpers import make_settings
-from worker.ingest.ingestor import Ingestor, ingest_sample_corpus
+from tests.helpers import make_settings, two_indexed_communities
 from worker.runtime import Runtime
 from worker.service.knowledge import KnowledgeService
 from worker.store import communities
@@ -22,17 +20,8 @@ WARM = "select community, chunks, pages from arc_warm_communities({})"
 
 
 def _two_communities(database_factory, embedder) -> tuple[str, Database]:
-    """Two communities of the sample corpus, past the size of a large community (lowered for the
-    test), analysed as autovacuum would."""
-    url = database_factory("warm")
-    with psycopg.connect(url, autocommit=True) as conn:
-        name = conn.execute("select current_database()").fetchone()[0]
-        conn.execute(sql.SQL("alter database {} set arc.community_index_min_chunks = 10").format(sql.Identifier(name)))
-    db = Database(url)
-    db.migrate(embedder.dim)
-    ingestor = Ingestor(db, embedder)
-    ingest_sample_corpus(ingestor, community="cedar-hollow")
-    ingest_sample_corpus(ingestor, community="cedar-ridge")
+    """Two large communities of the sample corpus, analysed as autovacuum would."""
+    url, db, _ = two_indexed_communities(database_factory, embedder, "warm")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("analyze knowledge_chunks")
         conn.execute("analyze bm25_postings")
